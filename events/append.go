@@ -1,0 +1,315 @@
+package events
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Bounds checked at the edge, before anything is written. Each has its own
+// error code (docs/API.md).
+const (
+	// MaxEventsPerAppend is the most events one append call may carry.
+	MaxEventsPerAppend = 1000
+	// MaxAppendBytes is the most encoded bytes one append call may carry.
+	MaxAppendBytes = 4 << 20
+	// MaxStreamNameLen is the longest stream name, in bytes.
+	MaxStreamNameLen = 200
+	// MaxTypeLen is the longest event type, in bytes.
+	MaxTypeLen = 200
+	// MaxTextFieldLen bounds correlation_id, causation_id and actor, in bytes.
+	MaxTextFieldLen = 256
+)
+
+// ReservedPrefixes are the domain streams' prefixes. The raw append API
+// refuses them (reserved_stream); only commands write there, after their
+// aggregate has decided.
+var ReservedPrefixes = []string{"provider-", "binding-", "approval-", "mission-", "measurement-", "claim-", "executor-"}
+
+// IsReserved reports whether stream belongs to a domain aggregate.
+func IsReserved(stream string) bool {
+	for _, p := range ReservedPrefixes {
+		if strings.HasPrefix(stream, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// StreamAppend is the part of an append that targets one stream.
+type StreamAppend struct {
+	Stream   string
+	Expected Expected
+	Events   []Proposed
+}
+
+// AppendRequest is one atomic append: every stream's condition holds and all
+// its events are written, or nothing is.
+type AppendRequest struct {
+	Streams []StreamAppend
+}
+
+// EventCount returns the number of events in r.
+func (r *AppendRequest) EventCount() int {
+	n := 0
+	for _, s := range r.Streams {
+		n += len(s.Events)
+	}
+	return n
+}
+
+// Outcome is the result of one AppendRequest inside a batch. Err is nil,
+// a *ConditionError or an *Error; when it is nil, Events are the stored
+// events in request order (the originals when Duplicate is true).
+type Outcome struct {
+	Events    []Event
+	Duplicate bool
+	Err       error
+}
+
+// Batch is the unit the log applies and the cluster replicates: the appends
+// that group commit coalesced, with everything non-deterministic already
+// fixed. Applying a batch is a deterministic function of the stored state and
+// the batch, so every replica stores identical bytes.
+type Batch struct {
+	// RecordedAt is the node's clock when the batch was formed. Apply records
+	// max(RecordedAt, last recorded time) so recorded_at never goes backwards.
+	RecordedAt time.Time
+	Appends    []AppendRequest
+}
+
+// ValidateStreamName checks the 1–200 printable characters without spaces rule.
+func ValidateStreamName(field, s string) error {
+	if s == "" || len(s) > MaxStreamNameLen {
+		return Refusef(CodeInvalidStreamName, field, "stream names are 1 to %d bytes long, got %d", MaxStreamNameLen, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return Refusef(CodeInvalidStreamName, field, "stream name is not valid UTF-8")
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) || unicode.IsSpace(c) {
+			return Refusef(CodeInvalidStreamName, field, "stream name %q contains %q; use printable characters without spaces", s, c)
+		}
+	}
+	return nil
+}
+
+func validateText(field, code, s string, min, max int) error {
+	if len(s) < min || len(s) > max {
+		return Refusef(code, field, "must be %d to %d bytes long, got %d", min, max, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return Refusef(code, field, "is not valid UTF-8")
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return Refusef(code, field, "contains the non-printable character %q", c)
+		}
+	}
+	return nil
+}
+
+// isJSONObject reports whether b is one valid JSON object (whitespace around
+// it allowed, since the bytes are stored exactly as received).
+func isJSONObject(b []byte) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Validate checks every bound of an append before anything is written: stream
+// names, event types and text fields, JSON objects, the per-event encoded
+// size, the per-append count and bytes, duplicate streams and duplicate ids.
+// It does not check reserved streams (the raw API does, commands do not).
+// Field paths follow the HTTP body: appends[i].events[j].data.
+func (r *AppendRequest) Validate() error {
+	if len(r.Streams) == 0 || r.EventCount() == 0 {
+		return Refusef(CodeEmptyAppend, "events", "an append needs at least one event")
+	}
+	if n := r.EventCount(); n > MaxEventsPerAppend {
+		return Refusef(CodeTooManyEvents, "events", "%d events in one append; the limit is %d, split it", n, MaxEventsPerAppend)
+	}
+	streams := make(map[string]bool, len(r.Streams))
+	ids := make(map[[16]byte]bool, r.EventCount())
+	total := 0
+	for i, s := range r.Streams {
+		base := fmt.Sprintf("appends[%d]", i)
+		if err := ValidateStreamName(base+".stream", s.Stream); err != nil {
+			return err
+		}
+		if streams[s.Stream] {
+			return Refusef(CodeDuplicateStream, base+".stream", "stream %q appears twice in one append; merge its events into one entry", s.Stream)
+		}
+		streams[s.Stream] = true
+		if len(s.Events) == 0 {
+			return Refusef(CodeEmptyAppend, base+".events", "stream %q has no events", s.Stream)
+		}
+		for j := range s.Events {
+			p := &s.Events[j]
+			f := fmt.Sprintf("%s.events[%d]", base, j)
+			if p.ID == [16]byte{} {
+				return Refusef(CodeInvalidEventID, f+".id", "event id must be a non-nil UUID")
+			}
+			if ids[p.ID] {
+				return Refusef(CodeDuplicateEventID, f+".id", "event id %s appears twice in one append", p.ID)
+			}
+			ids[p.ID] = true
+			if err := validateText(f+".type", CodeInvalidEventType, p.Type, 1, MaxTypeLen); err != nil {
+				return err
+			}
+			for _, t := range []struct{ name, v string }{{"correlation_id", p.CorrelationID}, {"causation_id", p.CausationID}, {"actor", p.Actor}} {
+				if err := validateText(f+"."+t.name, CodeInvalidField, t.v, 0, MaxTextFieldLen); err != nil {
+					return err
+				}
+			}
+			if !isJSONObject(p.Data) {
+				return Refusef(CodeDataNotObject, f+".data", "data must be a JSON object")
+			}
+			if !isJSONObject(p.Metadata) {
+				return Refusef(CodeMetadataNotObject, f+".metadata", "metadata must be a JSON object")
+			}
+			if p.Envelope != nil {
+				if len(p.Envelope.Signatures) == 0 || len(p.Envelope.Signatures) > 16 {
+					return Refusef(CodeInvalidSignature, f+".envelope.signatures", "an envelope carries 1 to 16 signatures")
+				}
+				if err := validateText(f+".envelope.payloadType", CodeInvalidSignature, p.Envelope.PayloadType, 1, MaxTypeLen); err != nil {
+					return err
+				}
+				for k, sg := range p.Envelope.Signatures {
+					if err := validateText(fmt.Sprintf("%s.envelope.signatures[%d].keyid", f, k), CodeInvalidSignature, sg.KeyID, 1, MaxTextFieldLen); err != nil {
+						return err
+					}
+					if len(sg.Sig) == 0 || len(sg.Sig) > 1024 {
+						return Refusef(CodeInvalidSignature, fmt.Sprintf("%s.envelope.signatures[%d].sig", f, k), "a signature is 1 to 1024 bytes")
+					}
+				}
+			}
+			ev := Event{Stream: s.Stream, Type: p.Type, Data: p.Data, Metadata: p.Metadata,
+				CorrelationID: p.CorrelationID, CausationID: p.CausationID, Actor: p.Actor, Envelope: p.Envelope}
+			n := EncodedSize(&ev)
+			if n > MaxEncodedSize {
+				return Refusef(CodeEventTooLarge, f, "the encoded event is %d bytes, above the limit of %d; reference bulky evidence by digest", n, MaxEncodedSize)
+			}
+			total += n
+		}
+	}
+	if total > MaxAppendBytes {
+		return Refusef(CodeAppendTooLarge, "events", "the append encodes to %d bytes, above the limit of %d; split it", total, MaxAppendBytes)
+	}
+	return nil
+}
+
+// batchMagic opens every encoded batch; the trailing digit is the layout.
+const batchMagic = "GRB1"
+
+// EncodeBatch returns the binary form of b replicated as one raft entry.
+func EncodeBatch(b *Batch) []byte {
+	dst := make([]byte, 0, 256)
+	dst = append(dst, batchMagic...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(b.RecordedAt.UnixNano()))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.Appends)))
+	for _, r := range b.Appends {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Streams)))
+		for _, s := range r.Streams {
+			dst = appendString16(dst, s.Stream)
+			dst = append(dst, byte(s.Expected.Kind))
+			dst = binary.BigEndian.AppendUint64(dst, s.Expected.Version)
+			dst = binary.BigEndian.AppendUint32(dst, uint32(len(s.Events)))
+			for _, p := range s.Events {
+				dst = append(dst, p.ID[:]...)
+				dst = appendString16(dst, p.Type)
+				dst = appendString16(dst, p.CorrelationID)
+				dst = appendString16(dst, p.CausationID)
+				dst = appendString16(dst, p.Actor)
+				dst = appendBytes32(dst, p.Data)
+				dst = appendBytes32(dst, p.Metadata)
+				if p.Envelope == nil || len(p.Envelope.Signatures) == 0 {
+					dst = append(dst, 0)
+					continue
+				}
+				dst = append(dst, byte(len(p.Envelope.Signatures)))
+				dst = appendString16(dst, p.Envelope.PayloadType)
+				for _, sg := range p.Envelope.Signatures {
+					dst = appendString16(dst, sg.KeyID)
+					dst = appendString16(dst, string(sg.Sig))
+				}
+			}
+		}
+	}
+	return dst
+}
+
+// DecodeBatch parses the output of EncodeBatch. Slices alias b.
+func DecodeBatch(b []byte) (*Batch, error) {
+	if len(b) < len(batchMagic)+12 || string(b[:len(batchMagic)]) != batchMagic {
+		return nil, fmt.Errorf("decode batch: bad magic: %w", ErrCorrupt)
+	}
+	r := reader{b: b, off: len(batchMagic)}
+	out := &Batch{RecordedAt: time.Unix(0, int64(r.u64())).UTC()}
+	n := r.u32()
+	if n > len(b) {
+		return nil, fmt.Errorf("decode batch: %d appends in %d bytes: %w", n, len(b), ErrCorrupt)
+	}
+	out.Appends = make([]AppendRequest, n)
+	for i := range out.Appends {
+		ns := r.u32()
+		if r.err != nil || ns > len(b) {
+			return nil, fmt.Errorf("decode batch: %w", ErrCorrupt)
+		}
+		streams := make([]StreamAppend, ns)
+		for j := range streams {
+			s := &streams[j]
+			s.Stream = r.str16("stream")
+			s.Expected.Kind = ExpectedKind(r.u8())
+			s.Expected.Version = r.u64()
+			ne := r.u32()
+			if r.err != nil || ne > len(b) {
+				return nil, fmt.Errorf("decode batch: %w", ErrCorrupt)
+			}
+			s.Events = make([]Proposed, ne)
+			for k := range s.Events {
+				p := &s.Events[k]
+				if r.need(16, "id") {
+					copy(p.ID[:], b[r.off:])
+					r.off += 16
+				}
+				p.Type = r.str16("type")
+				p.CorrelationID = r.str16("correlation_id")
+				p.CausationID = r.str16("causation_id")
+				p.Actor = r.str16("actor")
+				p.Data = r.bytes32("data")
+				p.Metadata = r.bytes32("metadata")
+				if k := r.u8(); k > 0 {
+					env := &Envelope{PayloadType: r.str16("payload_type")}
+					for x := 0; x < int(k) && r.err == nil; x++ {
+						env.Signatures = append(env.Signatures, Signature{KeyID: r.str16("keyid"), Sig: r.raw16("sig")})
+					}
+					p.Envelope = env
+				}
+			}
+		}
+		out.Appends[i].Streams = streams
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("decode batch: %v: %w", r.err, ErrCorrupt)
+	}
+	if r.off != len(b) {
+		return nil, fmt.Errorf("decode batch: %d trailing bytes: %w", len(b)-r.off, ErrCorrupt)
+	}
+	return out, nil
+}

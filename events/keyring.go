@@ -1,0 +1,93 @@
+package events
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+)
+
+// Event types that register and revoke the keys allowed to sign events. They
+// are written by the Measurement aggregate (stream "executor-<id>") after its
+// gates; verify folds them with a KeyRing to check every envelope against the
+// keys valid at that position.
+const (
+	TypeExecutorKeyRegistered = "ExecutorKeyRegistered"
+	TypeExecutorKeyRevoked    = "ExecutorKeyRevoked"
+)
+
+// KeyRegisteredData is the data of ExecutorKeyRegistered. PublicKey is the raw
+// 32-byte ed25519 key (base64 in JSON); KeyID must equal KeyID(PublicKey).
+type KeyRegisteredData struct {
+	ExecutorID string `json:"executor_id"`
+	Host       string `json:"host"`
+	KeyID      string `json:"key_id"`
+	PublicKey  []byte `json:"public_key"`
+	ApprovalID string `json:"approval_id,omitempty"`
+}
+
+// KeyRevokedData is the data of ExecutorKeyRevoked.
+type KeyRevokedData struct {
+	ExecutorID string `json:"executor_id"`
+	KeyID      string `json:"key_id"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// KeyRing folds key registrations and revocations in log order. Not safe for
+// concurrent use.
+type KeyRing struct {
+	keys map[string]*ringKey
+}
+
+type ringKey struct {
+	pub        ed25519.PublicKey
+	executorID string
+	revoked    bool
+}
+
+// NewKeyRing returns an empty key ring.
+func NewKeyRing() *KeyRing { return &KeyRing{keys: map[string]*ringKey{}} }
+
+// Apply folds e if it registers or revokes a key, and reports whether it did.
+// A registration whose key id does not match its key is ignored (the
+// aggregate refuses it; a tampered log shows up as an unknown key).
+func (k *KeyRing) Apply(e *Event) bool {
+	switch e.Type {
+	case TypeExecutorKeyRegistered:
+		var d KeyRegisteredData
+		if json.Unmarshal(e.Data, &d) != nil || len(d.PublicKey) != ed25519.PublicKeySize || KeyID(d.PublicKey) != d.KeyID {
+			return false
+		}
+		if _, exists := k.keys[d.KeyID]; exists {
+			return false // a key id is registered once; revocation is final
+		}
+		k.keys[d.KeyID] = &ringKey{pub: ed25519.PublicKey(d.PublicKey), executorID: d.ExecutorID}
+		return true
+	case TypeExecutorKeyRevoked:
+		var d KeyRevokedData
+		if json.Unmarshal(e.Data, &d) != nil {
+			return false
+		}
+		if rk, ok := k.keys[d.KeyID]; ok {
+			rk.revoked = true
+			return true
+		}
+	}
+	return false
+}
+
+// Lookup implements KeyLookup.
+func (k *KeyRing) Lookup(keyID string) (ed25519.PublicKey, bool, bool) {
+	rk, ok := k.keys[keyID]
+	if !ok {
+		return nil, false, false
+	}
+	return rk.pub, rk.revoked, true
+}
+
+// Executor returns the executor id a key was registered for.
+func (k *KeyRing) Executor(keyID string) (string, bool) {
+	rk, ok := k.keys[keyID]
+	if !ok {
+		return "", false
+	}
+	return rk.executorID, true
+}

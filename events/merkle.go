@@ -1,0 +1,80 @@
+package events
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
+)
+
+// Hasher is the RFC 6962 SHA-256 hasher used for every greffe tree.
+var Hasher = rfc6962.DefaultHasher
+
+// RangeFactory builds compact ranges with RFC 6962 node hashing.
+var RangeFactory = &compact.RangeFactory{Hash: Hasher.HashChildren}
+
+// EmptyRoot is the root of the empty tree: SHA-256 of the empty string.
+var EmptyRoot = sha256.Sum256(nil)
+
+// HashReader returns the stored hashes of perfect subtree roots ("nodes"),
+// one per id, in order. A node that is not stored yields an error wrapping
+// ErrNotFound. The Merkle code computes; the store stores; neither knows
+// about the other.
+type HashReader interface {
+	ReadHashes(ctx context.Context, ids []compact.NodeID) ([][]byte, error)
+}
+
+// InclusionProof builds the RFC 6962 inclusion proof of leaf index in the tree
+// of the given size from stored nodes. REQUIRES: index < size.
+func InclusionProof(ctx context.Context, r HashReader, index, size uint64) ([][]byte, error) {
+	nodes, err := proof.Inclusion(index, size)
+	if err != nil {
+		return nil, fmt.Errorf("inclusion proof: %w", err)
+	}
+	return buildProof(ctx, r, nodes)
+}
+
+// ConsistencyProof builds the RFC 6962 consistency proof between sizes
+// size1 <= size2. From the empty tree (size1 = 0) it is the empty proof.
+func ConsistencyProof(ctx context.Context, r HashReader, size1, size2 uint64) ([][]byte, error) {
+	nodes, err := proof.Consistency(size1, size2)
+	if err != nil {
+		return nil, fmt.Errorf("consistency proof: %w", err)
+	}
+	return buildProof(ctx, r, nodes)
+}
+
+func buildProof(ctx context.Context, r HashReader, nodes proof.Nodes) ([][]byte, error) {
+	if len(nodes.IDs) == 0 {
+		return [][]byte{}, nil
+	}
+	hashes, err := r.ReadHashes(ctx, nodes.IDs)
+	if err != nil {
+		return nil, err
+	}
+	return nodes.Rehash(hashes, Hasher.HashChildren)
+}
+
+// RootAt computes the root of the first size leaves from stored nodes.
+func RootAt(ctx context.Context, r HashReader, size uint64) ([32]byte, error) {
+	if size == 0 {
+		return EmptyRoot, nil
+	}
+	ids := compact.RangeNodes(0, size, nil)
+	hashes, err := r.ReadHashes(ctx, ids)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	rng, err := RangeFactory.NewRange(0, size, hashes)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("root at %d: %w", size, err)
+	}
+	root, err := rng.GetRootHash(nil)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("root at %d: %w", size, err)
+	}
+	return [32]byte(root), nil
+}
