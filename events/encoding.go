@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // FormatVersion is the first byte of every stored event. A new layout gets a
@@ -140,7 +141,7 @@ func (e *DecodeError) Is(target error) bool { return target == ErrCorrupt }
 // afterwards (the Pebble store hands Decode a copy it owns).
 func Decode(b []byte) (Event, error) {
 	var e Event
-	if err := decodeInto(&e, b); err != nil {
+	if err := decodeInto(&e, b, false); err != nil {
 		return Event{}, err
 	}
 	e.LeafHash = LeafHash(b)
@@ -151,15 +152,24 @@ func Decode(b []byte) (Event, error) {
 // the hash from the Merkle tree instead (or do not need it).
 func DecodeNoHash(b []byte) (Event, error) {
 	var e Event
-	err := decodeInto(&e, b)
+	err := decodeInto(&e, b, false)
 	return e, err
 }
 
-func decodeInto(e *Event, b []byte) error {
+// DecodeShared is DecodeNoHash whose strings also alias b (no copy, no
+// allocation). REQUIRES: b is never modified afterwards, for as long as the
+// event lives; the store's read path owns such buffers.
+func DecodeShared(b []byte) (Event, error) {
+	var e Event
+	err := decodeInto(&e, b, true)
+	return e, err
+}
+
+func decodeInto(e *Event, b []byte, share bool) error {
 	if len(b) > MaxEncodedSize {
 		return &DecodeError{0, fmt.Sprintf("%d bytes exceed the %d-byte limit", len(b), MaxEncodedSize)}
 	}
-	r := reader{b: b}
+	r := reader{b: b, share: share}
 	if len(b) < fixedHeaderSize {
 		return &DecodeError{0, fmt.Sprintf("%d bytes are shorter than the %d-byte header", len(b), fixedHeaderSize)}
 	}
@@ -200,9 +210,10 @@ func decodeInto(e *Event, b []byte) error {
 
 // reader is a bounds-checked cursor; the first error sticks.
 type reader struct {
-	b   []byte
-	off int
-	err error
+	b     []byte
+	off   int
+	err   error
+	share bool // strings alias b
 }
 
 func (r *reader) fail(reason string) {
@@ -272,6 +283,9 @@ func (r *reader) str16(what string) string {
 	v := r.raw16(what)
 	if r.err == nil && !utf8.Valid(v) {
 		r.fail(what + ": not valid UTF-8")
+	}
+	if r.share && len(v) > 0 {
+		return unsafe.String(&v[0], len(v))
 	}
 	return string(v)
 }

@@ -1,0 +1,370 @@
+package pebblelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Proposer replicates batches (the raft replicator implements it). Batches
+// are applied in the order Propose is called; each one is applied on every
+// replica through Store.ApplyReplicated. Propose must not block for long: it
+// hands the batch over and returns a wait function that blocks until the
+// batch is applied locally (or ctx ends) and returns its outcomes. A wait
+// error that leaves the outcome open must wrap events.ErrOutcomeUnknown.
+type Proposer interface {
+	Propose(b *events.Batch) (wait func(ctx context.Context) ([]events.Outcome, error))
+}
+
+// Queue capacities. The request queue absorbs bursts from many writers while
+// a batch is being synced; the pipeline depth bounds how many batches are
+// applied in memory but not yet fsynced (or not yet committed by raft).
+const (
+	requestQueue  = 4096
+	pipelineDepth = 1
+)
+
+type appendReq struct {
+	r     events.AppendRequest
+	bytes int
+	done  chan appendResp // buffered 1: the committer never blocks on a writer
+}
+
+type appendResp struct {
+	o   events.Outcome
+	err error
+}
+
+// inflight is a batch handed from the sequencer to the syncer, in order.
+type inflight struct {
+	reqs []*appendReq
+	p    *prepared                                           // local mode
+	wait func(ctx context.Context) ([]events.Outcome, error) // replicated mode
+	err  error                                               // failed before reaching disk
+}
+
+// committer coalesces concurrent appends (group commit). The sequencer
+// goroutine forms a batch from whatever is queued, applies it to Pebble
+// without waiting for the WAL fsync, and hands it to the syncer goroutine,
+// which waits for the fsync (Pebble groups fsyncs of consecutive batches),
+// advances the acknowledged head and answers the writers. While one batch
+// syncs, the next one is being prepared: throughput is bounded by fsync
+// latency times batch size, not by fsync latency alone.
+type committer struct {
+	s        *Store
+	in       chan *appendReq
+	toSync   chan *inflight
+	proposer atomic.Pointer[Proposer]
+	tokens   chan struct{} // room downstream; the syncer returns one per batch
+}
+
+func newCommitter(s *Store) *committer {
+	c := &committer{s: s, in: make(chan *appendReq, requestQueue), toSync: make(chan *inflight, pipelineDepth),
+		tokens: make(chan struct{}, pipelineDepth)}
+	for range pipelineDepth {
+		c.tokens <- struct{}{}
+	}
+	return c
+}
+
+func (c *committer) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() { defer wg.Done(); c.sequence(ctx) }()
+	go func() { defer wg.Done(); c.syncLoop(ctx) }()
+}
+
+// SetProposer switches the store to replicated mode: from now on batches are
+// proposed instead of applied locally. Call it before serving appends.
+func (s *Store) SetProposer(p Proposer) { s.commit.proposer.Store(&p) }
+
+// Append validates r and commits it with other concurrent appends. It returns
+// once the events are durable. See events.Appender.
+func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outcome, error) {
+	if err := r.Validate(); err != nil {
+		return events.Outcome{}, err
+	}
+	if s.closed.Load() {
+		return events.Outcome{}, events.ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		return events.Outcome{}, fmt.Errorf("%w: %v", errStoreFailed, err)
+	}
+	n := 0
+	for _, sa := range r.Streams {
+		for _, e := range sa.Events {
+			n += 96 + len(sa.Stream) + len(e.Type) + len(e.Data) + len(e.Metadata)
+		}
+	}
+	req := &appendReq{r: r, bytes: n, done: make(chan appendResp, 1)}
+	select {
+	case s.commit.in <- req:
+	case <-ctx.Done():
+		return events.Outcome{}, ctx.Err() // not queued: nothing written
+	}
+	select {
+	case resp := <-req.done:
+		if resp.err != nil {
+			return events.Outcome{}, resp.err
+		}
+		if resp.o.Err != nil {
+			return events.Outcome{}, resp.o.Err
+		}
+		return resp.o, nil
+	case <-ctx.Done():
+		return events.Outcome{}, fmt.Errorf("%w: %w", events.ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// errStoreFailed is returned after an fsync failure: Pebble's state is no
+// longer known to match the disk, and only a restart (which replays the WAL)
+// can tell what survived.
+var errStoreFailed = &events.Error{Code: events.CodeStoreFailed, Message: "the store failed to write to disk; restart the node"}
+
+// sequence forms batches. A batch stays open, taking every request that
+// arrives, until the stage after it (the fsync, or raft) has room; then it is
+// sealed and handed over. In local mode each request is applied to the open
+// batch as it arrives, so preparing overlaps the previous fsync and a batch
+// holds everything that arrived during it: with 64 writers and 1 event per
+// append, batches approach 64 events instead of a few.
+func (c *committer) sequence(ctx context.Context) {
+	defer close(c.toSync)
+	tokens := c.tokens
+	var open *openBatch
+	for {
+		if open == nil {
+			var first *appendReq
+			select {
+			case first = <-c.in:
+			case <-ctx.Done():
+				c.drainClosed()
+				return
+			}
+			open = c.openBatch()
+			open.add(first)
+		}
+		// Take what is already queued, then wait for either more requests or
+		// room downstream, whichever comes first.
+		select {
+		case r := <-c.in:
+			if !open.fits(r, &c.s.cfg) {
+				c.handOff(ctx, open, tokens)
+				open = c.openBatch()
+			}
+			open.add(r)
+			continue
+		default:
+		}
+		select {
+		case r := <-c.in:
+			if !open.fits(r, &c.s.cfg) {
+				c.handOff(ctx, open, tokens)
+				open = c.openBatch()
+			}
+			open.add(r)
+		case <-tokens:
+			c.seal(open)
+			open = nil
+		case <-ctx.Done():
+			open.fail(events.ErrClosed)
+			c.drainClosed()
+			return
+		}
+	}
+}
+
+// openBatch is the batch being formed.
+type openBatch struct {
+	c       *committer
+	reqs    []*appendReq
+	nEvents int
+	nBytes  int
+	at      time.Time
+	bb      *builder // local mode
+	err     error    // local mode: a storage failure while adding
+}
+
+func (c *committer) openBatch() *openBatch {
+	o := &openBatch{c: c, at: c.s.cfg.Clock()}
+	if c.proposer.Load() == nil && c.s.failure() == nil {
+		c.s.dbMu.RLock()
+		o.bb = c.s.newBuilder(o.at, 0)
+		c.s.dbMu.RUnlock()
+	}
+	return o
+}
+
+func (o *openBatch) fits(r *appendReq, cfg *Config) bool {
+	return o.nEvents+r.r.EventCount() <= cfg.MaxBatchEvents && o.nBytes+r.bytes <= cfg.MaxBatchBytes
+}
+
+func (o *openBatch) add(r *appendReq) {
+	o.reqs = append(o.reqs, r)
+	o.nEvents += r.r.EventCount()
+	o.nBytes += r.bytes
+	if o.bb != nil && o.err == nil {
+		o.c.s.dbMu.RLock()
+		o.err = o.bb.add(&r.r)
+		o.c.s.dbMu.RUnlock()
+	}
+}
+
+func (o *openBatch) fail(err error) {
+	if o.bb != nil {
+		o.bb.abort()
+	}
+	for _, r := range o.reqs {
+		r.done <- appendResp{err: err}
+	}
+}
+
+// handOff waits for room downstream, then seals the batch.
+func (c *committer) handOff(ctx context.Context, o *openBatch, tokens chan struct{}) {
+	select {
+	case <-tokens:
+	case <-ctx.Done():
+		// Close is waiting for the syncer to finish; let it.
+		<-tokens
+	}
+	c.seal(o)
+}
+
+// seal hands a formed batch to the syncer. REQUIRES: a token was taken; the
+// syncer returns it when the batch is answered.
+func (c *committer) seal(o *openBatch) {
+	f := &inflight{reqs: o.reqs}
+	switch {
+	case c.s.failure() != nil:
+		f.err = fmt.Errorf("%w: %v", errStoreFailed, c.s.failure())
+		if o.bb != nil {
+			o.bb.abort()
+		}
+	case o.bb == nil && c.proposer.Load() != nil:
+		b := &events.Batch{RecordedAt: o.at, Appends: make([]events.AppendRequest, len(o.reqs))}
+		for i, r := range o.reqs {
+			b.Appends[i] = r.r
+		}
+		f.wait = (*c.proposer.Load()).Propose(b)
+	case o.bb == nil:
+		f.err = fmt.Errorf("%w: batch formed without a builder", errStoreFailed)
+	case o.err != nil:
+		o.bb.abort()
+		c.s.fail(o.err)
+		f.err = fmt.Errorf("%w: %v", errStoreFailed, o.err)
+	default:
+		f.p, f.err = c.s.applyLocal(o.bb)
+	}
+	c.toSync <- f
+}
+
+// applyLocal seals the open batch and hands it to Pebble without waiting for
+// the fsync.
+func (s *Store) applyLocal(bb *builder) (*prepared, error) {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	p, err := bb.seal()
+	if err != nil {
+		s.fail(err)
+		return nil, fmt.Errorf("%w: %v", errStoreFailed, err)
+	}
+	if err := s.db.ApplyNoSyncWait(p.wb, pebble.Sync); err != nil {
+		p.wb.Close()
+		s.fail(err)
+		return nil, fmt.Errorf("%w: %v", errStoreFailed, err)
+	}
+	s.install(p)
+	return p, nil
+}
+
+func (c *committer) syncLoop(ctx context.Context) {
+	for f := range c.toSync {
+		c.syncOne(ctx, f)
+		c.tokens <- struct{}{}
+	}
+}
+
+func (c *committer) syncOne(ctx context.Context, f *inflight) {
+	{
+		switch {
+		case f.err != nil:
+			c.respondAll(f.reqs, nil, f.err)
+		case f.p != nil:
+			t0 := time.Now()
+			err := f.p.wb.SyncWait()
+			c.s.stats.syncNanos.Add(uint64(time.Since(t0)))
+			f.p.wb.Close()
+			if err != nil {
+				// The batch is in the memtable but maybe not on disk.
+				c.s.fail(err)
+				c.respondAll(f.reqs, nil, fmt.Errorf("%w: fsync: %v", events.ErrOutcomeUnknown, err))
+				return
+			}
+			c.s.publish(f.p.head)
+			c.s.stats.batches.Add(1)
+			c.s.stats.events.Add(uint64(f.p.nEvents))
+			c.respondAll(f.reqs, f.p.outcomes, nil)
+		default:
+			outcomes, err := f.wait(ctx)
+			if err == nil && len(outcomes) != len(f.reqs) {
+				err = fmt.Errorf("%w: replicated batch answered %d outcomes for %d appends", events.ErrOutcomeUnknown, len(outcomes), len(f.reqs))
+			}
+			c.respondAll(f.reqs, outcomes, err)
+		}
+	}
+}
+
+func (c *committer) respondAll(reqs []*appendReq, outcomes []events.Outcome, err error) {
+	c.s.stats.appends.Add(uint64(len(reqs)))
+	for i, r := range reqs {
+		if err != nil {
+			r.done <- appendResp{err: err}
+			continue
+		}
+		r.done <- appendResp{o: outcomes[i]}
+	}
+}
+
+func (c *committer) drainClosed() {
+	for {
+		select {
+		case r := <-c.in:
+			r.done <- appendResp{err: events.ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+// ErrAlreadyApplied is returned by ApplyReplicated for a raft index at or
+// below the stored applied index: the entry was applied before a restart.
+var ErrAlreadyApplied = errors.New("pebblelog: batch already applied")
+
+// ApplyReplicated applies a committed raft entry holding b. It is the FSM's
+// apply: the same deterministic code as local group commit, with the raft
+// index stored in the same Pebble batch, so that an entry replayed after a
+// restart is recognised (ErrAlreadyApplied) and skipped. Must be called by
+// one goroutine at a time, in index order.
+func (s *Store) ApplyReplicated(b *events.Batch, index uint64) ([]events.Outcome, error) {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if index <= s.seq.applied {
+		return nil, ErrAlreadyApplied
+	}
+	p, err := s.prepare(b, index)
+	if err != nil {
+		return nil, err
+	}
+	defer p.wb.Close()
+	if err := s.db.Apply(p.wb, pebble.Sync); err != nil {
+		return nil, fmt.Errorf("apply raft index %d: %w", index, err)
+	}
+	s.install(p)
+	s.publish(p.head)
+	return p.outcomes, nil
+}

@@ -1,0 +1,85 @@
+package pebblelog
+
+import (
+	"hash/maphash"
+	"math/bits"
+
+	"github.com/google/uuid"
+)
+
+// idFilter is a scalable Bloom filter of every event id in the log. Almost
+// every appended event has a new id, and proving absence with a Pebble Get
+// costs one filter-block probe per overlapping sstable (random UUID keys
+// overlap every table): measured at 60 % of the sequencer's CPU. The filter
+// answers "certainly absent" from memory; "maybe present" (all real retries
+// and ~1 % false positives) falls through to Pebble, which stays the truth.
+//
+// It grows by adding parts of doubling capacity, so it is never rebuilt
+// while the store runs; Open sizes the first part from the id index it
+// scans. Memory: about 1.25 bytes per id (10 bits) across parts.
+//
+// Owned by the single applier; not safe for concurrent use.
+type idFilter struct {
+	seed  maphash.Seed
+	parts []*bloomPart
+}
+
+type bloomPart struct {
+	bits     []uint64
+	mask     uint64 // number of bits - 1 (a power of two)
+	n, limit int
+}
+
+// bloomHashes is k, the number of probes; 7 is optimal for 10 bits per key
+// (false positive rate ~0.8 %).
+const bloomHashes = 7
+
+func newIDFilter(capacity int) *idFilter {
+	f := &idFilter{seed: maphash.MakeSeed()}
+	f.parts = append(f.parts, newBloomPart(max(capacity, 1<<16)))
+	return f
+}
+
+func newBloomPart(capacity int) *bloomPart {
+	nbits := uint64(1) << bits.Len64(uint64(capacity)*10-1)
+	return &bloomPart{bits: make([]uint64, nbits/64), mask: nbits - 1, limit: capacity}
+}
+
+func (f *idFilter) hash(id uuid.UUID) (uint64, uint64) {
+	h := maphash.Bytes(f.seed, id[:])
+	return h, bits.RotateLeft64(h, 32) | 1
+}
+
+// add records id.
+func (f *idFilter) add(id uuid.UUID) {
+	last := f.parts[len(f.parts)-1]
+	if last.n >= last.limit {
+		last = newBloomPart(last.limit * 2)
+		f.parts = append(f.parts, last)
+	}
+	h1, h2 := f.hash(id)
+	for i := uint64(0); i < bloomHashes; i++ {
+		b := (h1 + i*h2) & last.mask
+		last.bits[b/64] |= 1 << (b % 64)
+	}
+	last.n++
+}
+
+// mayContain reports false only when id was certainly never added.
+func (f *idFilter) mayContain(id uuid.UUID) bool {
+	h1, h2 := f.hash(id)
+	for _, p := range f.parts {
+		hit := true
+		for i := uint64(0); i < bloomHashes; i++ {
+			b := (h1 + i*h2) & p.mask
+			if p.bits[b/64]&(1<<(b%64)) == 0 {
+				hit = false
+				break
+			}
+		}
+		if hit {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,113 @@
+package pebblelog
+
+import (
+	"encoding/binary"
+
+	"github.com/google/uuid"
+)
+
+// Key spaces. Each starts with its own byte so that the spaces never
+// interleave and each can be scanned or range-deleted on its own. Numbers are
+// big-endian so that byte order is numeric order.
+//
+//	'e' position(8)                     -> canonical event bytes
+//	't' index(8)                        -> full leaf tile: the 256 leaf hashes of
+//	                                       positions [256·index, 256·index+256)
+//	'h' level(1) index(8)               -> 32-byte Merkle node hash, only at levels
+//	                                       8, 16, 24, … (the bases of C2SP tiles)
+//	's' stream 0x00 version(8)          -> position(8)
+//	'i' event id(16)                    -> position(8)
+//	'c' size(8)                         -> signed checkpoint note
+//	'm' name                            -> metadata (format, ledger id, state)
+//
+// The tree stores what a C2SP tlog-tiles server serves and nothing more:
+// leaf hashes in full 256-leaf tiles (one key per 256 events instead of one
+// per event), and the nodes that start the higher tiles. Every other node is
+// recomputed from the tile beneath it; the partial leaf tile at the right edge
+// is recomputed from the events themselves. Per event the store writes three
+// keys (event, stream index, id index) plus 32 bytes of tile.
+//
+// Stream names are printable and never contain 0x00, so the separator keeps
+// "a" and "ab" apart and "a"'s keys sort before "ab"'s.
+const (
+	prefixEvent      byte = 'e'
+	prefixHash       byte = 'h'
+	prefixLeafTile   byte = 't'
+	prefixStream     byte = 's'
+	prefixID         byte = 'i'
+	prefixCheckpoint byte = 'c'
+	prefixMeta       byte = 'm'
+)
+
+var (
+	metaFormat   = []byte("mformat")
+	metaLedgerID = []byte("mledger_id")
+	metaState    = []byte("mstate")
+)
+
+// storeFormat names the layout, the hash and the tree; Open refuses a store
+// written with another.
+const storeFormat = "greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962"
+
+func eventKey(pos uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefixEvent
+	binary.BigEndian.PutUint64(k[1:], pos)
+	return k
+}
+
+func hashKey(level uint, index uint64) []byte {
+	k := make([]byte, 10)
+	k[0] = prefixHash
+	k[1] = byte(level)
+	binary.BigEndian.PutUint64(k[2:], index)
+	return k
+}
+
+func leafTileKey(index uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefixLeafTile
+	binary.BigEndian.PutUint64(k[1:], index)
+	return k
+}
+
+// tileWidth is the number of hashes in a full tile, and tileHeight its
+// height in tree levels (C2SP tlog-tiles).
+const (
+	tileWidth  = 256
+	tileHeight = 8
+)
+
+func streamKey(stream string, version uint64) []byte {
+	k := make([]byte, 0, 1+len(stream)+1+8)
+	k = append(k, prefixStream)
+	k = append(k, stream...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, version)
+}
+
+// streamPrefix returns the bounds [lo, hi) of a stream's index keys.
+func streamBounds(stream string) (lo, hi []byte) {
+	lo = make([]byte, 0, len(stream)+2)
+	lo = append(lo, prefixStream)
+	lo = append(lo, stream...)
+	hi = append(append([]byte(nil), lo...), 1)
+	lo = append(lo, 0)
+	return lo, hi
+}
+
+func idKey(id uuid.UUID) []byte {
+	k := make([]byte, 17)
+	k[0] = prefixID
+	copy(k[1:], id[:])
+	return k
+}
+
+func checkpointKey(size uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefixCheckpoint
+	binary.BigEndian.PutUint64(k[1:], size)
+	return k
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

@@ -1,0 +1,282 @@
+package pebblelog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/events"
+)
+
+// ReadAll reads acknowledged events in global order. Forward reads start at
+// o.From; backward reads start at o.From (or the last event for FromEnd) and
+// go down. An empty page is not an error.
+func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) ([]events.Event, error) {
+	size := s.Head().Size
+	limit := uint64(o.EffectiveLimit())
+	var lo, hi uint64
+	if o.Direction == events.Forward {
+		if o.From >= size {
+			return nil, nil
+		}
+		lo, hi = o.From, min(size, o.From+limit)
+	} else {
+		if size == 0 {
+			return nil, nil
+		}
+		top := min(o.From, size-1)
+		hi = top + 1
+		lo = hi - min(hi, limit)
+	}
+	evs, err := s.readRange(ctx, lo, hi, true)
+	if err != nil {
+		return nil, err
+	}
+	if o.Direction == events.Backward {
+		for i, j := 0, len(evs)-1; i < j; i, j = i+1, j-1 {
+			evs[i], evs[j] = evs[j], evs[i]
+		}
+	}
+	return evs, nil
+}
+
+// readRange decodes events [lo, hi) in position order. All event bytes of
+// the page share one allocation.
+func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]events.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := make([]events.Event, 0, hi-lo)
+	var arena []byte
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		pos := binary.BigEndian.Uint64(it.Key()[1:])
+		if pos != want {
+			return nil, fmt.Errorf("position %d missing (found %d): %w", want, pos, events.ErrCorrupt)
+		}
+		v := it.Value()
+		if cap(arena)-len(arena) < len(v) {
+			arena = make([]byte, 0, max(len(v), 256<<10))
+		}
+		start := len(arena)
+		arena = append(arena, v...)
+		raw := arena[start:len(arena):len(arena)]
+		ev, err := events.DecodeShared(raw) // the arena is never written again
+		if err != nil {
+			return nil, fmt.Errorf("position %d: %w", pos, err)
+		}
+		if ev.Position != pos {
+			return nil, fmt.Errorf("key position %d holds event of position %d: %w", pos, ev.Position, events.ErrCorrupt)
+		}
+		out = append(out, ev)
+		want++
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	if want != hi {
+		return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+	}
+	if hash {
+		// Leaf hashes come from the stored tiles (one read per 256 events)
+		// rather than from hashing every event again.
+		r := treeReader{s: s, size: s.Head().Size, tiles: map[uint64][]byte{}}
+		leaves, err := r.leaves(lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i].LeafHash = [32]byte(leaves[i])
+		}
+	}
+	return out, nil
+}
+
+// ReadRaw returns the stored bytes of events [lo, hi), which must be
+// acknowledged. The tlog-tiles entry bundles and offline verification use
+// it: the bytes are exactly what is hashed.
+func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) ([][]byte, error) {
+	if hi > s.Head().Size || lo > hi {
+		return nil, fmt.Errorf("raw range [%d, %d) beyond head %d: %w", lo, hi, s.Head().Size, events.ErrNotFound)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := make([][]byte, 0, hi-lo)
+	want := lo
+	for ok := it.First(); ok; ok = it.Next() {
+		if pos := binary.BigEndian.Uint64(it.Key()[1:]); pos != want {
+			return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+		}
+		out = append(out, bytes.Clone(it.Value()))
+		want++
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	if want != hi {
+		return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+	}
+	return out, nil
+}
+
+// ReadStream reads a stream's acknowledged events by version. A stream with
+// no acknowledged event returns events.ErrNotFound.
+func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOptions) ([]events.Event, error) {
+	if err := events.ValidateStreamName("stream", stream); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	size := s.Head().Size
+	limit := o.EffectiveLimit()
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	lo, hi := streamBounds(stream)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var positions []uint64
+	var exists bool
+	collect := func() bool {
+		pos := binary.BigEndian.Uint64(it.Value())
+		if pos >= size {
+			return true // not acknowledged yet: skip
+		}
+		exists = true
+		positions = append(positions, pos)
+		return len(positions) < limit
+	}
+	if o.Direction == events.Forward {
+		for ok := it.SeekGE(streamKey(stream, o.From)); ok && collect(); ok = it.Next() {
+		}
+	} else {
+		var ok bool
+		if o.From == events.FromEnd {
+			ok = it.Last()
+		} else {
+			ok = it.SeekLT(streamKey(stream, o.From+1))
+		}
+		for ; ok && collect(); ok = it.Prev() {
+		}
+	}
+	if err := it.Error(); err != nil {
+		return nil, err
+	}
+	if !exists {
+		// Distinguish "no such stream" from "past the end of a stream".
+		if !it.First() || binary.BigEndian.Uint64(it.Value()) >= size {
+			return nil, fmt.Errorf("stream %q: %w", stream, events.ErrNotFound)
+		}
+		return nil, nil
+	}
+	out := make([]events.Event, 0, len(positions))
+	for _, pos := range positions {
+		ev, err := s.eventAtLocked(pos)
+		if err != nil {
+			return nil, err
+		}
+		if ev.Stream != stream {
+			return nil, fmt.Errorf("stream index of %q points to position %d of stream %q: %w", stream, pos, ev.Stream, events.ErrCorrupt)
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// eventAtLocked reads one event. REQUIRES: s.dbMu held for reading.
+func (s *Store) eventAtLocked(pos uint64) (events.Event, error) {
+	raw, err := s.get(eventKey(pos))
+	if errors.Is(err, events.ErrNotFound) {
+		return events.Event{}, fmt.Errorf("indexed position %d missing: %w", pos, events.ErrCorrupt)
+	}
+	if err != nil {
+		return events.Event{}, err
+	}
+	ev, err := events.Decode(raw)
+	if err != nil {
+		return events.Event{}, fmt.Errorf("position %d: %w", pos, err)
+	}
+	return ev, nil
+}
+
+// EventByID returns the acknowledged event with id, or events.ErrNotFound.
+func (s *Store) EventByID(ctx context.Context, id uuid.UUID) (events.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return events.Event{}, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	raw, err := s.get(idKey(id))
+	if err != nil {
+		return events.Event{}, fmt.Errorf("event %s: %w", id, err)
+	}
+	pos := binary.BigEndian.Uint64(raw)
+	if pos >= s.Head().Size {
+		return events.Event{}, fmt.Errorf("event %s: %w", id, events.ErrNotFound)
+	}
+	return s.eventAtLocked(pos)
+}
+
+// subscribePage is how many events a subscription reads from disk at once.
+const subscribePage = 1024
+
+// Subscribe implements events.Subscriber. It reads pages from Pebble up to
+// the acknowledged head, then waits for the head to move. Writers only close
+// a channel when the head advances, so a slow subscriber costs them nothing.
+func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) error {
+	next := from
+	for {
+		// Take the wake-up channel before reading the head so that an
+		// advance between the two is never missed.
+		ch := s.headChanged()
+		if s.closed.Load() {
+			return events.ErrClosed
+		}
+		size := s.Head().Size
+		if next < size {
+			hi := min(size, next+subscribePage)
+			evs, err := s.readRange(ctx, next, hi, true)
+			if err != nil {
+				return err
+			}
+			for i := range evs {
+				if f.Match(&evs[i]) {
+					if err := fn(evs[i]); err != nil {
+						return err
+					}
+				}
+			}
+			next = hi
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+

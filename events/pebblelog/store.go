@@ -1,0 +1,505 @@
+package pebblelog
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/google/uuid"
+	"github.com/transparency-dev/merkle/compact"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Config configures a Store. The zero value of every field means its default.
+type Config struct {
+	// Dir is the Pebble directory. Required.
+	Dir string
+	// LedgerID is the ledger's identity. When the store is created, it is
+	// recorded (a random UUID when empty); when it is opened, a non-empty
+	// LedgerID must match the recorded one.
+	LedgerID string
+	// CacheSize is Pebble's block cache, in bytes. Default 64 MiB.
+	CacheSize int64
+	// MemTableSize is Pebble's memtable size, in bytes. Default 32 MiB. With
+	// CacheSize it bounds the store's memory.
+	MemTableSize uint64
+	// MaxBatchEvents bounds how many events group commit puts in one batch.
+	// Default 8192. It must be at least events.MaxEventsPerAppend.
+	MaxBatchEvents int
+	// MaxBatchBytes bounds the encoded bytes of one batch. Default 16 MiB. It
+	// must be at least events.MaxAppendBytes.
+	MaxBatchBytes int
+	// CheckpointInterval is how often a new checkpoint is signed while the
+	// log grows. Default 500 ms. Negative disables the background signer
+	// (checkpoints are then signed on demand only).
+	CheckpointInterval time.Duration
+	// Signers sign checkpoints. They must be named events.Origin(ledger id).
+	// Without signers no checkpoint is signed.
+	Signers []note.Signer
+	// Logger receives the store's logs. Default: discard.
+	Logger *slog.Logger
+	// Clock stamps batches. Default time.Now. It is read by the sequencer
+	// only, never while applying (apply is deterministic).
+	Clock func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.CacheSize == 0 {
+		c.CacheSize = 64 << 20
+	}
+	if c.MemTableSize == 0 {
+		c.MemTableSize = 32 << 20
+	}
+	if c.MaxBatchEvents == 0 {
+		c.MaxBatchEvents = 8192
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 16 << 20
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 500 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+}
+
+// ErrInvalidConfig wraps every configuration problem.
+var ErrInvalidConfig = errors.New("pebblelog: invalid config")
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	if c.MaxBatchEvents < events.MaxEventsPerAppend {
+		errs = append(errs, fmt.Errorf("MaxBatchEvents %d is below one append's limit %d", c.MaxBatchEvents, events.MaxEventsPerAppend))
+	}
+	if c.MaxBatchBytes < events.MaxAppendBytes {
+		errs = append(errs, fmt.Errorf("MaxBatchBytes %d is below one append's limit %d", c.MaxBatchBytes, events.MaxAppendBytes))
+	}
+	if c.CacheSize < 0 || c.MemTableSize > 1<<30 {
+		errs = append(errs, fmt.Errorf("CacheSize %d must be >= 0 and MemTableSize %d <= 1 GiB", c.CacheSize, c.MemTableSize))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Store is the Pebble implementation of events.Log. It is safe for
+// concurrent use. Open starts its goroutines; Close stops them and waits.
+//
+// # Invariants
+//
+// Position order = apply order = visibility order. One goroutine at a time
+// applies batches (the local sequencer, or the raft FSM through
+// ApplyReplicated); it owns the fields under seq. A batch's writes (events,
+// indexes, Merkle nodes, state) go to Pebble in one atomic batch. Readers
+// never see past the acknowledged head (durable), which advances only after
+// the batch holding those events is fsynced, in order.
+type Store struct {
+	cfg      Config
+	ledgerID string
+	origin   string
+
+	// dbMu guards db against a swap by Restore; everything else takes it
+	// for reading.
+	dbMu sync.RWMutex
+	db   *pebble.DB
+
+	// seq is owned by the single applier (see Invariants).
+	seq struct {
+		size         uint64
+		rng          *compact.Range
+		lastRecorded int64
+		applied      uint64 // raft index of the last applied batch, 0 locally
+		streams      map[string]int64
+		ids          *idFilter
+		tail         []byte // leaf hashes of the partial leaf tile
+	}
+
+	durable atomic.Pointer[events.Head]
+
+	mu struct {
+		sync.Mutex
+		headCh chan struct{} // closed and replaced when durable advances
+		failed error         // set when an fsync failed: the store refuses writes
+	}
+
+	signers atomic.Pointer[[]note.Signer]
+	ckpt    struct {
+		sync.Mutex // serialises signing and storing
+		last       atomic.Pointer[events.Checkpoint]
+		at         atomic.Value // time.Time the last checkpoint was signed or loaded
+	}
+
+	commit *committer
+	stats  storeStats
+	nodes  nodeCache
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+var _ events.Log = (*Store)(nil)
+
+// maxStreamCache bounds the sequencer's cache of stream versions; when full it
+// is cleared (it is only a cache: Pebble holds the truth).
+const maxStreamCache = 1 << 16
+
+// Open opens or creates the store in cfg.Dir and starts group commit and the
+// checkpoint signer.
+func Open(cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg}
+	db, err := openPebble(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.db = db
+	if err := s.loadOrInit(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.mu.headCh = make(chan struct{})
+	if len(cfg.Signers) > 0 {
+		sg := append([]note.Signer(nil), cfg.Signers...)
+		s.signers.Store(&sg)
+	}
+	if err := s.loadLastCheckpoint(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.commit = newCommitter(s)
+	s.commit.start(ctx, &s.wg)
+	if cfg.CheckpointInterval > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.checkpointLoop(ctx)
+		}()
+	}
+	return s, nil
+}
+
+func openPebble(cfg Config) (*pebble.DB, error) {
+	cache := pebble.NewCache(cfg.CacheSize)
+	defer cache.Unref()
+	opts := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Cache:              cache,
+		MemTableSize:       cfg.MemTableSize,
+		Logger:             quietLogger{cfg.Logger},
+	}
+	// Bloom filters make the idempotency probe of a new event id (almost
+	// always absent) cheap.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
+	}
+	return db, nil
+}
+
+// quietLogger sends Pebble's logs to slog at debug level (errors at error).
+type quietLogger struct{ l *slog.Logger }
+
+func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
+func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
+func (q quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// loadOrInit checks the store's identity and loads the sequencer state.
+func (s *Store) loadOrInit() error {
+	format, err := s.get(metaFormat)
+	switch {
+	case errors.Is(err, events.ErrNotFound):
+		id := s.cfg.LedgerID
+		if id == "" {
+			id = uuid.NewString()
+		}
+		b := s.db.NewBatch()
+		_ = b.Set(metaFormat, []byte(storeFormat), nil)
+		_ = b.Set(metaLedgerID, []byte(id), nil)
+		_ = b.Set(metaState, encodeState(0, 0, 0, nil), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("init store: %w", err)
+		}
+		format = []byte(storeFormat)
+	case err != nil:
+		return err
+	}
+	if string(format) != storeFormat {
+		return fmt.Errorf("store format %q, this binary writes %q: %w", format, storeFormat, ErrIncompatible)
+	}
+	id, err := s.get(metaLedgerID)
+	if err != nil {
+		return fmt.Errorf("read ledger id: %w", err)
+	}
+	if s.cfg.LedgerID != "" && s.cfg.LedgerID != string(id) {
+		return fmt.Errorf("store holds ledger %q, config asks for %q: %w", id, s.cfg.LedgerID, ErrIncompatible)
+	}
+	s.ledgerID = string(id)
+	s.origin = events.Origin(s.ledgerID)
+	return s.loadState()
+}
+
+// ErrIncompatible is returned when the store on disk was written with another
+// format or belongs to another ledger.
+var ErrIncompatible = errors.New("pebblelog: incompatible store")
+
+func (s *Store) loadState() error {
+	raw, err := s.get(metaState)
+	if err != nil {
+		return fmt.Errorf("read state: %w", err)
+	}
+	size, last, applied, hashes, err := decodeState(raw)
+	if err != nil {
+		return err
+	}
+	rng, err := events.RangeFactory.NewRange(0, size, hashes)
+	if err != nil {
+		return fmt.Errorf("state: compact range: %v: %w", err, events.ErrCorrupt)
+	}
+	// The state and the events are written in one batch; the last event key
+	// must be exactly size-1.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	switch {
+	case it.Last():
+		if got := binary.BigEndian.Uint64(it.Key()[1:]); got+1 != size {
+			return fmt.Errorf("state says %d events, last stored position is %d: %w", size, got, events.ErrCorrupt)
+		}
+	case size != 0:
+		return fmt.Errorf("state says %d events, none stored: %w", size, events.ErrCorrupt)
+	}
+	s.seq.size, s.seq.rng, s.seq.lastRecorded, s.seq.applied = size, rng, last, applied
+	s.seq.streams = make(map[string]int64)
+	if s.seq.ids, err = s.buildIDFilter(size); err != nil {
+		return err
+	}
+	s.seq.tail, err = s.partialTileLeaves(size)
+	if err != nil {
+		return err
+	}
+	root := events.EmptyRoot
+	if size > 0 {
+		r, err := rng.GetRootHash(nil)
+		if err != nil {
+			return fmt.Errorf("state root: %v: %w", err, events.ErrCorrupt)
+		}
+		root = [32]byte(r)
+	}
+	s.durable.Store(&events.Head{Size: size, Root: root, RecordedAt: last})
+	return nil
+}
+
+// partialTileLeaves hashes the events of the partial leaf tile at the right
+// edge of a log of size events (they are not stored as a tile until full).
+func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
+	out := make([]byte, 0, tileWidth*32)
+	for pos := size - size%tileWidth; pos < size; pos++ {
+		raw, err := s.get(eventKey(pos))
+		if err != nil {
+			return nil, fmt.Errorf("partial tile: position %d: %w", pos, err)
+		}
+		h := events.LeafHash(raw)
+		out = append(out, h[:]...)
+	}
+	return out, nil
+}
+
+// buildIDFilter scans the event-id index into a new filter sized for twice
+// the current log.
+func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
+	f := newIDFilter(int(min(size*2, 1<<40)))
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixID}, UpperBound: []byte{prefixID + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) != 17 {
+			return nil, fmt.Errorf("event-id key of %d bytes: %w", len(it.Key()), events.ErrCorrupt)
+		}
+		f.add(uuid.UUID(it.Key()[1:]))
+	}
+	return f, it.Error()
+}
+
+// encodeState lays out the sequencer state:
+// size(8) last_recorded(8) applied_index(8) n(1) n×hash(32).
+func encodeState(size uint64, last int64, applied uint64, hashes [][]byte) []byte {
+	b := make([]byte, 0, 25+32*len(hashes))
+	b = binary.BigEndian.AppendUint64(b, size)
+	b = binary.BigEndian.AppendUint64(b, uint64(last))
+	b = binary.BigEndian.AppendUint64(b, applied)
+	b = append(b, byte(len(hashes)))
+	for _, h := range hashes {
+		b = append(b, h...)
+	}
+	return b
+}
+
+func decodeState(b []byte) (size uint64, last int64, applied uint64, hashes [][]byte, err error) {
+	if len(b) < 25 || len(b) != 25+32*int(b[24]) {
+		return 0, 0, 0, nil, fmt.Errorf("state of %d bytes: %w", len(b), events.ErrCorrupt)
+	}
+	size = binary.BigEndian.Uint64(b)
+	last = int64(binary.BigEndian.Uint64(b[8:]))
+	applied = binary.BigEndian.Uint64(b[16:])
+	for i := 0; i < int(b[24]); i++ {
+		hashes = append(hashes, bytes.Clone(b[25+32*i:57+32*i]))
+	}
+	return size, last, applied, hashes, nil
+}
+
+// get reads a key; a missing key is events.ErrNotFound. The value is a copy.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, events.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pebble get: %w", err)
+	}
+	out := bytes.Clone(v)
+	_ = closer.Close()
+	return out, nil
+}
+
+// storeStats are cumulative counters, read by Stats (metrics).
+type storeStats struct {
+	batches, events, appends atomic.Uint64
+	syncNanos                atomic.Uint64 // time spent waiting for fsyncs
+}
+
+// Stats is a snapshot of the store's cumulative counters.
+type Stats struct {
+	Batches     uint64        // batches committed (each one fsync or raft entry)
+	Appends     uint64        // append calls answered
+	Events      uint64        // events written (not counting duplicates)
+	SyncWait    time.Duration // total time the syncer waited for fsyncs
+	Head        events.Head
+	LastCheck   uint64 // size of the last signed checkpoint
+	LastCheckAt time.Time
+}
+
+// Stats returns the store's cumulative counters.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Batches: s.stats.batches.Load(), Appends: s.stats.appends.Load(), Events: s.stats.events.Load(),
+		SyncWait: time.Duration(s.stats.syncNanos.Load()), Head: s.Head(),
+	}
+	if cp := s.ckpt.last.Load(); cp != nil {
+		st.LastCheck = cp.Size
+		st.LastCheckAt = s.ckpt.at.Load().(time.Time)
+	}
+	return st
+}
+
+// LedgerID returns the ledger's identity.
+func (s *Store) LedgerID() string { return s.ledgerID }
+
+// Origin returns the checkpoint origin, "greffe/<ledger id>".
+func (s *Store) Origin() string { return s.origin }
+
+// Head returns the acknowledged head.
+func (s *Store) Head() events.Head { return *s.durable.Load() }
+
+// AppliedIndex returns the raft index of the last batch applied through
+// ApplyReplicated (0 for a single node). It is stored in the same Pebble
+// batch as the events, so after a crash it says exactly what survived.
+func (s *Store) AppliedIndex() uint64 {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	raw, err := s.get(metaState)
+	if err != nil {
+		return 0
+	}
+	_, _, applied, _, err := decodeState(raw)
+	if err != nil {
+		return 0
+	}
+	return applied
+}
+
+// Close stops group commit and the checkpoint signer, waits for them, and
+// closes Pebble. Appends in flight fail with events.ErrClosed. Idempotent.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.cancel()
+	s.wg.Wait()
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	// Wake subscribers so they notice the close.
+	s.mu.Lock()
+	close(s.mu.headCh)
+	s.mu.headCh = make(chan struct{})
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// publish advances the acknowledged head and wakes subscribers.
+func (s *Store) publish(h events.Head) {
+	s.durable.Store(&h)
+	s.mu.Lock()
+	close(s.mu.headCh)
+	s.mu.headCh = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// headChanged returns a channel closed at the next head advance.
+func (s *Store) headChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.headCh
+}
+
+func (s *Store) fail(err error) {
+	s.mu.Lock()
+	if s.mu.failed == nil {
+		s.mu.failed = err
+	}
+	s.mu.Unlock()
+	s.cfg.Logger.Error("store failed: refusing writes until restart", "err", err)
+}
+
+func (s *Store) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
+}
