@@ -279,4 +279,3 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn 
 		}
 	}
 }
-
