@@ -40,7 +40,8 @@ func IsReserved(stream string) bool {
 	return false
 }
 
-// StreamAppend is the part of an append that targets one stream.
+// StreamAppend is the part of an append that targets one stream. With no
+// Events it only checks Expected.
 type StreamAppend struct {
 	Stream   string
 	Expected Expected
@@ -156,9 +157,9 @@ func (r *AppendRequest) Validate() error {
 			return Refusef(CodeDuplicateStream, base+".stream", "stream %q appears twice in one append; merge its events into one entry", s.Stream)
 		}
 		streams[s.Stream] = true
-		if len(s.Events) == 0 {
-			return Refusef(CodeEmptyAppend, base+".events", "stream %q has no events", s.Stream)
-		}
+		// A stream entry without events is a condition only: the append
+		// proceeds only if that stream is where the caller read it (commands
+		// use it for streams a decision read but does not write).
 		for j := range s.Events {
 			p := &s.Events[j]
 			f := fmt.Sprintf("%s.events[%d]", base, j)

@@ -234,7 +234,9 @@ func (a *applyCtx) apply(r *events.AppendRequest) (events.Outcome, error) {
 			a.ids[ev.ID] = &out[len(out)-1]
 			a.p.newIDs = append(a.p.newIDs, ev.ID)
 		}
-		a.p.streams[sa.Stream] = v
+		if len(sa.Events) > 0 {
+			a.p.streams[sa.Stream] = v
+		}
 	}
 	a.p.nEvents += len(out)
 	return events.Outcome{Events: out}, nil

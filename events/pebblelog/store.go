@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 	"github.com/transparency-dev/merkle/compact"
 	"golang.org/x/mod/sumdb/note"
@@ -53,6 +54,9 @@ type Config struct {
 	// Clock stamps batches. Default time.Now. It is read by the sequencer
 	// only, never while applying (apply is deterministic).
 	Clock func() time.Time
+	// FS is the filesystem Pebble writes to. Default: the operating
+	// system's. Tests pass vfs.NewCrashableMem() to simulate power loss.
+	FS vfs.FS
 }
 
 func (c *Config) setDefaults() {
@@ -213,6 +217,7 @@ func openPebble(cfg Config) (*pebble.DB, error) {
 		Cache:              cache,
 		MemTableSize:       cfg.MemTableSize,
 		Logger:             quietLogger{cfg.Logger},
+		FS:                 cfg.FS,
 	}
 	// Bloom filters make the idempotency probe of a new event id (almost
 	// always absent) cheap.

@@ -141,6 +141,23 @@ func TestStore_MultiStreamAtomic(t *testing.T) {
 	if diff := cmp.Diff([]string{"b@0:1", "b@1:2", "a@1:3"}, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
+	// A stream entry without events is a condition only.
+	guard := func(x events.Expected) events.AppendRequest {
+		return events.AppendRequest{Streams: []events.StreamAppend{
+			{Stream: "a", Expected: x},
+			{Stream: "c", Expected: events.ExpectAny, Events: []events.Proposed{ev("C", `{}`)}},
+		}}
+	}
+	if _, err := s.Append(ctx, guard(events.ExpectVersion(0))); events.CodeOf(err) != events.CodeWrongExpectedVersion {
+		t.Fatalf("stale guard: %v", err)
+	}
+	o, err = s.Append(ctx, guard(events.ExpectVersion(1)))
+	if err != nil || len(o.Events) != 1 || o.Events[0].Stream != "c" {
+		t.Fatalf("guarded append: %+v %v", o, err)
+	}
+	if evs, _ := s.ReadStream(ctx, "a", events.ReadOptions{}); len(evs) != 2 {
+		t.Fatalf("a guard wrote to its stream: %d events", len(evs))
+	}
 }
 
 func TestStore_Idempotency(t *testing.T) {

@@ -1,0 +1,219 @@
+package aggregates
+
+import (
+	"slices"
+	"time"
+)
+
+// Admission: the resource screens before an attempt that starts a runtime
+// (seeds, Strata guide: "Require 6 GiB available host RAM before
+// admission; … above 11,776 MiB GPU allocation, or on missing GPU
+// diagnostics. … Another resident model blocks admission.").
+//
+// DecideAdmission reads a recorded, signed measurement no older than the
+// policy's MeasurementFreshness and records AdmissionDecided, admitted or
+// refused, with every screen's observed value and limit and the log
+// position it was read at. A refused admission is a decision, recorded like
+// an admitted one; StartAttempt then refuses with admission_refused. A
+// missing, uncertain or stale measurement grounds no decision and is a
+// refusal of the command itself.
+
+// Admission decisions.
+const (
+	AdmissionAdmitted = "admitted"
+	AdmissionRefused  = "refused"
+)
+
+// Screen names.
+const (
+	ScreenRAM            = "ram_available"
+	ScreenGPU            = "gpu_allocation"
+	ScreenResidentModels = "resident_models"
+)
+
+// Screen failure codes, recorded in AdmissionDecided.Screens[i].Code and
+// listed in the details of an admission_refused refusal.
+const (
+	// CodeRAMBelowFloor: available host RAM is below the policy's floor.
+	CodeRAMBelowFloor = "ram_below_floor"
+	// CodeRAMUnknown: the measurement reports no available RAM.
+	CodeRAMUnknown = "ram_unknown"
+	// CodeGPUAllocationAboveCeiling: GPU memory in use is above the
+	// policy's ceiling.
+	CodeGPUAllocationAboveCeiling = "gpu_allocation_above_ceiling"
+	// CodeGPUDiagnosticsMissing: the measurement reports no GPU reading.
+	CodeGPUDiagnosticsMissing = "gpu_diagnostics_missing"
+	// CodeResidentModelPresent: another model is resident.
+	CodeResidentModelPresent = "resident_model_present"
+	// CodeResidentModelsUnknown: the measurement did not observe resident
+	// models.
+	CodeResidentModelsUnknown = "resident_models_unknown"
+)
+
+// Admission refusal codes.
+const (
+	// CodeMeasurementMissing: the measurement named is not a recorded,
+	// signed result (never requested, not yet recorded, uncertain, or a
+	// late result beside an uncertain one).
+	CodeMeasurementMissing = "measurement_missing"
+	// CodeMeasurementStale: the measurement ended longer ago than the
+	// policy's measurement freshness.
+	CodeMeasurementStale = "measurement_stale"
+	// CodeAdmissionMissing: a mission that starts a runtime has no
+	// admission for the attempt about to start.
+	CodeAdmissionMissing = "admission_missing"
+	// CodeAdmissionRefused: the newest admission for the attempt refused
+	// it (details.screens lists the failed screens' codes).
+	CodeAdmissionRefused = "admission_refused"
+	// CodeAdmissionStale: the admission is older than the measurement
+	// freshness when the attempt starts.
+	CodeAdmissionStale = "admission_stale"
+)
+
+// Screen is one admission screen with its grounds. Byte values are in
+// bytes; ObservedBytes is nil when the measurement did not report it.
+type Screen struct {
+	Name           string   `json:"name"`
+	Passed         bool     `json:"passed"`
+	Code           string   `json:"code,omitempty"`
+	ObservedBytes  *uint64  `json:"observed_bytes,omitempty"`
+	LimitBytes     uint64   `json:"limit_bytes,omitempty"`
+	ObservedModels []string `json:"observed_models,omitempty"`
+}
+
+// AdmissionDecided is the data of TypeAdmissionDecided.
+type AdmissionDecided struct {
+	MissionID     string    `json:"mission_id"`
+	Attempt       int       `json:"attempt"`
+	Provider      string    `json:"provider"`
+	ModelTag      string    `json:"model_tag"`
+	Decision      string    `json:"decision"`
+	Screens       []Screen  `json:"screens"`
+	MeasurementID string    `json:"measurement_id"`
+	Measurement   EventRef  `json:"measurement"`
+	Host          string    `json:"host"`
+	MeasuredAt    time.Time `json:"measured_at"`
+	ReadPosition  uint64    `json:"read_position"`
+	At            time.Time `json:"at"`
+}
+
+// DecideAdmission screens the next attempt of a routed mission against a
+// measurement.
+type DecideAdmission struct {
+	MissionID     string `json:"mission_id"`
+	MeasurementID string `json:"measurement_id"`
+}
+
+// CommandName implements Command.
+func (*DecideAdmission) CommandName() string { return "DecideAdmission" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *DecideAdmission) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	return checkID("measurement_id", c.MeasurementID)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *DecideAdmission) Streams(States) []string {
+	return []string{MissionStream(c.MissionID), MeasurementStream(c.MeasurementID)}
+}
+
+// Decide implements Command: the gates.
+func (c *DecideAdmission) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if err := m.open(false); err != nil {
+		return nil, err
+	}
+	if m.Route == nil {
+		return nil, refuse(CodeRouteMissing, map[string]any{"mission_id": m.ID}, "mission %s has no route; decide one first", m.ID)
+	}
+	if a := m.activeAttempt(); a != nil {
+		return nil, refuse(CodeAttemptInProgress, map[string]any{"mission_id": m.ID, "attempt": a.N}, "attempt %d of mission %s is running", a.N, m.ID)
+	}
+	meas := in.States.Measurement(c.MeasurementID)
+	if st := meas.Status(); st != MeasurementStatusRecorded {
+		return nil, refuse(CodeMeasurementMissing, map[string]any{"measurement_id": c.MeasurementID, "status": st},
+			"measurement %s is %s, not a recorded signed result; admission is never decided on missing data", c.MeasurementID, st)
+	}
+	res := meas.Result
+	if age := in.At.Sub(res.EndedAt); age > in.Policy.Admission.MeasurementFreshness.Duration {
+		return nil, refuse(CodeMeasurementStale, map[string]any{"measurement_id": c.MeasurementID, "ended_at": res.EndedAt,
+			"age": age.String(), "freshness": in.Policy.Admission.MeasurementFreshness.String()},
+			"measurement %s ended %s ago; admission needs one younger than %s", c.MeasurementID, age, in.Policy.Admission.MeasurementFreshness)
+	}
+	screens := admissionScreens(res, m.Route.ModelTag, in.Policy.Admission)
+	decision := AdmissionAdmitted
+	for _, s := range screens {
+		if !s.Passed {
+			decision = AdmissionRefused
+		}
+	}
+	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeAdmissionDecided, Data: AdmissionDecided{
+		MissionID: m.ID, Attempt: m.Attempts + 1, Provider: m.Route.Selected, ModelTag: m.Route.ModelTag,
+		Decision: decision, Screens: screens, MeasurementID: c.MeasurementID, Measurement: meas.ResultRef,
+		Host: res.Host, MeasuredAt: res.EndedAt, ReadPosition: in.Position, At: in.At,
+	}}}, nil
+}
+
+// admissionScreens evaluates the three screens; unknown is never a pass.
+func admissionScreens(r MeasurementResult, modelTag string, pol AdmissionPolicy) []Screen {
+	ram := Screen{Name: ScreenRAM, LimitBytes: pol.MinAvailableRAMBytes, ObservedBytes: r.RAMAvailableBytes}
+	switch {
+	case r.RAMAvailableBytes == nil:
+		ram.Code = CodeRAMUnknown
+	case *r.RAMAvailableBytes < pol.MinAvailableRAMBytes:
+		ram.Code = CodeRAMBelowFloor
+	default:
+		ram.Passed = true
+	}
+	gpu := Screen{Name: ScreenGPU, LimitBytes: pol.MaxGPUAllocationBytes}
+	switch {
+	case r.GPU == nil:
+		gpu.Code = CodeGPUDiagnosticsMissing
+	default:
+		used := r.GPU.MemoryUsedBytes
+		gpu.ObservedBytes = &used
+		if used > pol.MaxGPUAllocationBytes {
+			gpu.Code = CodeGPUAllocationAboveCeiling
+		} else {
+			gpu.Passed = true
+		}
+	}
+	res := Screen{Name: ScreenResidentModels, ObservedModels: r.ResidentModels}
+	others := slices.DeleteFunc(slices.Clone(r.ResidentModels), func(s string) bool { return s == modelTag })
+	switch {
+	case !r.ResidentModelsObserved:
+		res.Code = CodeResidentModelsUnknown
+	case len(others) > 0:
+		res.Code = CodeResidentModelPresent
+	default:
+		res.Passed = true
+	}
+	return []Screen{ram, gpu, res}
+}
+
+// admitted checks the admission for attempt n at the command's time.
+func (m Mission) admitted(n int, in Inputs) error {
+	a := m.Admission
+	if a == nil || a.Attempt != n {
+		return refuse(CodeAdmissionMissing, map[string]any{"mission_id": m.ID, "attempt": n},
+			"mission %s starts a runtime and attempt %d has no admission; decide one on a fresh measurement", m.ID, n)
+	}
+	if a.Decision != AdmissionAdmitted {
+		var failed []string
+		for _, s := range a.Screens {
+			if !s.Passed {
+				failed = append(failed, s.Code)
+			}
+		}
+		return refuse(CodeAdmissionRefused, map[string]any{"mission_id": m.ID, "attempt": n, "screens": failed, "admission": a.Ref},
+			"the admission of attempt %d was refused by %v", n, failed)
+	}
+	if age := in.At.Sub(a.At); age > in.Policy.Admission.MeasurementFreshness.Duration {
+		return refuse(CodeAdmissionStale, map[string]any{"mission_id": m.ID, "attempt": n, "admission": a.Ref, "age": age.String()},
+			"the admission of attempt %d was decided %s ago; decide it again on a fresh measurement", n, age)
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package aggregates
+
+import (
+	"time"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Approval is the state of one owner's decision (stream "approval-<id>"):
+// a grant of some uses of one action on one subject, until an expiry.
+//
+// Subjects are the stream of the aggregate the action applies to, so that
+// the subject a gate expects is unambiguous:
+//
+//	action            subject                     spent by
+//	startup           provider-<name>             StartAttempt of a mission that starts a runtime
+//	activation        provider-<name>             ActivateProvider
+//	activation        executor-<id>               RegisterExecutorKey
+//	patch_apply       mission-<id>                IntegratePatch
+//	preparation, qualification, release, network_boundary
+//	                  (recorded for the record; no gate spends them yet)
+//
+// An action is authorized only by a grant that exists, is for that exact
+// action and subject, is not revoked, not expired at the command's time and
+// has a use left. A use is spent by emitting ApprovalConsumed on this
+// stream in the same atomic append as the action it authorizes. Nothing
+// renews a grant: running a check "offline", reproducing a command or
+// reading the approval writes nothing here.
+type Approval struct {
+	ID         string
+	Granted    bool
+	Approver   string
+	Action     string
+	Subject    string
+	Uses       int
+	Used       int
+	ExpiresAt  time.Time
+	GrantedAt  time.Time
+	Conditions []string
+	Revoked    bool
+	RevokedAt  time.Time
+	// Grant, LastUse and Revocation are the events that prove each fact.
+	Grant, LastUse, Revocation EventRef
+	// Events is the number of events folded.
+	Events int
+}
+
+// Approval actions (DOMAIN.md).
+const (
+	ActionStartup         = "startup"
+	ActionPreparation     = "preparation"
+	ActionQualification   = "qualification"
+	ActionActivation      = "activation"
+	ActionPatchApply      = "patch_apply"
+	ActionRelease         = "release"
+	ActionNetworkBoundary = "network_boundary"
+)
+
+var approvalActions = []string{ActionStartup, ActionPreparation, ActionQualification, ActionActivation, ActionPatchApply, ActionRelease, ActionNetworkBoundary}
+
+// Approval event types.
+const (
+	TypeApprovalGranted  = "ApprovalGranted"
+	TypeApprovalConsumed = "ApprovalConsumed"
+	TypeApprovalRevoked  = "ApprovalRevoked"
+)
+
+// ApprovalGranted is the data of TypeApprovalGranted.
+type ApprovalGranted struct {
+	ApprovalID string    `json:"approval_id"`
+	Approver   string    `json:"approver"`
+	Action     string    `json:"action"`
+	Subject    string    `json:"subject"`
+	Uses       int       `json:"uses"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Conditions []string  `json:"conditions,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// ApprovalConsumed is the data of TypeApprovalConsumed: one use spent by the
+// command named in By, on the subject stream it acted on.
+type ApprovalConsumed struct {
+	ApprovalID string    `json:"approval_id"`
+	By         string    `json:"by"`
+	Subject    string    `json:"subject"`
+	Use        int       `json:"use"`
+	Remaining  int       `json:"remaining"`
+	At         time.Time `json:"at"`
+}
+
+// ApprovalRevoked is the data of TypeApprovalRevoked.
+type ApprovalRevoked struct {
+	ApprovalID string    `json:"approval_id"`
+	Reason     string    `json:"reason"`
+	At         time.Time `json:"at"`
+}
+
+// Exists reports whether the approval stream has events.
+func (a Approval) Exists() bool { return a.Events > 0 }
+
+// Remaining returns the uses left (0 when consumed or never granted).
+func (a Approval) Remaining() int {
+	if !a.Granted || a.Used >= a.Uses {
+		return 0
+	}
+	return a.Uses - a.Used
+}
+
+// Approval statuses, as the approvals projection shows them.
+const (
+	ApprovalStatusMissing  = "missing"
+	ApprovalStatusActive   = "active"
+	ApprovalStatusConsumed = "consumed"
+	ApprovalStatusExpired  = "expired"
+	ApprovalStatusRevoked  = "revoked"
+)
+
+// Status returns the approval's status at time at; revoked wins over
+// expired, which wins over consumed.
+func (a Approval) Status(at time.Time) string {
+	switch {
+	case !a.Granted:
+		return ApprovalStatusMissing
+	case a.Revoked:
+		return ApprovalStatusRevoked
+	case !at.Before(a.ExpiresAt):
+		return ApprovalStatusExpired
+	case a.Remaining() == 0:
+		return ApprovalStatusConsumed
+	}
+	return ApprovalStatusActive
+}
+
+// Evolve folds one event of the approval stream.
+func (a Approval) Evolve(e *events.Event) (Approval, error) {
+	switch e.Type {
+	case TypeApprovalGranted:
+		var d ApprovalGranted
+		if err := decodeData(e, &d); err != nil {
+			return a, err
+		}
+		a.ID, a.Granted, a.Approver, a.Action, a.Subject = d.ApprovalID, true, d.Approver, d.Action, d.Subject
+		a.Uses, a.ExpiresAt, a.GrantedAt, a.Conditions = d.Uses, d.ExpiresAt, d.At, d.Conditions
+		a.Grant = RefOf(e)
+	case TypeApprovalConsumed:
+		var d ApprovalConsumed
+		if err := decodeData(e, &d); err != nil {
+			return a, err
+		}
+		a.Used++
+		a.LastUse = RefOf(e)
+	case TypeApprovalRevoked:
+		var d ApprovalRevoked
+		if err := decodeData(e, &d); err != nil {
+			return a, err
+		}
+		a.Revoked, a.RevokedAt = true, d.At
+		a.Revocation = RefOf(e)
+	default:
+		return a, foldError(e, ErrUnknownEventType)
+	}
+	a.Events++
+	return a, nil
+}
+
+// Refusal codes of the Approval gates.
+const (
+	// CodeApprovalExists: GrantApproval on an id already granted; a grant
+	// is never renewed or widened in place.
+	CodeApprovalExists = "approval_exists"
+	// CodeApprovalExpiryPast: a grant whose expiry is not after its time.
+	CodeApprovalExpiryPast = "approval_expiry_past"
+	// CodeApprovalMissing: the action needs a grant and none exists under
+	// that id (or no id was given).
+	CodeApprovalMissing = "approval_missing"
+	// CodeApprovalActionMismatch: the grant is for another action.
+	CodeApprovalActionMismatch = "approval_action_mismatch"
+	// CodeApprovalSubjectMismatch: the grant is for another subject.
+	CodeApprovalSubjectMismatch = "approval_subject_mismatch"
+	// CodeApprovalRevoked: the grant was revoked.
+	CodeApprovalRevoked = "approval_revoked"
+	// CodeApprovalExpired: the grant expired before the command's time.
+	CodeApprovalExpired = "approval_expired"
+	// CodeApprovalConsumed: every use of the grant is spent.
+	CodeApprovalConsumed = "approval_consumed"
+)
+
+// Authorize checks that a authorizes action on subject at time at, and
+// returns the ApprovalConsumed event that spends one use (to be appended
+// with the action's own events), or a Refusal. by names the command.
+func (a Approval) Authorize(action, subject, by string, at time.Time) (NewEvent, error) {
+	det := map[string]any{"approval_id": a.ID, "action": action, "subject": subject}
+	switch {
+	case !a.Granted:
+		return NewEvent{}, refuse(CodeApprovalMissing, det, "%s on %s needs an unexpired, unrevoked, unconsumed %s approval; none was granted under this id", by, subject, action)
+	case a.Action != action:
+		det["granted_action"] = a.Action
+		return NewEvent{}, refuse(CodeApprovalActionMismatch, det, "approval %s grants %s, not %s", a.ID, a.Action, action)
+	case a.Subject != subject:
+		det["granted_subject"] = a.Subject
+		return NewEvent{}, refuse(CodeApprovalSubjectMismatch, det, "approval %s is for %s, not %s", a.ID, a.Subject, subject)
+	case a.Revoked:
+		det["revoked_at"] = a.RevokedAt
+		return NewEvent{}, refuse(CodeApprovalRevoked, det, "approval %s was revoked", a.ID)
+	case !at.Before(a.ExpiresAt):
+		det["expires_at"] = a.ExpiresAt
+		return NewEvent{}, refuse(CodeApprovalExpired, det, "approval %s expired at %s", a.ID, a.ExpiresAt.UTC().Format(time.RFC3339))
+	case a.Remaining() == 0:
+		det["uses"] = a.Uses
+		return NewEvent{}, refuse(CodeApprovalConsumed, det, "approval %s was granted for %d use(s), all spent; a new approval is needed", a.ID, a.Uses)
+	}
+	return NewEvent{Stream: ApprovalStream(a.ID), Type: TypeApprovalConsumed, Data: ApprovalConsumed{
+		ApprovalID: a.ID, By: by, Subject: subject, Use: a.Used + 1, Remaining: a.Remaining() - 1, At: at,
+	}}, nil
+}
+
+// GrantApproval records an owner's approval.
+type GrantApproval struct {
+	ApprovalID string    `json:"approval_id"`
+	Approver   string    `json:"approver"`
+	Action     string    `json:"action"`
+	Subject    string    `json:"subject"`
+	Uses       int       `json:"uses"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Conditions []string  `json:"conditions,omitempty"`
+}
+
+// MaxApprovalUses bounds the uses of one grant.
+const MaxApprovalUses = 1000
+
+// CommandName implements Command.
+func (*GrantApproval) CommandName() string { return "GrantApproval" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *GrantApproval) Validate() error {
+	if err := checkID("approval_id", c.ApprovalID); err != nil {
+		return err
+	}
+	if err := checkText("approver", c.Approver, true, maxShortText); err != nil {
+		return err
+	}
+	if err := checkOneOf("action", c.Action, approvalActions...); err != nil {
+		return err
+	}
+	if err := checkText("subject", c.Subject, true, maxShortText); err != nil {
+		return err
+	}
+	if c.Uses < 1 || c.Uses > MaxApprovalUses {
+		return invalid("uses", "is %d; a grant has 1 to %d uses", c.Uses, MaxApprovalUses)
+	}
+	if c.ExpiresAt.IsZero() {
+		return invalid("expires_at", "is required: every grant expires")
+	}
+	if len(c.Conditions) > maxListLen {
+		return invalid("conditions", "has %d entries; the limit is %d", len(c.Conditions), maxListLen)
+	}
+	for i, s := range c.Conditions {
+		if err := checkText(indexPath("conditions", i), s, true, maxLongText); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *GrantApproval) Streams(States) []string { return []string{ApprovalStream(c.ApprovalID)} }
+
+// Decide implements Command: the gates.
+func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
+	a := in.States.Approval(c.ApprovalID)
+	if a.Granted {
+		return nil, refuse(CodeApprovalExists, map[string]any{"approval_id": c.ApprovalID},
+			"approval %s was already granted; grants are never renewed in place, grant a new id", c.ApprovalID)
+	}
+	if !c.ExpiresAt.After(in.At) {
+		return nil, refuse(CodeApprovalExpiryPast, map[string]any{"expires_at": c.ExpiresAt, "at": in.At},
+			"the grant would expire at %s, not after its own time", c.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return []NewEvent{{Stream: ApprovalStream(c.ApprovalID), Type: TypeApprovalGranted, Data: ApprovalGranted{
+		ApprovalID: c.ApprovalID, Approver: c.Approver, Action: c.Action, Subject: c.Subject,
+		Uses: c.Uses, ExpiresAt: c.ExpiresAt.UTC(), Conditions: c.Conditions, At: in.At,
+	}}}, nil
+}
+
+// RevokeApproval revokes a grant. Revoking twice appends nothing.
+type RevokeApproval struct {
+	ApprovalID string `json:"approval_id"`
+	Reason     string `json:"reason"`
+}
+
+// CommandName implements Command.
+func (*RevokeApproval) CommandName() string { return "RevokeApproval" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RevokeApproval) Validate() error {
+	if err := checkID("approval_id", c.ApprovalID); err != nil {
+		return err
+	}
+	return checkText("reason", c.Reason, true, maxLongText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RevokeApproval) Streams(States) []string { return []string{ApprovalStream(c.ApprovalID)} }
+
+// Decide implements Command: the gates.
+func (c *RevokeApproval) Decide(in Inputs) ([]NewEvent, error) {
+	a := in.States.Approval(c.ApprovalID)
+	if !a.Granted {
+		return nil, refuse(CodeApprovalMissing, map[string]any{"approval_id": c.ApprovalID}, "approval %s was never granted", c.ApprovalID)
+	}
+	if a.Revoked {
+		return nil, nil
+	}
+	return []NewEvent{{Stream: ApprovalStream(c.ApprovalID), Type: TypeApprovalRevoked, Data: ApprovalRevoked{
+		ApprovalID: c.ApprovalID, Reason: c.Reason, At: in.At,
+	}}}, nil
+}

@@ -1,0 +1,594 @@
+package aggregates
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Binding is the state of one model binding (stream "binding-<id>"): the
+// identity of what actually serves a provider's model.
+//
+// Artifacts are hashed on the binding's own stream (ArtifactHashed), before
+// or after the proposal. Verification recomputes the identity and checks
+// every proposed artifact against the newest hash of its path, which must
+// be a supervisor's. Once verified, any later hash of a bound path with
+// another size, mtime or sha256 invalidates the binding in the same append;
+// an invalidated or rejected binding is never verified again: a runtime
+// restart, or any change, needs a fresh binding under a new id.
+type Binding struct {
+	ID             string
+	Proposed       bool
+	Provider       string
+	ModelTag       string
+	Family         string
+	ConfigSHA256   string
+	SourceCommit   string
+	TemplateSHA256 string
+	ContextTokens  int
+	ModelMetadata  map[string]string
+	Artifacts      []BindingArtifact
+	// ClaimedIdentity is the identity the proposal stated.
+	ClaimedIdentity string
+	// Hashes is the newest ArtifactHashed per path.
+	Hashes map[string]ArtifactHashed
+	// Verified is true once BindingVerified was folded; Identity is then
+	// the recomputed identity and VerifiedHashes the hashes it relied on.
+	Verified       bool
+	Identity       string
+	VerifiedHashes map[string]ArtifactHashed
+	Rejected       bool
+	Invalidated    bool
+	InvalidReason  string
+	// Proposal, Verification, Rejection and Invalidation are the events that
+	// prove each fact.
+	Proposal, Verification, Rejection, Invalidation EventRef
+	// Events is the number of events folded.
+	Events int
+}
+
+// Exists reports whether the binding stream has events.
+func (b Binding) Exists() bool { return b.Events > 0 }
+
+// Usable reports whether the binding is verified and neither rejected nor
+// invalidated.
+func (b Binding) Usable() bool { return b.Verified && !b.Invalidated && !b.Rejected }
+
+// Artifact roles (DOMAIN.md). The first five are required for verification.
+const (
+	RoleWeights   = "weights"
+	RoleEngine    = "engine"
+	RoleServer    = "server"
+	RoleTokenizer = "tokenizer"
+	RoleTemplate  = "template"
+	RoleConfig    = "config"
+	RoleSource    = "source"
+)
+
+var (
+	artifactRoles = []string{RoleWeights, RoleEngine, RoleServer, RoleTokenizer, RoleTemplate, RoleConfig, RoleSource}
+	// RequiredRoles must each appear at least once among a binding's
+	// artifacts.
+	requiredRoles = []string{RoleWeights, RoleEngine, RoleServer, RoleTokenizer, RoleTemplate}
+)
+
+// RequiredRoles returns the roles a binding needs to be verified.
+func RequiredRoles() []string { return slices.Clone(requiredRoles) }
+
+// Verifier roles of an ArtifactHashed. Only a supervisor's hash verifies.
+const (
+	VerifierSupervisor = "supervisor"
+	VerifierWorker     = "worker"
+	VerifierOperator   = "operator"
+)
+
+// BindingArtifact is one artifact of a binding, in the order that enters
+// the identity.
+type BindingArtifact struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Role   string `json:"role"`
+}
+
+// Binding event types.
+const (
+	TypeArtifactHashed     = "ArtifactHashed"
+	TypeBindingProposed    = "BindingProposed"
+	TypeBindingVerified    = "BindingVerified"
+	TypeBindingRejected    = "BindingRejected"
+	TypeBindingInvalidated = "BindingInvalidated"
+)
+
+// ArtifactHashed is the data of TypeArtifactHashed. Size is in bytes,
+// MtimeNS in nanoseconds since the Unix epoch.
+type ArtifactHashed struct {
+	BindingID    string    `json:"binding_id"`
+	Path         string    `json:"path"`
+	Size         int64     `json:"size"`
+	MtimeNS      int64     `json:"mtime_ns"`
+	SHA256       string    `json:"sha256"`
+	Role         string    `json:"role"`
+	VerifiedBy   string    `json:"verified_by"`
+	VerifierRole string    `json:"verifier_role"`
+	At           time.Time `json:"at"`
+}
+
+// BindingProposed is the data of TypeBindingProposed.
+type BindingProposed struct {
+	BindingID      string            `json:"binding_id"`
+	Provider       string            `json:"provider"`
+	ModelTag       string            `json:"model_tag"`
+	Family         string            `json:"family"`
+	ConfigSHA256   string            `json:"config_sha256"`
+	SourceCommit   string            `json:"source_commit"`
+	TemplateSHA256 string            `json:"template_sha256"`
+	ContextTokens  int               `json:"context_tokens"`
+	ModelMetadata  map[string]string `json:"model_metadata"`
+	Artifacts      []BindingArtifact `json:"artifacts"`
+	Identity       string            `json:"identity"`
+	At             time.Time         `json:"at"`
+}
+
+// BindingVerified is the data of TypeBindingVerified.
+type BindingVerified struct {
+	BindingID  string    `json:"binding_id"`
+	Identity   string    `json:"identity"`
+	VerifiedBy string    `json:"verified_by"`
+	At         time.Time `json:"at"`
+}
+
+// BindingRejected is the data of TypeBindingRejected.
+type BindingRejected struct {
+	BindingID string    `json:"binding_id"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"`
+}
+
+// BindingInvalidated is the data of TypeBindingInvalidated. For an artifact
+// change, Path, Was and Now say what changed.
+type BindingInvalidated struct {
+	BindingID string          `json:"binding_id"`
+	Reason    string          `json:"reason"`
+	Path      string          `json:"path,omitempty"`
+	Was       *ArtifactHashed `json:"was,omitempty"`
+	Now       *ArtifactHashed `json:"now,omitempty"`
+	At        time.Time       `json:"at"`
+}
+
+// Invalidation reasons written by the decider itself.
+const (
+	InvalidatedArtifactChanged = "artifact_changed"
+	InvalidatedRuntimeRestart  = "runtime_restart"
+)
+
+// BindingIdentity returns the identity digest of a binding: "sha256:" and
+// the hex SHA-256 of the JSON object
+//
+//	{"config_sha256":…,"source_commit":…,"template_sha256":…,
+//	 "model_metadata":{…keys sorted…},
+//	 "artifacts":[{"path":…,"size":…,"sha256":…,"role":…},…]}
+//
+// written without spaces and without HTML escaping, fields in that order,
+// artifacts in the binding's order. Mtimes and verifier names are left out:
+// the identity is what serves, not when or by whom it was hashed. The
+// format never changes; a new one would get a new prefix.
+func BindingIdentity(configSHA256, sourceCommit, templateSHA256 string, metadata map[string]string, artifacts []BindingArtifact) string {
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
+	if artifacts == nil {
+		artifacts = []BindingArtifact{}
+	}
+	in := struct {
+		ConfigSHA256   string            `json:"config_sha256"`
+		SourceCommit   string            `json:"source_commit"`
+		TemplateSHA256 string            `json:"template_sha256"`
+		ModelMetadata  map[string]string `json:"model_metadata"`
+		Artifacts      []BindingArtifact `json:"artifacts"`
+	}{configSHA256, sourceCommit, templateSHA256, metadata, artifacts}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(in); err != nil {
+		panic(err) // strings, ints and a string map always encode
+	}
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Evolve folds one event of the binding stream.
+func (b Binding) Evolve(e *events.Event) (Binding, error) {
+	switch e.Type {
+	case TypeArtifactHashed:
+		var d ArtifactHashed
+		if err := decodeData(e, &d); err != nil {
+			return b, err
+		}
+		b.ID = d.BindingID
+		hashes := maps.Clone(b.Hashes)
+		if hashes == nil {
+			hashes = map[string]ArtifactHashed{}
+		}
+		hashes[d.Path] = d
+		b.Hashes = hashes
+	case TypeBindingProposed:
+		var d BindingProposed
+		if err := decodeData(e, &d); err != nil {
+			return b, err
+		}
+		b.ID, b.Proposed, b.Provider, b.ModelTag, b.Family = d.BindingID, true, d.Provider, d.ModelTag, d.Family
+		b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256 = d.ConfigSHA256, d.SourceCommit, d.TemplateSHA256
+		b.ContextTokens, b.ModelMetadata, b.Artifacts, b.ClaimedIdentity = d.ContextTokens, d.ModelMetadata, d.Artifacts, d.Identity
+		b.Proposal = RefOf(e)
+	case TypeBindingVerified:
+		var d BindingVerified
+		if err := decodeData(e, &d); err != nil {
+			return b, err
+		}
+		b.Verified, b.Identity = true, d.Identity
+		bound := make(map[string]ArtifactHashed, len(b.Artifacts))
+		for _, a := range b.Artifacts {
+			if h, ok := b.Hashes[a.Path]; ok {
+				bound[a.Path] = h
+			}
+		}
+		b.VerifiedHashes = bound
+		b.Verification = RefOf(e)
+	case TypeBindingRejected:
+		var d BindingRejected
+		if err := decodeData(e, &d); err != nil {
+			return b, err
+		}
+		b.Rejected = true
+		b.Rejection = RefOf(e)
+	case TypeBindingInvalidated:
+		var d BindingInvalidated
+		if err := decodeData(e, &d); err != nil {
+			return b, err
+		}
+		b.Invalidated, b.InvalidReason = true, d.Reason
+		b.Invalidation = RefOf(e)
+	default:
+		return b, foldError(e, ErrUnknownEventType)
+	}
+	b.Events++
+	return b, nil
+}
+
+// Refusal codes of the ModelBinding gates.
+const (
+	// CodeBindingExists: a binding id is proposed once; a change is a new
+	// binding.
+	CodeBindingExists = "binding_exists"
+	// CodeBindingUnknown: no proposal under this binding id.
+	CodeBindingUnknown = "binding_unknown"
+	// CodeBindingRoleMissing: a required artifact role (weights, engine,
+	// server, tokenizer, template) is absent.
+	CodeBindingRoleMissing = "binding_role_missing"
+	// CodeArtifactNotVerified: an artifact's newest hash is absent or not a
+	// supervisor's.
+	CodeArtifactNotVerified = "artifact_not_verified"
+	// CodeArtifactMismatch: the supervisor's hash of an artifact differs
+	// from the size or sha256 the binding proposes.
+	CodeArtifactMismatch = "artifact_mismatch"
+	// CodeIdentityMismatch: the proposed identity does not recompute from
+	// the binding's fields.
+	CodeIdentityMismatch = "identity_mismatch"
+	// CodeBindingRejected: the binding was rejected.
+	CodeBindingRejected = "binding_rejected"
+	// CodeBindingInvalidated: the binding was invalidated (an artifact
+	// changed, the runtime restarted); propose a fresh one.
+	CodeBindingInvalidated = "binding_invalidated"
+	// CodeBindingAlreadyVerified: a verified binding cannot be rejected;
+	// invalidate it instead.
+	CodeBindingAlreadyVerified = "binding_already_verified"
+)
+
+// RecordArtifactHash records a hash of one artifact file.
+type RecordArtifactHash struct {
+	BindingID    string `json:"binding_id"`
+	Path         string `json:"path"`
+	Size         int64  `json:"size"`
+	MtimeNS      int64  `json:"mtime_ns"`
+	SHA256       string `json:"sha256"`
+	Role         string `json:"role"`
+	VerifiedBy   string `json:"verified_by"`
+	VerifierRole string `json:"verifier_role"`
+}
+
+// CommandName implements Command.
+func (*RecordArtifactHash) CommandName() string { return "RecordArtifactHash" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RecordArtifactHash) Validate() error {
+	if err := checkID("binding_id", c.BindingID); err != nil {
+		return err
+	}
+	if err := checkText("path", c.Path, true, maxLongText); err != nil {
+		return err
+	}
+	if c.Size < 0 {
+		return invalid("size", "is %d; must be >= 0", c.Size)
+	}
+	if err := checkSHA256("sha256", c.SHA256, true); err != nil {
+		return err
+	}
+	if err := checkOneOf("role", c.Role, artifactRoles...); err != nil {
+		return err
+	}
+	if err := checkText("verified_by", c.VerifiedBy, true, maxShortText); err != nil {
+		return err
+	}
+	return checkOneOf("verifier_role", c.VerifierRole, VerifierSupervisor, VerifierWorker, VerifierOperator)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RecordArtifactHash) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
+
+// Decide implements Command: the gates.
+func (c *RecordArtifactHash) Decide(in Inputs) ([]NewEvent, error) {
+	b := in.States.Binding(c.BindingID)
+	h := ArtifactHashed{BindingID: c.BindingID, Path: c.Path, Size: c.Size, MtimeNS: c.MtimeNS, SHA256: c.SHA256,
+		Role: c.Role, VerifiedBy: c.VerifiedBy, VerifierRole: c.VerifierRole, At: in.At}
+	out := []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeArtifactHashed, Data: h}}
+	if b.Verified && !b.Invalidated {
+		if was, bound := b.VerifiedHashes[c.Path]; bound && (was.Size != h.Size || was.MtimeNS != h.MtimeNS || was.SHA256 != h.SHA256) {
+			out = append(out, NewEvent{Stream: BindingStream(c.BindingID), Type: TypeBindingInvalidated, Data: BindingInvalidated{
+				BindingID: c.BindingID, Reason: InvalidatedArtifactChanged, Path: c.Path, Was: &was, Now: &h, At: in.At,
+			}})
+		}
+	}
+	return out, nil
+}
+
+// ProposeBinding proposes the identity of what serves a provider's model.
+type ProposeBinding struct {
+	BindingID      string            `json:"binding_id"`
+	Provider       string            `json:"provider"`
+	ModelTag       string            `json:"model_tag"`
+	Family         string            `json:"family"`
+	ConfigSHA256   string            `json:"config_sha256"`
+	SourceCommit   string            `json:"source_commit"`
+	TemplateSHA256 string            `json:"template_sha256"`
+	ContextTokens  int               `json:"context_tokens"`
+	ModelMetadata  map[string]string `json:"model_metadata"`
+	Artifacts      []BindingArtifact `json:"artifacts"`
+	Identity       string            `json:"identity"`
+}
+
+// CommandName implements Command.
+func (*ProposeBinding) CommandName() string { return "ProposeBinding" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *ProposeBinding) Validate() error {
+	if err := checkID("binding_id", c.BindingID); err != nil {
+		return err
+	}
+	if err := checkID("provider", c.Provider); err != nil {
+		return err
+	}
+	if err := checkText("model_tag", c.ModelTag, true, maxShortText); err != nil {
+		return err
+	}
+	if err := checkText("family", c.Family, true, maxShortText); err != nil {
+		return err
+	}
+	if err := checkSHA256("config_sha256", c.ConfigSHA256, true); err != nil {
+		return err
+	}
+	if err := checkText("source_commit", c.SourceCommit, true, maxShortText); err != nil {
+		return err
+	}
+	if err := checkSHA256("template_sha256", c.TemplateSHA256, true); err != nil {
+		return err
+	}
+	if c.ContextTokens <= 0 {
+		return invalid("context_tokens", "is %d; must be positive", c.ContextTokens)
+	}
+	if len(c.ModelMetadata) > maxListLen {
+		return invalid("model_metadata", "has %d entries; the limit is %d", len(c.ModelMetadata), maxListLen)
+	}
+	if len(c.Artifacts) == 0 || len(c.Artifacts) > maxListLen {
+		return invalid("artifacts", "has %d entries; a binding lists 1 to %d artifacts", len(c.Artifacts), maxListLen)
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Artifacts {
+		p := indexPath("artifacts", i)
+		if err := checkText(p+".path", a.Path, true, maxLongText); err != nil {
+			return err
+		}
+		if seen[a.Path] {
+			return invalid(p+".path", "%q is listed twice", a.Path)
+		}
+		seen[a.Path] = true
+		if a.Size < 0 {
+			return invalid(p+".size", "is %d; must be >= 0", a.Size)
+		}
+		if err := checkSHA256(p+".sha256", a.SHA256, true); err != nil {
+			return err
+		}
+		if err := checkOneOf(p+".role", a.Role, artifactRoles...); err != nil {
+			return err
+		}
+	}
+	return checkSHA256("identity", c.Identity, true)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *ProposeBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
+
+// Decide implements Command: the gates.
+func (c *ProposeBinding) Decide(in Inputs) ([]NewEvent, error) {
+	b := in.States.Binding(c.BindingID)
+	if b.Proposed {
+		return nil, refuse(CodeBindingExists, map[string]any{"binding_id": c.BindingID},
+			"binding %s was already proposed; a changed identity is a new binding", c.BindingID)
+	}
+	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingProposed, Data: BindingProposed{
+		BindingID: c.BindingID, Provider: c.Provider, ModelTag: c.ModelTag, Family: c.Family,
+		ConfigSHA256: c.ConfigSHA256, SourceCommit: c.SourceCommit, TemplateSHA256: c.TemplateSHA256,
+		ContextTokens: c.ContextTokens, ModelMetadata: c.ModelMetadata, Artifacts: c.Artifacts,
+		Identity: c.Identity, At: in.At,
+	}}}, nil
+}
+
+// VerifyBinding verifies a proposed binding. Verifying a verified binding
+// appends nothing.
+type VerifyBinding struct {
+	BindingID  string `json:"binding_id"`
+	VerifiedBy string `json:"verified_by"`
+}
+
+// CommandName implements Command.
+func (*VerifyBinding) CommandName() string { return "VerifyBinding" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *VerifyBinding) Validate() error {
+	if err := checkID("binding_id", c.BindingID); err != nil {
+		return err
+	}
+	return checkText("verified_by", c.VerifiedBy, true, maxShortText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *VerifyBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
+
+// Decide implements Command: the gates.
+func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
+	b := in.States.Binding(c.BindingID)
+	if err := b.usableForVerification(); err != nil {
+		return nil, err
+	}
+	if b.Verified {
+		return nil, nil
+	}
+	var missing []string
+	for _, r := range requiredRoles {
+		if !slices.ContainsFunc(b.Artifacts, func(a BindingArtifact) bool { return a.Role == r }) {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, refuse(CodeBindingRoleMissing, map[string]any{"binding_id": b.ID, "missing_roles": missing},
+			"binding %s has no artifact for the required role(s) %v", b.ID, missing)
+	}
+	for _, a := range b.Artifacts {
+		h, ok := b.Hashes[a.Path]
+		if !ok || h.VerifierRole != VerifierSupervisor {
+			det := map[string]any{"binding_id": b.ID, "path": a.Path, "role": a.Role}
+			if ok {
+				det["verified_by"], det["verifier_role"] = h.VerifiedBy, h.VerifierRole
+			}
+			return nil, refuse(CodeArtifactNotVerified, det, "artifact %s (%s) has no hash by a supervisor as its newest hash", a.Path, a.Role)
+		}
+		if h.Size != a.Size || h.SHA256 != a.SHA256 || h.Role != a.Role {
+			return nil, refuse(CodeArtifactMismatch, map[string]any{
+				"binding_id": b.ID, "path": a.Path,
+				"proposed": map[string]any{"size": a.Size, "sha256": a.SHA256, "role": a.Role},
+				"hashed":   map[string]any{"size": h.Size, "sha256": h.SHA256, "role": h.Role},
+			}, "artifact %s as hashed by the supervisor differs from the proposal", a.Path)
+		}
+	}
+	id := BindingIdentity(b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256, b.ModelMetadata, b.Artifacts)
+	if id != b.ClaimedIdentity {
+		return nil, refuse(CodeIdentityMismatch, map[string]any{"binding_id": b.ID, "claimed": b.ClaimedIdentity, "recomputed": id},
+			"binding %s claims identity %s but its fields recompute to %s", b.ID, b.ClaimedIdentity, id)
+	}
+	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingVerified, Data: BindingVerified{
+		BindingID: c.BindingID, Identity: id, VerifiedBy: c.VerifiedBy, At: in.At,
+	}}}, nil
+}
+
+// usableForVerification refuses an unknown, rejected or invalidated binding.
+func (b Binding) usableForVerification() error {
+	switch {
+	case !b.Proposed:
+		return refuse(CodeBindingUnknown, map[string]any{"binding_id": b.ID}, "no binding was proposed under this id")
+	case b.Rejected:
+		return refuse(CodeBindingRejected, map[string]any{"binding_id": b.ID}, "binding %s was rejected", b.ID)
+	case b.Invalidated:
+		return refuse(CodeBindingInvalidated, map[string]any{"binding_id": b.ID, "reason": b.InvalidReason},
+			"binding %s was invalidated (%s); propose a fresh binding", b.ID, b.InvalidReason)
+	}
+	return nil
+}
+
+// RejectBinding rejects a proposed, unverified binding. Rejecting twice
+// appends nothing.
+type RejectBinding struct {
+	BindingID string `json:"binding_id"`
+	Reason    string `json:"reason"`
+}
+
+// CommandName implements Command.
+func (*RejectBinding) CommandName() string { return "RejectBinding" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RejectBinding) Validate() error {
+	if err := checkID("binding_id", c.BindingID); err != nil {
+		return err
+	}
+	return checkText("reason", c.Reason, true, maxLongText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RejectBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
+
+// Decide implements Command: the gates.
+func (c *RejectBinding) Decide(in Inputs) ([]NewEvent, error) {
+	b := in.States.Binding(c.BindingID)
+	switch {
+	case !b.Proposed:
+		return nil, refuse(CodeBindingUnknown, map[string]any{"binding_id": c.BindingID}, "no binding was proposed under this id")
+	case b.Rejected:
+		return nil, nil
+	case b.Verified:
+		return nil, refuse(CodeBindingAlreadyVerified, map[string]any{"binding_id": c.BindingID},
+			"binding %s is verified; invalidate it instead of rejecting it", c.BindingID)
+	}
+	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingRejected, Data: BindingRejected{
+		BindingID: c.BindingID, Reason: c.Reason, At: in.At,
+	}}}, nil
+}
+
+// InvalidateBinding invalidates a binding, e.g. after a runtime restart
+// (reason "runtime_restart"). Invalidating twice appends nothing.
+type InvalidateBinding struct {
+	BindingID string `json:"binding_id"`
+	Reason    string `json:"reason"`
+}
+
+// CommandName implements Command.
+func (*InvalidateBinding) CommandName() string { return "InvalidateBinding" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *InvalidateBinding) Validate() error {
+	if err := checkID("binding_id", c.BindingID); err != nil {
+		return err
+	}
+	return checkText("reason", c.Reason, true, maxShortText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *InvalidateBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
+
+// Decide implements Command: the gates.
+func (c *InvalidateBinding) Decide(in Inputs) ([]NewEvent, error) {
+	b := in.States.Binding(c.BindingID)
+	switch {
+	case !b.Proposed:
+		return nil, refuse(CodeBindingUnknown, map[string]any{"binding_id": c.BindingID}, "no binding was proposed under this id")
+	case b.Invalidated:
+		return nil, nil
+	}
+	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingInvalidated, Data: BindingInvalidated{
+		BindingID: c.BindingID, Reason: c.Reason, At: in.At,
+	}}}, nil
+}

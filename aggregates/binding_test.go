@@ -1,0 +1,163 @@
+package aggregates
+
+import (
+	"testing"
+)
+
+func TestBinding_Decide(t *testing.T) {
+	arts := artifacts()
+	noTemplate := arts[:4]
+	hashAll := func(id string, as []BindingArtifact, verifier string) []step {
+		var s []step
+		for _, a := range as {
+			s = append(s, hashArtifact(id, a, verifier))
+		}
+		return s
+	}
+	badID := propose("b1", "qwen", "qwen3.8:27b", arts)
+	badID.Identity = hexOf("not the identity")
+	changed := hashArtifact("b1", arts[0], VerifierSupervisor)
+	changed.SHA256 = hexOf("other weights")
+
+	runGWT(t, []gwt{
+		{
+			name: "propose",
+			when: propose("b1", "qwen", "qwen3.8:27b", arts[:1]),
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingProposed, Data: BindingProposed{
+				BindingID: "b1", Provider: "qwen", ModelTag: "qwen3.8:27b", Family: "coder", ConfigSHA256: hexOf("config"),
+				SourceCommit: "7695859aa13afb248bdb4d36f9b2e95707db079d", TemplateSHA256: hexOf("template"), ContextTokens: 65536,
+				ModelMetadata: map[string]string{"architecture": "qwen35", "quantization": "Q4_K_M"}, Artifacts: arts[:1],
+				Identity: propose("b1", "qwen", "qwen3.8:27b", arts[:1]).Identity, At: t0}}},
+		},
+		{
+			name:  "propose twice",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts)},
+			when:  propose("b1", "qwen", "qwen3.8:27b", arts),
+			code:  CodeBindingExists,
+		},
+		{
+			name: "verify an unknown binding",
+			when: &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code: CodeBindingUnknown,
+		},
+		{
+			name:  "verify without the template artifact",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", noTemplate), hashAll("b1", noTemplate, VerifierSupervisor)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeBindingRoleMissing,
+		},
+		{
+			name:  "verify with an artifact never hashed",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts[:4], VerifierSupervisor)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeArtifactNotVerified,
+		},
+		{
+			name:  "verify with artifacts hashed only by the worker",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts, VerifierWorker)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeArtifactNotVerified,
+		},
+		{
+			name:  "verify with a hash that differs from the proposal",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts[1:], VerifierSupervisor), changed},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeArtifactMismatch,
+		},
+		{
+			name:  "verify an identity that does not recompute",
+			given: []step{badID, hashAll("b1", arts, VerifierSupervisor)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeIdentityMismatch,
+		},
+		{
+			name:  "verify",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts, VerifierSupervisor)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"},
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{
+				BindingID: "b1", Identity: propose("b1", "qwen", "qwen3.8:27b", arts).Identity, VerifiedBy: "supervisor-1", At: t0}}},
+		},
+		{
+			name:  "verify twice appends nothing",
+			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			want:  nil,
+		},
+		{
+			name:  "a changed hash of a bound path invalidates",
+			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
+			when:  changed,
+			wantFn: func(l *ledger) []NewEvent {
+				was := ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: changed.MtimeNS, SHA256: arts[0].SHA256,
+					Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, At: t0}
+				now := was
+				now.SHA256 = hexOf("other weights")
+				return []NewEvent{
+					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: now},
+					{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{
+						BindingID: "b1", Reason: InvalidatedArtifactChanged, Path: arts[0].Path, Was: &was, Now: &now, At: t0}},
+				}
+			},
+		},
+		{
+			name:  "the same hash again changes nothing",
+			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
+			when:  hashArtifact("b1", arts[0], VerifierSupervisor),
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{
+				BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: 1_757_000_000_000_000_000, SHA256: arts[0].SHA256,
+				Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, At: t0}}},
+		},
+		{
+			name:  "an invalidated binding is never verified again",
+			given: []step{verifiedBinding("b1", "qwen", "qwen3.8:27b", arts), &InvalidateBinding{BindingID: "b1", Reason: InvalidatedRuntimeRestart}},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeBindingInvalidated,
+		},
+		{
+			name:  "a rejected binding is never verified",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), &RejectBinding{BindingID: "b1", Reason: "old binding format"}},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeBindingRejected,
+		},
+		{
+			name:  "reject",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts)},
+			when:  &RejectBinding{BindingID: "b1", Reason: "old binding format"},
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingRejected, Data: BindingRejected{
+				BindingID: "b1", Reason: "old binding format", At: t0}}},
+		},
+		{
+			name:  "a verified binding is invalidated, not rejected",
+			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
+			when:  &RejectBinding{BindingID: "b1", Reason: "r"},
+			code:  CodeBindingAlreadyVerified,
+		},
+		{
+			name:  "runtime restart",
+			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
+			when:  &InvalidateBinding{BindingID: "b1", Reason: InvalidatedRuntimeRestart},
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{
+				BindingID: "b1", Reason: InvalidatedRuntimeRestart, At: t0}}},
+		},
+		{
+			name: "invalidate an unknown binding",
+			when: &InvalidateBinding{BindingID: "b1", Reason: "r"},
+			code: CodeBindingUnknown,
+		},
+	})
+}
+
+// TestBindingIdentity pins the identity format: a change to it breaks every
+// stored binding, so it is a test vector, reproducible with
+//
+//	printf '%s' '{"config_sha256":"c","source_commit":"s","template_sha256":"t","model_metadata":{"a":"1","b":"<2>"},"artifacts":[{"path":"/w","size":1,"sha256":"x","role":"weights"}]}' | sha256sum
+func TestBindingIdentity(t *testing.T) {
+	got := BindingIdentity("c", "s", "t", map[string]string{"b": "<2>", "a": "1"}, []BindingArtifact{{Path: "/w", Size: 1, SHA256: "x", Role: "weights"}})
+	const want = "sha256:2e5293067a2942815639636f2d1047a8dfae8f90d1a943c16a3c6436cd4fdca2"
+	if got != want {
+		t.Fatalf("identity = %s, want %s", got, want)
+	}
+	if got != BindingIdentity("c", "s", "t", map[string]string{"a": "1", "b": "<2>"}, []BindingArtifact{{Path: "/w", Size: 1, SHA256: "x", Role: "weights"}}) {
+		t.Fatal("identity depends on map order")
+	}
+}

@@ -1,0 +1,287 @@
+package aggregates
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/greffe/greffe/events"
+)
+
+// Claim is the state of one claim (stream "claim-<id>"): a statement, the
+// scope it is made for, and the events it rests on. A claim is accepted only
+// when its scope is stated and bounded ("this case", not "general quality")
+// and every evidence reference resolves to a verified event (see
+// ResolveEvidence).
+type Claim struct {
+	ID        string
+	Proposed  bool
+	Statement string
+	Scope     string
+	Evidence  []uuid.UUID
+	Accepted  bool
+	Refused   bool
+	// Proposal, Acceptance and Refusal prove each fact.
+	Proposal, Acceptance, Refusal EventRef
+	// Events is the number of events folded.
+	Events int
+}
+
+// Exists reports whether the claim stream has events.
+func (c Claim) Exists() bool { return c.Events > 0 }
+
+// Claim event types.
+const (
+	TypeClaimProposed = "ClaimProposed"
+	TypeClaimAccepted = "ClaimAccepted"
+	TypeClaimRefused  = "ClaimRefused"
+)
+
+// ClaimProposed is the data of TypeClaimProposed.
+type ClaimProposed struct {
+	ClaimID   string      `json:"claim_id"`
+	Statement string      `json:"statement"`
+	Scope     string      `json:"scope"`
+	Evidence  []uuid.UUID `json:"evidence"`
+	At        time.Time   `json:"at"`
+}
+
+// ClaimAccepted is the data of TypeClaimAccepted: the evidence as resolved.
+type ClaimAccepted struct {
+	ClaimID  string     `json:"claim_id"`
+	Reviewer string     `json:"reviewer"`
+	Evidence []Evidence `json:"evidence"`
+	At       time.Time  `json:"at"`
+}
+
+// ClaimRefused is the data of TypeClaimRefused.
+type ClaimRefused struct {
+	ClaimID string    `json:"claim_id"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// Evolve folds one event of the claim stream.
+func (c Claim) Evolve(e *events.Event) (Claim, error) {
+	switch e.Type {
+	case TypeClaimProposed:
+		var d ClaimProposed
+		if err := decodeData(e, &d); err != nil {
+			return c, err
+		}
+		c.ID, c.Proposed, c.Statement, c.Scope, c.Evidence, c.Proposal = d.ClaimID, true, d.Statement, d.Scope, d.Evidence, RefOf(e)
+	case TypeClaimAccepted:
+		var d ClaimAccepted
+		if err := decodeData(e, &d); err != nil {
+			return c, err
+		}
+		c.Accepted, c.Acceptance = true, RefOf(e)
+	case TypeClaimRefused:
+		var d ClaimRefused
+		if err := decodeData(e, &d); err != nil {
+			return c, err
+		}
+		c.Refused, c.Refusal = true, RefOf(e)
+	default:
+		return c, foldError(e, ErrUnknownEventType)
+	}
+	c.Events++
+	return c, nil
+}
+
+// Refusal codes of the Claim gates.
+const (
+	// CodeClaimExists: a claim id is proposed once.
+	CodeClaimExists = "claim_exists"
+	// CodeClaimUnknown: no claim under this id.
+	CodeClaimUnknown = "claim_unknown"
+	// CodeClaimClosed: the claim was already accepted or refused the other
+	// way.
+	CodeClaimClosed = "claim_closed"
+	// CodeClaimScopeMissing: the claim states no scope.
+	CodeClaimScopeMissing = "claim_scope_missing"
+	// CodeClaimScopeUnbounded: the scope is a general one ("general
+	// quality", "all", …) that no finite evidence supports.
+	CodeClaimScopeUnbounded = "claim_scope_unbounded"
+	// CodeClaimEvidenceMissing: the claim cites no evidence.
+	CodeClaimEvidenceMissing = "claim_evidence_missing"
+	// CodeClaimEvidenceUnresolved: an evidence reference names no recorded
+	// event.
+	CodeClaimEvidenceUnresolved = "claim_evidence_unresolved"
+	// CodeClaimEvidenceUnverified: an evidence reference resolves to an
+	// event that is not a passing independent check, a signed measurement
+	// or a live probe.
+	CodeClaimEvidenceUnverified = "claim_evidence_unverified"
+)
+
+// unboundedScopes are scopes no finite evidence supports. A scope is
+// compared lowercased, with "_" and "-" read as spaces.
+var unboundedScopes = []string{"general", "general quality", "quality", "all", "any", "always", "everything", "everywhere", "global", "universal", "overall", "production"}
+
+func scopeUnbounded(s string) bool {
+	n := strings.Join(strings.Fields(strings.NewReplacer("_", " ", "-", " ").Replace(strings.ToLower(s))), " ")
+	return slices.Contains(unboundedScopes, n)
+}
+
+// ProposeClaim proposes a claim.
+type ProposeClaim struct {
+	ClaimID   string      `json:"claim_id"`
+	Statement string      `json:"statement"`
+	Scope     string      `json:"scope"`
+	Evidence  []uuid.UUID `json:"evidence"`
+}
+
+// MaxClaimEvidence bounds the evidence references of one claim.
+const MaxClaimEvidence = 64
+
+// CommandName implements Command.
+func (*ProposeClaim) CommandName() string { return "ProposeClaim" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *ProposeClaim) Validate() error {
+	if err := checkID("claim_id", c.ClaimID); err != nil {
+		return err
+	}
+	if err := checkText("statement", c.Statement, true, maxLongText); err != nil {
+		return err
+	}
+	if err := checkText("scope", c.Scope, false, maxLongText); err != nil {
+		return err
+	}
+	if len(c.Evidence) > MaxClaimEvidence {
+		return invalid("evidence", "has %d references; the limit is %d", len(c.Evidence), MaxClaimEvidence)
+	}
+	for i, id := range c.Evidence {
+		if id == uuid.Nil {
+			return invalid(indexPath("evidence", i), "is the nil UUID")
+		}
+		if slices.Contains(c.Evidence[:i], id) {
+			return invalid(indexPath("evidence", i), "%s is cited twice", id)
+		}
+	}
+	return nil
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *ProposeClaim) Streams(States) []string { return []string{ClaimStream(c.ClaimID)} }
+
+// Decide implements Command: the gates.
+func (c *ProposeClaim) Decide(in Inputs) ([]NewEvent, error) {
+	if in.States.Claim(c.ClaimID).Proposed {
+		return nil, refuse(CodeClaimExists, map[string]any{"claim_id": c.ClaimID}, "claim %s was already proposed", c.ClaimID)
+	}
+	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimProposed, Data: ClaimProposed{
+		ClaimID: c.ClaimID, Statement: c.Statement, Scope: c.Scope, Evidence: c.Evidence, At: in.At,
+	}}}, nil
+}
+
+// AcceptClaim accepts a claim whose scope is stated and whose evidence all
+// verifies. It implements EvidenceCommand: the caller resolves the claim's
+// references into Inputs.Evidence. Accepting it again appends nothing.
+type AcceptClaim struct {
+	ClaimID  string `json:"claim_id"`
+	Reviewer string `json:"reviewer"`
+}
+
+// CommandName implements Command.
+func (*AcceptClaim) CommandName() string { return "AcceptClaim" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *AcceptClaim) Validate() error {
+	if err := checkID("claim_id", c.ClaimID); err != nil {
+		return err
+	}
+	return checkText("reviewer", c.Reviewer, true, maxShortText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *AcceptClaim) Streams(States) []string { return []string{ClaimStream(c.ClaimID)} }
+
+// EvidenceRefs returns the claim's evidence references once its stream is
+// loaded.
+func (c *AcceptClaim) EvidenceRefs(loaded States) []uuid.UUID {
+	return loaded.Claim(c.ClaimID).Evidence
+}
+
+// Decide implements Command: the gates.
+func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
+	cl := in.States.Claim(c.ClaimID)
+	det := map[string]any{"claim_id": c.ClaimID}
+	switch {
+	case !cl.Proposed:
+		return nil, refuse(CodeClaimUnknown, det, "no claim %s was proposed", c.ClaimID)
+	case cl.Accepted:
+		return nil, nil
+	case cl.Refused:
+		return nil, refuse(CodeClaimClosed, det, "claim %s was refused", c.ClaimID)
+	case strings.TrimSpace(cl.Scope) == "":
+		return nil, refuse(CodeClaimScopeMissing, det, "claim %s states no scope: say what case it holds for", c.ClaimID)
+	case scopeUnbounded(cl.Scope):
+		det["scope"] = cl.Scope
+		return nil, refuse(CodeClaimScopeUnbounded, det, "scope %q is not bounded: a claim holds for the case its evidence covers", cl.Scope)
+	case len(cl.Evidence) == 0:
+		return nil, refuse(CodeClaimEvidenceMissing, det, "claim %s cites no evidence", c.ClaimID)
+	}
+	resolved := make([]Evidence, 0, len(cl.Evidence))
+	var unresolved, unverified []string
+	for _, id := range cl.Evidence {
+		ev, ok := in.Evidence[id]
+		switch {
+		case !ok:
+			unresolved = append(unresolved, id.String())
+		case !ev.Verified || ev.EventID != id:
+			unverified = append(unverified, id.String())
+		}
+		resolved = append(resolved, ev)
+	}
+	if len(unresolved) > 0 {
+		det["unresolved"] = unresolved
+		return nil, refuse(CodeClaimEvidenceUnresolved, det, "evidence %v names no recorded event", unresolved)
+	}
+	if len(unverified) > 0 {
+		det["unverified"] = unverified
+		return nil, refuse(CodeClaimEvidenceUnverified, det,
+			"evidence %v is not a passing independent check, a signed measurement or a live probe", unverified)
+	}
+	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimAccepted, Data: ClaimAccepted{
+		ClaimID: c.ClaimID, Reviewer: c.Reviewer, Evidence: resolved, At: in.At,
+	}}}, nil
+}
+
+// RefuseClaim refuses a claim. Refusing it again appends nothing.
+type RefuseClaim struct {
+	ClaimID string `json:"claim_id"`
+	Reason  string `json:"reason"`
+}
+
+// CommandName implements Command.
+func (*RefuseClaim) CommandName() string { return "RefuseClaim" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RefuseClaim) Validate() error {
+	if err := checkID("claim_id", c.ClaimID); err != nil {
+		return err
+	}
+	return checkText("reason", c.Reason, true, maxLongText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RefuseClaim) Streams(States) []string { return []string{ClaimStream(c.ClaimID)} }
+
+// Decide implements Command: the gates.
+func (c *RefuseClaim) Decide(in Inputs) ([]NewEvent, error) {
+	cl := in.States.Claim(c.ClaimID)
+	det := map[string]any{"claim_id": c.ClaimID}
+	switch {
+	case !cl.Proposed:
+		return nil, refuse(CodeClaimUnknown, det, "no claim %s was proposed", c.ClaimID)
+	case cl.Refused:
+		return nil, nil
+	case cl.Accepted:
+		return nil, refuse(CodeClaimClosed, det, "claim %s was accepted", c.ClaimID)
+	}
+	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimRefused, Data: ClaimRefused{
+		ClaimID: c.ClaimID, Reason: c.Reason, At: in.At,
+	}}}, nil
+}

@@ -1,0 +1,130 @@
+package aggregates
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+)
+
+// evidenceHistory records one of each kind of evidence and returns the
+// ledger with the ids of: an independent pass, a fail, a worker's own pass,
+// a signed measurement, an ok probe listing the tag exactly, a probe
+// listing an alias only, and an event that is no evidence.
+func evidenceHistory(t *testing.T) (*ledger, map[string]uuid.UUID) {
+	l := newLedger(t)
+	l.given(started(m1, 2)...)
+	l.given(candidate(m1, "v1"))
+	ids := map[string]uuid.UUID{}
+	rec := func(name string, s step) {
+		l.given(s)
+		ids[name] = l.log[len(l.log)-1].ID
+	}
+	rec("pass", check(m1, "v1", "c01", CheckPass))
+	rec("fail", check(m1, "v1", "c02", CheckFail))
+	worker := check(m1, "v1", "c02", CheckPass)
+	worker.RunnerKind = RunnerWorker
+	rec("worker", worker)
+	l.given(registered(gpu1, 1)...)
+	l.given(requestProbe("x"), claim("x", gpu1))
+	rec("measurement", signed(resources("x"), 1))
+	rec("probe", probe(glm, ProbeSmoke, ProbeOK, glmTag))
+	rec("alias", probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash"))
+	ids["other"] = l.log[0].ID // ProviderDeclared
+	return l, ids
+}
+
+func TestClaim_Decide(t *testing.T) {
+	propose := func(scope string, evidence ...string) func(map[string]uuid.UUID) *ProposeClaim {
+		return func(ids map[string]uuid.UUID) *ProposeClaim {
+			var ev []uuid.UUID
+			for _, e := range evidence {
+				id, ok := ids[e]
+				if !ok {
+					id = uuid.NewSHA1(uuid.Nil, []byte(e))
+				}
+				ev = append(ev, id)
+			}
+			return &ProposeClaim{ClaimID: "k1", Statement: "GLM-4.7-Flash wrote a script that passes c01", Scope: scope, Evidence: ev}
+		}
+	}
+	acceptK1 := &AcceptClaim{ClaimID: "k1", Reviewer: "auditor"}
+	cases := []struct {
+		name   string
+		claim  func(map[string]uuid.UUID) *ProposeClaim
+		before []step
+		when   Command
+		code   string
+	}{
+		{name: "unknown claim", when: acceptK1, code: CodeClaimUnknown},
+		{name: "no scope stated", claim: propose("", "pass"), when: acceptK1, code: CodeClaimScopeMissing},
+		{name: "an unbounded scope", claim: propose("General Quality", "pass"), when: acceptK1, code: CodeClaimScopeUnbounded},
+		{name: "no evidence", claim: propose("this throwaway repo, 2026-09-06"), when: acceptK1, code: CodeClaimEvidenceMissing},
+		{name: "evidence that names no event", claim: propose("this case", "pass", "nowhere"), when: acceptK1, code: CodeClaimEvidenceUnresolved},
+		{name: "a failing check is no evidence", claim: propose("this case", "pass", "fail"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "the worker's own pass is no evidence", claim: propose("this case", "worker"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "an alias probe is no evidence", claim: propose("this case", "alias"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "a declaration is no evidence", claim: propose("this case", "other"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "a measurement whose key was revoked since", claim: propose("this case", "measurement"),
+			before: []step{&RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "compromised"}}, when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "accepted after being refused", claim: propose("this case", "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: acceptK1, code: CodeClaimClosed},
+		{name: "refused after being accepted", claim: propose("this case", "pass"), before: []step{acceptK1}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimClosed},
+		{name: "refuse an unknown claim", when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimUnknown},
+		{name: "accepted twice appends nothing", claim: propose("this case", "pass"), before: []step{acceptK1}, when: acceptK1},
+		{name: "refused twice appends nothing", claim: propose("this case", "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, ids := evidenceHistory(t)
+			if tc.claim != nil {
+				l.given(tc.claim(ids))
+			}
+			l.given(tc.before...)
+			got, err := l.decide(tc.when)
+			if tc.code != "" {
+				assertCode(t, err, tc.code)
+				return
+			}
+			if err != nil || got != nil {
+				t.Fatalf("got %v, %v; want no events", got, err)
+			}
+		})
+	}
+
+	t.Run("propose", func(t *testing.T) {
+		l, ids := evidenceHistory(t)
+		c := propose("this case", "pass")(ids)
+		got, err := l.decide(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimProposed, Data: ClaimProposed{ClaimID: "k1", Statement: c.Statement, Scope: "this case", Evidence: []uuid.UUID{ids["pass"]}, At: t0}}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		l.given(c)
+		_, err = l.decide(c)
+		assertCode(t, err, CodeClaimExists)
+	})
+
+	t.Run("accepted on a pass, a signed measurement and a live probe", func(t *testing.T) {
+		l, ids := evidenceHistory(t)
+		l.given(propose("this throwaway repo, this run", "pass", "measurement", "probe")(ids))
+		got, err := l.decide(acceptK1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refOf := func(id uuid.UUID) EventRef {
+			e, _ := l.byID(id)
+			return RefOf(&e)
+		}
+		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimAccepted, Data: ClaimAccepted{ClaimID: "k1", Reviewer: "auditor", At: t0, Evidence: []Evidence{
+			{EventID: ids["pass"], Ref: refOf(ids["pass"]), Kind: EvidenceCheck, Verified: true, Reason: "independent pass of check c01 on candidate " + hexOf("v1")},
+			{EventID: ids["measurement"], Ref: refOf(ids["measurement"]), Kind: EvidenceMeasurement, Verified: true, Reason: "signed measurement"},
+			{EventID: ids["probe"], Ref: refOf(ids["probe"]), Kind: EvidenceProbe, Verified: true, Reason: "smoke probe listed " + glmTag + " exactly"},
+		}}}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+}

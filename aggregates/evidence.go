@@ -1,0 +1,98 @@
+package aggregates
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/greffe/greffe/events"
+)
+
+// Evidence is what one event cited as evidence resolved to. Only three
+// kinds verify: an independent passing check, a measurement whose signature
+// verifies against its executor's keys, and an ok models/smoke probe that
+// listed the configured tag exactly.
+type Evidence struct {
+	EventID  uuid.UUID `json:"event_id"`
+	Ref      EventRef  `json:"ref"`
+	Kind     string    `json:"kind"`
+	Verified bool      `json:"verified"`
+	Reason   string    `json:"reason"`
+}
+
+// Evidence kinds.
+const (
+	EvidenceCheck       = "check"
+	EvidenceMeasurement = "measurement"
+	EvidenceProbe       = "probe"
+	EvidenceOther       = "other"
+)
+
+// EvidenceExecutor returns the executor whose keys verify e, when e is a
+// recorded measurement: the caller folds "executor-<id>" and passes its
+// Lookup to ResolveEvidence.
+func EvidenceExecutor(e *events.Event) (string, bool) {
+	if e.Type != TypeMeasurementRecorded || !strings.HasPrefix(e.Stream, MeasurementPrefix) {
+		return "", false
+	}
+	var r MeasurementResult
+	if json.Unmarshal(e.Data, &r) != nil || r.ExecutorID == "" {
+		return "", false
+	}
+	return r.ExecutorID, true
+}
+
+// ResolveEvidence says what stored event e proves. keys verifies a
+// measurement's signature (nil leaves a measurement unverified); it should
+// be the Lookup of the executor named by EvidenceExecutor, folded as of
+// now, so that a key revoked since no longer vouches for anything.
+func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
+	ev := Evidence{EventID: e.ID, Ref: RefOf(e), Kind: EvidenceOther}
+	switch {
+	case e.Type == TypeCheckRecorded && strings.HasPrefix(e.Stream, MissionPrefix):
+		ev.Kind = EvidenceCheck
+		var d CheckRecorded
+		switch {
+		case json.Unmarshal(e.Data, &d) != nil:
+			ev.Reason = "the check's data does not decode"
+		case d.Outcome != CheckPass:
+			ev.Reason = "the check's outcome is " + d.Outcome + ", not pass"
+		case d.RunnerKind != RunnerIndependent:
+			ev.Reason = "the check was run by the worker, not an independent runner"
+		default:
+			ev.Verified, ev.Reason = true, "independent pass of check "+d.CheckID+" on candidate "+d.CandidateHash
+		}
+	case e.Type == TypeMeasurementRecorded && strings.HasPrefix(e.Stream, MeasurementPrefix):
+		ev.Kind = EvidenceMeasurement
+		switch {
+		case keys == nil:
+			ev.Reason = "the measurement's signature was not checked"
+		case e.Envelope == nil || e.Envelope.PayloadType != MeasurementPayloadType:
+			ev.Reason = "the measurement carries no measurement envelope"
+		default:
+			if _, err := events.VerifyEnvelope(e.Data, e.Envelope, keys); err != nil {
+				ev.Reason = "the measurement's signature does not verify: " + err.Error()
+			} else {
+				ev.Verified, ev.Reason = true, "signed measurement"
+			}
+		}
+	case e.Type == TypeProbeRecorded && strings.HasPrefix(e.Stream, ProviderPrefix):
+		ev.Kind = EvidenceProbe
+		var d ProbeRecorded
+		switch {
+		case json.Unmarshal(e.Data, &d) != nil:
+			ev.Reason = "the probe's data does not decode"
+		case d.Kind == ProbeDoctor:
+			ev.Reason = "a doctor probe does not prove the model is live"
+		case d.Outcome != ProbeOK:
+			ev.Reason = "the probe's outcome is " + d.Outcome
+		case !d.ExactTagListed:
+			ev.Reason = "the probe did not list the configured tag exactly"
+		default:
+			ev.Verified, ev.Reason = true, d.Kind+" probe listed "+d.ExpectedTag+" exactly"
+		}
+	default:
+		ev.Reason = "a " + e.Type + " event is not evidence a claim can rest on"
+	}
+	return ev
+}

@@ -1,0 +1,255 @@
+package aggregates
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Builders of the histories the tests share, drawn from the seeds.
+
+const (
+	glm    = "glm-local"
+	glmTag = "glm-4.7-flash:q4_K_M"
+)
+
+func declare(name, kind, profile, tag string) *DeclareProvider {
+	return &DeclareProvider{Name: name, Kind: kind, Profile: profile, Endpoint: "http://127.0.0.1:11434/v1",
+		ModelTag: tag, Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code"}}
+}
+
+func limits(name string) *DeclareProviderLimits {
+	return &DeclareProviderLimits{Name: name, ContextTokens: 32768, OutputTokens: 8192}
+}
+
+func grant(id, action, subject string, uses int) *GrantApproval {
+	return &GrantApproval{ApprovalID: id, Approver: "owner", Action: action, Subject: subject, Uses: uses, ExpiresAt: t0.Add(30 * 24 * time.Hour)}
+}
+
+func activate(name, binding string) []step {
+	return []step{
+		grant("act-"+name, ActionActivation, ProviderStream(name), 1),
+		&ActivateProvider{Name: name, ApprovalID: "act-" + name, BindingID: binding},
+	}
+}
+
+func probe(name, kind, outcome string, models ...string) *RecordProbe {
+	return &RecordProbe{Name: name, Kind: kind, Outcome: outcome, Models: models, Latency: D(40 * time.Millisecond), ObservedBy: "supervisor"}
+}
+
+// readyLocal is a local provider that is activation-ready at the time of
+// its last step.
+func readyLocal(name, tag string) []step {
+	return []step{
+		declare(name, KindLocal, "local_ollama", tag),
+		limits(name),
+		activate(name, ""),
+		probe(name, ProbeModels, ProbeOK, tag),
+	}
+}
+
+// readyConnected is a connected provider that is activation-ready.
+func readyConnected(name, tag string) []step {
+	d := declare(name, KindConnected, "remote_api", tag)
+	d.Endpoint = "https://api.example.test/v1"
+	return []step{d, limits(name), activate(name, ""), probe(name, ProbeModels, ProbeOK, tag)}
+}
+
+// artifacts is a complete binding's artifact list for a llama.cpp server.
+func artifacts() []BindingArtifact {
+	return []BindingArtifact{
+		{Path: "/models/qwen/weights.gguf", Size: 16 << 30, SHA256: hexOf("weights"), Role: RoleWeights},
+		{Path: "/opt/llama/llama-server", Size: 9 << 20, SHA256: hexOf("server"), Role: RoleServer},
+		{Path: "/opt/llama/libggml-cuda.so", Size: 80 << 20, SHA256: hexOf("engine"), Role: RoleEngine},
+		{Path: "/models/qwen/tokenizer.json", Size: 7 << 20, SHA256: hexOf("tokenizer"), Role: RoleTokenizer},
+		{Path: "/models/qwen/template.jinja", Size: 4 << 10, SHA256: hexOf("template"), Role: RoleTemplate},
+	}
+}
+
+func propose(id, provider, tag string, arts []BindingArtifact) *ProposeBinding {
+	meta := map[string]string{"architecture": "qwen35", "quantization": "Q4_K_M"}
+	return &ProposeBinding{BindingID: id, Provider: provider, ModelTag: tag, Family: "coder",
+		ConfigSHA256: hexOf("config"), SourceCommit: "7695859aa13afb248bdb4d36f9b2e95707db079d", TemplateSHA256: hexOf("template"),
+		ContextTokens: 65536, ModelMetadata: meta, Artifacts: arts,
+		Identity: BindingIdentity(hexOf("config"), "7695859aa13afb248bdb4d36f9b2e95707db079d", hexOf("template"), meta, arts)}
+}
+
+func hashArtifact(binding string, a BindingArtifact, verifier string) *RecordArtifactHash {
+	return &RecordArtifactHash{BindingID: binding, Path: a.Path, Size: a.Size, MtimeNS: 1_757_000_000_000_000_000,
+		SHA256: a.SHA256, Role: a.Role, VerifiedBy: "supervisor-1", VerifierRole: verifier}
+}
+
+// verifiedBinding proposes, hashes (by a supervisor) and verifies a
+// binding of arts.
+func verifiedBinding(id, provider, tag string, arts []BindingArtifact) []step {
+	s := []step{propose(id, provider, tag, arts)}
+	for _, a := range arts {
+		s = append(s, hashArtifact(id, a, VerifierSupervisor))
+	}
+	return append(s, &VerifyBinding{BindingID: id, VerifiedBy: "supervisor-1"})
+}
+
+// readyBound is a llama.cpp provider activation-ready with a verified
+// binding.
+func readyBound(name, tag, binding string) []step {
+	return []step{
+		declare(name, KindLocal, "local_llama_cpp", tag),
+		limits(name),
+		verifiedBinding(binding, name, tag, artifacts()),
+		activate(name, binding),
+		probe(name, ProbeModels, ProbeOK, tag),
+	}
+}
+
+// checksFor returns n acceptance checks c01..cNN.
+func checksFor(n int) []AcceptanceCheck {
+	out := make([]AcceptanceCheck, n)
+	for i, id := range checkIDs(n) {
+		out[i] = AcceptanceCheck{ID: id, Argv: []string{"bash", "tests/run_case.sh", id}}
+	}
+	return out
+}
+
+func submit(id string, n int, declared string) *SubmitMission {
+	return &SubmitMission{MissionID: id, TaskClass: "code", Mode: ModeProposal, DeclaredProvider: declared,
+		AllowedFiles: []string{"bin/*.sh"}, AcceptanceChecks: checksFor(n)}
+}
+
+// started is a mission of n checks routed to a ready local provider with
+// its first attempt running.
+func started(id string, n int) []step {
+	return []step{
+		readyLocal(glm, glmTag),
+		submit(id, n, glm),
+		&DecideRoute{MissionID: id},
+		&StartAttempt{MissionID: id},
+	}
+}
+
+func candidate(id, name string) *RecordCandidate {
+	return &RecordCandidate{MissionID: id, CandidateHash: hexOf(name), PatchHash: hexOf("patch-" + name), FilesChanged: []string{"bin/tool.sh"}}
+}
+
+func check(id, cand, checkID, outcome string) *RecordCheck {
+	return &RecordCheck{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
+		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
+		Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512}
+}
+
+// checks records n independent runs on cand, the first pass of them
+// passing and the rest failing.
+func checks(id, cand string, n, pass int) []step {
+	var s []step
+	for i, c := range checkIDs(n) {
+		o := CheckPass
+		if i >= pass {
+			o = CheckFail
+		}
+		s = append(s, check(id, cand, c, o))
+	}
+	return s
+}
+
+func fullCoverage(n int) map[string]string {
+	cov := map[string]string{}
+	for _, c := range checkIDs(n) {
+		cov[c] = "independent pass of " + c
+	}
+	return cov
+}
+
+func accept(id, cand string, n int) *RecordReview {
+	return &RecordReview{MissionID: id, CandidateHash: hexOf(cand), Verdict: VerdictAccepted, Reviewer: "reviewer", Coverage: fullCoverage(n)}
+}
+
+func reserve(id, res string) *ReserveInference {
+	return &ReserveInference{MissionID: id, ReservationID: res}
+}
+
+func receipt(finish string) Receipt {
+	return Receipt{Provider: glm, ModelTag: glmTag, RequestSHA256: hexOf("request"), ResponseSHA256: hexOf("response"),
+		TokensIn: 1200, TokensOut: 800, Duration: D(12 * time.Second), FinishReason: finish}
+}
+
+func settle(id, res, outcome, finish string) *SettleInference {
+	r := receipt(finish)
+	if outcome != OutcomeCompleted {
+		r.ResponseSHA256, r.TokensOut = "", 0
+	}
+	return &SettleInference{MissionID: id, ReservationID: res, Outcome: outcome, Receipt: r}
+}
+
+// Executors and signed measurements.
+
+const (
+	gpu1 = "gpu1"
+	host = "spark-1"
+)
+
+// executorKey returns a deterministic ed25519 key for seed.
+func executorKey(seed byte) ed25519.PrivateKey {
+	return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+}
+
+func pubOf(k ed25519.PrivateKey) []byte { return []byte(k.Public().(ed25519.PublicKey)) }
+
+// registered registers executorKey(seed) for executor id on host.
+func registered(id string, seed byte) []step {
+	return []step{
+		grant("reg-"+id+"-"+string('a'+rune(seed)), ActionActivation, ExecutorStream(id), 1),
+		&RegisterExecutorKey{ExecutorID: id, Host: host, PublicKey: pubOf(executorKey(seed)), ApprovalID: "reg-" + id + "-" + string('a'+rune(seed))},
+	}
+}
+
+var probeArgv = []string{"nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.used", "--format=csv"}
+
+func u64(v uint64) *uint64 { return &v }
+
+// resources is a measurement result that passes every admission screen.
+func resources(id string) MeasurementResult {
+	return MeasurementResult{MeasurementID: id, ExecutorID: gpu1, Host: host, Argv: probeArgv,
+		StartedAt: t0.Add(-time.Second), EndedAt: t0, ExitCode: 0,
+		StdoutSHA256: hexOf("stdout"), StdoutExcerpt: "NVIDIA GB10, 580.95, 122880 MiB, 4096 MiB",
+		GPU:                    &GPUReading{Name: "NVIDIA GB10", Driver: "580.95", MemoryTotalBytes: 120 << 30, MemoryUsedBytes: 4 << 30},
+		RAMAvailableBytes:      u64(8 << 30),
+		ResidentModelsObserved: true}
+}
+
+func requestProbe(id string) *RequestMeasurement {
+	return &RequestMeasurement{MeasurementID: id, Host: host, Argv: probeArgv, Kind: MeasurementProbe,
+		Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10, Purpose: "admission screens"}
+}
+
+func claim(id, exec string) *ClaimMeasurement {
+	return &ClaimMeasurement{MeasurementID: id, ExecutorID: exec, LeaseUntil: t0.Add(time.Minute)}
+}
+
+// signed returns a RecordMeasurement of r signed with executorKey(seed).
+func signed(r MeasurementResult, seed byte) *RecordMeasurement {
+	payload, err := json.Marshal(r)
+	if err != nil {
+		panic(err)
+	}
+	env, err := events.SignData(context.Background(), MeasurementPayloadType, payload, executorKey(seed))
+	if err != nil {
+		panic(err)
+	}
+	return &RecordMeasurement{MeasurementID: r.MeasurementID, ExecutorID: r.ExecutorID, Payload: payload, Envelope: *env}
+}
+
+// measured requests, claims and records r (executor gpu1, key seed 1,
+// which must be registered).
+func measured(r MeasurementResult) []step {
+	req := requestProbe(r.MeasurementID)
+	req.Argv = r.Argv
+	return []step{req, claim(r.MeasurementID, gpu1), signed(r, 1)}
+}
+
+func keyIDOf(seed byte) string { return events.KeyID(pubOf(executorKey(seed))) }
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

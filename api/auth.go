@@ -1,0 +1,156 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// Role is what a bearer token may do.
+type Role string
+
+// Roles, from least to most privileged. A route names the roles it admits.
+const (
+	RoleReader   Role = "reader"   // read the log, proofs, projections
+	RoleWriter   Role = "writer"   // reader + append and send commands
+	RoleOperator Role = "operator" // reader + cluster and key operations
+	RoleExecutor Role = "executor" // reader + the executor's commands
+	RoleAdmin    Role = "admin"    // everything
+)
+
+// Token is one entry of the tokens file.
+type Token struct {
+	Name  string `json:"name"`
+	Role  Role   `json:"role"`
+	Token string `json:"token"`
+}
+
+// Tokens holds the node's bearer tokens. The zero value (no tokens) means no
+// authentication, which the server only allows on a loopback address.
+type Tokens struct {
+	entries []tokenEntry
+}
+
+type tokenEntry struct {
+	digest [32]byte
+	name   string
+	role   Role
+}
+
+// LoadTokens reads a JSON array of {"name", "role", "token"}.
+func LoadTokens(path string) (*Tokens, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	defer f.Close()
+	var list []Token
+	if err := DecodeStrict(f, &list); err != nil {
+		return nil, fmt.Errorf("tokens %s: %w", path, err)
+	}
+	return NewTokens(list)
+}
+
+// NewTokens validates tokens: known roles, names, tokens of at least 16 bytes.
+func NewTokens(list []Token) (*Tokens, error) {
+	t := &Tokens{}
+	for i, e := range list {
+		switch e.Role {
+		case RoleReader, RoleWriter, RoleOperator, RoleExecutor, RoleAdmin:
+		default:
+			return nil, fmt.Errorf("tokens[%d].role %q: use reader, writer, operator, executor or admin", i, e.Role)
+		}
+		if len(e.Token) < 16 || e.Name == "" {
+			return nil, fmt.Errorf("tokens[%d]: a token needs a name and at least 16 characters", i)
+		}
+		t.entries = append(t.entries, tokenEntry{digest: sha256.Sum256([]byte(e.Token)), name: e.Name, role: e.Role})
+	}
+	return t, nil
+}
+
+// Enabled reports whether tokens are configured.
+func (t *Tokens) Enabled() bool { return t != nil && len(t.entries) > 0 }
+
+// identify returns the entry of a presented token. Every entry is compared
+// in constant time (over SHA-256 digests, so lengths do not leak either).
+func (t *Tokens) identify(presented string) (tokenEntry, bool) {
+	d := sha256.Sum256([]byte(presented))
+	var found tokenEntry
+	ok := 0
+	for _, e := range t.entries {
+		if subtle.ConstantTimeCompare(d[:], e.digest[:]) == 1 {
+			found = e
+			ok = 1
+		}
+	}
+	return found, ok == 1
+}
+
+// Principal is who is calling: the token's name and role ("anonymous" and
+// admin when the node runs without tokens on loopback).
+type Principal struct {
+	Name string
+	Role Role
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the caller of a request handled by the server.
+func PrincipalFrom(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p
+}
+
+// authorize wraps h so that only the given roles (admin always) may call it.
+func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := Principal{Name: "anonymous", Role: RoleAdmin}
+		if s.cfg.Tokens.Enabled() {
+			auth := r.Header.Get("Authorization")
+			tok, found := strings.CutPrefix(auth, "Bearer ")
+			if !found || tok == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="greffe"`)
+				writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "send an Authorization: Bearer <token> header"})
+				return
+			}
+			e, ok := s.cfg.Tokens.identify(tok)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="greffe", error="invalid_token"`)
+				writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the bearer token is not known to this node"})
+				return
+			}
+			p = Principal{Name: e.name, Role: e.role}
+			allowed := p.Role == RoleAdmin
+			for _, role := range roles {
+				allowed = allowed || role == p.Role
+			}
+			if !allowed {
+				writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+					Message: fmt.Sprintf("role %s may not call %s %s; it needs one of %v", p.Role, r.Method, r.URL.Path, roles)})
+				return
+			}
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}
+
+// readerRoles are the roles allowed to read.
+func readerRoles() []Role { return []Role{RoleReader, RoleWriter, RoleOperator, RoleExecutor} }
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,375 @@
+package api
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "head": s.ledger.Head().Size})
+	})
+	s.Handle("GET /v1/info", s.info, readerRoles()...)
+	s.Handle("POST /v1/streams/{stream}", s.appendStream, RoleWriter)
+	s.Handle("POST /v1/append", s.appendMulti, RoleWriter)
+	s.Handle("GET /v1/streams/{stream}", s.readStream, readerRoles()...)
+	s.Handle("GET /v1/all", s.readAll, readerRoles()...)
+	s.Handle("GET /v1/events/{id}", s.eventByID, readerRoles()...)
+	s.Handle("GET /v1/subscribe", s.subscribe, readerRoles()...)
+	s.Handle("GET /v1/checkpoint", s.checkpoint, readerRoles()...)
+	s.proofRoutes()
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
+	})
+}
+
+// ToProposed converts request events into proposals for stream, generating
+// missing ids and setting the actor. Errors carry the JSON path under base.
+func ToProposed(base string, in []client.EventIn, actor string) ([]events.Proposed, error) {
+	out := make([]events.Proposed, len(in))
+	for i, e := range in {
+		id := uuid.New()
+		if e.ID != "" {
+			var err error
+			if id, err = uuid.Parse(e.ID); err != nil || id == uuid.Nil {
+				return nil, &Error{Code: events.CodeInvalidEventID, Field: fmt.Sprintf("%s[%d].id", base, i), Message: fmt.Sprintf("event id %q is not a UUID", e.ID)}
+			}
+		}
+		data, meta := e.Data, e.Metadata
+		if len(data) == 0 {
+			data = json.RawMessage("{}")
+		}
+		if len(meta) == 0 {
+			meta = json.RawMessage("{}")
+		}
+		out[i] = events.Proposed{ID: id, Type: e.Type, Data: data, Metadata: meta,
+			CorrelationID: e.CorrelationID, CausationID: e.CausationID, Actor: actor, Envelope: e.Envelope}
+	}
+	return out, nil
+}
+
+func (s *Server) appendStream(w http.ResponseWriter, r *http.Request) {
+	var body client.StreamAppendIn
+	if err := decodeBody(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	stream := r.PathValue("stream")
+	if body.Stream != "" && body.Stream != stream {
+		writeError(w, &Error{Code: events.CodeInvalidStreamName, Field: "stream", Message: fmt.Sprintf("body names stream %q but the path names %q; drop the body field", body.Stream, stream)})
+		return
+	}
+	body.Stream = stream
+	s.doAppend(w, r, []client.StreamAppendIn{body}, "events")
+}
+
+func (s *Server) appendMulti(w http.ResponseWriter, r *http.Request) {
+	var body client.AppendIn
+	if err := decodeBody(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.doAppend(w, r, body.Appends, "")
+}
+
+func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.StreamAppendIn, single string) {
+	actor := PrincipalFrom(r.Context()).Name
+	req := events.AppendRequest{Streams: make([]events.StreamAppend, len(in))}
+	for i, sa := range in {
+		base := fmt.Sprintf("appends[%d].events", i)
+		if single != "" {
+			base = single
+		}
+		if err := events.ValidateStreamName(strings.TrimSuffix(base, ".events")+".stream", sa.Stream); err != nil {
+			writeError(w, err)
+			return
+		}
+		if events.IsReserved(sa.Stream) {
+			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStream, Field: strings.TrimSuffix(base, ".events") + ".stream",
+				Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", sa.Stream)})
+			return
+		}
+		ps, err := ToProposed(base, sa.Events, actor)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		req.Streams[i] = events.StreamAppend{Stream: sa.Stream, Expected: sa.ExpectedVersion, Events: ps}
+	}
+	o, err := s.ledger.Append(r.Context(), req)
+	if err != nil {
+		if single != "" {
+			err = singleField(err)
+		}
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, appendOut(o))
+}
+
+// singleField rewrites the field path of a validation error for the
+// single-stream body ("appends[0].events[3].data" -> "events[3].data").
+func singleField(err error) error {
+	if ee, ok := err.(*events.Error); ok && strings.HasPrefix(ee.Field, "appends[0].") {
+		c := *ee
+		c.Field = strings.TrimPrefix(ee.Field, "appends[0].")
+		return &c
+	}
+	return err
+}
+
+func appendOut(o events.Outcome) client.AppendOut {
+	out := client.AppendOut{Duplicate: o.Duplicate, Events: make([]client.AppendedEvent, len(o.Events))}
+	for i, e := range o.Events {
+		out.Events[i] = client.AppendedEvent{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, LeafHash: e.LeafHash[:], RecordedAt: e.RecordedAt}
+	}
+	return out
+}
+
+func parseRead(r *http.Request) (events.ReadOptions, error) {
+	q := r.URL.Query()
+	var o events.ReadOptions
+	switch d := q.Get("direction"); d {
+	case "", "forward":
+	case "backward":
+		o.Direction = events.Backward
+		o.From = events.FromEnd
+	default:
+		return o, &Error{Code: CodeInvalidQuery, Field: "direction", Message: fmt.Sprintf("direction %q: use forward or backward", d)}
+	}
+	if f := q.Get("from"); f != "" && f != "end" {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return o, &Error{Code: CodeInvalidQuery, Field: "from", Message: fmt.Sprintf("from %q: use a non-negative integer or \"end\"", f)}
+		}
+		o.From = v
+	} else if f == "end" {
+		o.From = events.FromEnd
+	}
+	if l := q.Get("limit"); l != "" {
+		v, err := strconv.Atoi(l)
+		if err != nil || v < 1 || v > events.MaxReadLimit {
+			return o, &Error{Code: CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", l, events.MaxReadLimit)}
+		}
+		o.Limit = v
+	}
+	return o, nil
+}
+
+func readOut(evs []events.Event, o events.ReadOptions, key func(events.Event) uint64) client.ReadOut {
+	out := client.ReadOut{Events: evs}
+	if out.Events == nil {
+		out.Events = []events.Event{}
+	}
+	if len(evs) == o.EffectiveLimit() {
+		last := key(evs[len(evs)-1])
+		if o.Direction == events.Forward {
+			n := last + 1
+			out.Next = &n
+		} else if last > 0 {
+			n := last - 1
+			out.Next = &n
+		}
+	}
+	return out
+}
+
+func (s *Server) readStream(w http.ResponseWriter, r *http.Request) {
+	o, err := parseRead(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	evs, err := s.ledger.ReadStream(r.Context(), r.PathValue("stream"), o)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, readOut(evs, o, func(e events.Event) uint64 { return e.Version }))
+}
+
+func (s *Server) readAll(w http.ResponseWriter, r *http.Request) {
+	o, err := parseRead(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	evs, err := s.ledger.ReadAll(r.Context(), o)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, readOut(evs, o, func(e events.Event) uint64 { return e.Position }))
+}
+
+func (s *Server) eventByID(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, &Error{Code: events.CodeInvalidEventID, Field: "id", Message: "the event id in the path is not a UUID"})
+		return
+	}
+	e, err := s.ledger.EventByID(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// sseHeartbeat keeps idle subscriptions alive through proxies; ssePending is
+// how many events may wait between the subscription and the client's socket.
+const (
+	sseHeartbeat = 15 * time.Second
+	ssePending   = 256
+)
+
+// subscribe streams events as Server-Sent Events: "id" is the position (so a
+// reconnecting EventSource resumes with Last-Event-ID), "event" the type,
+// "data" the event JSON.
+func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var from uint64
+	if f := q.Get("from"); f != "" {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from", Message: "from must be a non-negative integer position"})
+			return
+		}
+		from = v
+	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		v, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "Last-Event-ID", Message: "Last-Event-ID must be a position"})
+			return
+		}
+		from = v + 1
+	}
+	f := events.Filter{StreamPrefix: q.Get("stream_prefix")}
+	if t := q.Get("types"); t != "" {
+		f.Types = strings.Split(t, ",")
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "streaming unsupported by this connection"})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	fmt.Fprintf(bw, ": greffe subscription from %d\n\n", from)
+	_ = bw.Flush()
+	flusher.Flush()
+
+	ctx := r.Context()
+	// The subscription runs on its own goroutine and hands events over a
+	// bounded channel; this goroutine alone writes the response (a
+	// ResponseWriter is not safe for concurrent use) and adds heartbeats when
+	// idle. A slow client fills the channel and blocks its own subscription
+	// only: writers never wait for it.
+	done := make(chan error, 1)
+	pending := make(chan events.Event, ssePending)
+	go func() {
+		done <- s.ledger.Subscribe(ctx, from, f, func(e events.Event) error {
+			select {
+			case pending <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	hb := time.NewTicker(sseHeartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case e := <-pending:
+			if err := writeSSE(bw, e); err != nil {
+				return
+			}
+			// Flush when nothing else is immediately pending.
+			if len(pending) == 0 {
+				if bw.Flush() != nil {
+					return
+				}
+				flusher.Flush()
+			}
+		case <-hb.C:
+			fmt.Fprint(bw, ": heartbeat\n\n")
+			if bw.Flush() != nil {
+				return
+			}
+			flusher.Flush()
+		case err := <-done:
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(bw, "event: error\ndata: %q\n\n", err.Error())
+				_ = bw.Flush()
+				flusher.Flush()
+			}
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func writeSSE(bw *bufio.Writer, e events.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Position, sanitizeSSE(e.Type), b)
+	return err
+}
+
+// sanitizeSSE keeps a field on one line (types are printable, but a field
+// must never break the framing).
+func sanitizeSSE(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
+
+func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
+	var cp events.Checkpoint
+	var err error
+	if sz := r.URL.Query().Get("size"); sz != "" {
+		n, perr := strconv.ParseUint(sz, 10, 64)
+		if perr != nil {
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "size", Message: "size must be a non-negative integer"})
+			return
+		}
+		cp, err = s.ledger.CheckpointAt(r.Context(), n)
+	} else {
+		cp, err = s.ledger.LatestCheckpoint(r.Context())
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(cp.Note)
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	h := s.ledger.Head()
+	out := client.InfoOut{LedgerID: s.ledger.LedgerID(), Origin: s.ledger.Origin(), NodeID: s.cfg.NodeID, Version: s.cfg.Version,
+		VerifierKeys: s.cfg.Verifiers(), Head: client.HeadOut{Size: h.Size, Root: base64.StdEncoding.EncodeToString(h.Root[:])}}
+	if h.RecordedAt != 0 {
+		out.Head.RecordedAt = time.Unix(0, h.RecordedAt).UTC()
+	}
+	if out.VerifierKeys == nil {
+		out.VerifierKeys = []string{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

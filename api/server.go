@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/transparency-dev/merkle/compact"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Ledger is what the HTTP API needs from the store (pebblelog.Store
+// implements it). Every method is safe for concurrent use.
+type Ledger interface {
+	events.Log
+	// LedgerID and Origin identify the ledger and its checkpoints.
+	LedgerID() string
+	Origin() string
+	// LatestCheckpoint signs the acknowledged head if it grew since the last
+	// checkpoint; CheckpointAt returns (or signs) the checkpoint of a size.
+	LatestCheckpoint(ctx context.Context) (events.Checkpoint, error)
+	CheckpointAt(ctx context.Context, size uint64) (events.Checkpoint, error)
+	// ReadHashes serves proofs; ReadLevel and ReadRaw serve tlog tiles.
+	ReadHashes(ctx context.Context, ids []compact.NodeID) ([][]byte, error)
+	ReadLevel(ctx context.Context, level uint, lo, hi uint64) ([][]byte, error)
+	ReadRaw(ctx context.Context, lo, hi uint64) ([][]byte, error)
+}
+
+// Config configures the HTTP server. Zero values mean defaults.
+type Config struct {
+	// Addr is the listen address. Default 127.0.0.1:7070. Without tokens,
+	// only loopback addresses are accepted.
+	Addr string
+	// Tokens enables bearer-token authentication. Nil: none (loopback only).
+	Tokens *Tokens
+	// TLSCert and TLSKey enable TLS when both are set (PEM files).
+	TLSCert, TLSKey string
+	// NodeID names this node in /v1/info and logs.
+	NodeID string
+	// Version is the binary's version, reported in /v1/info.
+	Version string
+	// Verifiers are the note verifier keys of the checkpoint signers,
+	// published in /v1/info (the cluster adds every node's keys).
+	Verifiers func() []string
+	// Logger receives request errors. Default: discard.
+	Logger *slog.Logger
+	// ShutdownGrace bounds graceful shutdown. Default 5 s.
+	ShutdownGrace time.Duration
+}
+
+// ErrInsecure is returned when the server would listen beyond loopback
+// without authentication.
+var ErrInsecure = errors.New("api: refusing to listen on a non-loopback address without --tokens")
+
+// Server is greffe's HTTP API. Create it with New, add routes with Handle
+// before Serve, stop it with Close.
+type Server struct {
+	cfg    Config
+	ledger Ledger
+	mux    *http.ServeMux
+	srv    *http.Server
+
+	mu       sync.Mutex
+	listener net.Listener
+
+	// base is the parent of every request context; Close cancels it so that
+	// subscriptions end instead of holding shutdown until its deadline.
+	base       context.Context
+	cancelBase context.CancelFunc
+}
+
+// New builds the server and its routes. It does not listen yet.
+func New(cfg Config, ledger Ledger) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:7070"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 5 * time.Second
+	}
+	if cfg.Verifiers == nil {
+		cfg.Verifiers = func() []string { return nil }
+	}
+	if !cfg.Tokens.Enabled() && !isLoopback(cfg.Addr) {
+		return nil, fmt.Errorf("%w (%s)", ErrInsecure, cfg.Addr)
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("api: --tls-cert and --tls-key go together")
+	}
+	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux()}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.routes()
+	s.srv = &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: subscriptions stream for as long as the client
+		// stays. Request bodies are bounded by MaxBytesReader instead.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context { return s.base },
+	}
+	return s, nil
+}
+
+// Handle adds a route admitting the given roles (admin always). Call it
+// before Serve. Other packages' surfaces (commands, projections, cluster)
+// are mounted this way.
+func (s *Server) Handle(pattern string, h http.HandlerFunc, roles ...Role) {
+	s.mux.HandleFunc(pattern, s.authorize(h, roles...))
+}
+
+// HandlePublic adds a route without authentication (health, dashboard
+// assets).
+func (s *Server) HandlePublic(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// ReaderRoles returns the roles that may read.
+func ReaderRoles() []Role { return readerRoles() }
+
+// Listen binds the address (so that tests can learn the port) without
+// serving yet.
+func (s *Server) Listen() (net.Addr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener != nil {
+		return s.listener.Addr(), nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	}
+	if s.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	s.listener = ln
+	return ln.Addr(), nil
+}
+
+// Serve serves until Close. It returns nil after Close.
+func (s *Server) Serve() error {
+	if _, err := s.Listen(); err != nil {
+		return err
+	}
+	err := s.srv.Serve(s.listener)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close shuts down gracefully within ShutdownGrace, then forcibly.
+func (s *Server) Close() error {
+	s.cancelBase()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return s.srv.Close()
+	}
+	return nil
+}
+
+// Handler returns the server's handler (for in-process tests).
+func (s *Server) Handler() http.Handler { return s.mux }

@@ -1,0 +1,277 @@
+// Package client talks to a greffe node over HTTP: the wire types of the API
+// and a Client for them. The CLI, the executor and the tests use it; it
+// imports only events and the standard library.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Client is an HTTP client of one node. Safe for concurrent use.
+type Client struct {
+	// Base is the node's URL, e.g. http://127.0.0.1:7070.
+	Base string
+	// Token is the bearer token, if the node requires one.
+	Token string
+	// HTTP is the underlying client. Default: a client with keep-alives and
+	// no overall timeout (subscriptions stream); use contexts to bound calls.
+	HTTP *http.Client
+}
+
+// New returns a client of base with an optional token.
+func New(base, token string) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	return &Client{Base: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{Transport: tr}}
+}
+
+// Insecure makes the client accept any TLS certificate (self-signed test
+// nodes). Never use it against a production node.
+func (c *Client) Insecure() {
+	if tr, ok := c.HTTP.Transport.(*http.Transport); ok {
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // opt-in for tests
+	}
+}
+
+// Do sends a request with an optional JSON body and decodes a JSON answer
+// into out (when non-nil). A non-2xx answer is returned as *Error.
+func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.raw(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Get returns the raw body of a successful GET.
+func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
+	resp, err := c.raw(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func (c *Client) raw(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb ErrorBody
+	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
+		eb.Error.Status = resp.StatusCode
+		return eb.Error
+	}
+	return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+}
+
+// CodeOf returns the stable code of an API error, or "".
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Append appends events to one stream.
+func (c *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []EventIn) (AppendOut, error) {
+	var out AppendOut
+	err := c.Do(ctx, http.MethodPost, "/v1/streams/"+url.PathEscape(stream), StreamAppendIn{ExpectedVersion: expected, Events: evs}, &out)
+	return out, err
+}
+
+// AppendMulti appends atomically to several streams.
+func (c *Client) AppendMulti(ctx context.Context, in AppendIn) (AppendOut, error) {
+	var out AppendOut
+	err := c.Do(ctx, http.MethodPost, "/v1/append", in, &out)
+	return out, err
+}
+
+// ReadStream reads a stream page.
+func (c *Client) ReadStream(ctx context.Context, stream string, o events.ReadOptions) (ReadOut, error) {
+	var out ReadOut
+	err := c.Do(ctx, http.MethodGet, "/v1/streams/"+url.PathEscape(stream)+readQuery(o), nil, &out)
+	return out, err
+}
+
+// ReadAll reads a page of the global log.
+func (c *Client) ReadAll(ctx context.Context, o events.ReadOptions) (ReadOut, error) {
+	var out ReadOut
+	err := c.Do(ctx, http.MethodGet, "/v1/all"+readQuery(o), nil, &out)
+	return out, err
+}
+
+func readQuery(o events.ReadOptions) string {
+	q := url.Values{}
+	if o.Direction == events.Backward {
+		q.Set("direction", "backward")
+		if o.From != events.FromEnd {
+			q.Set("from", strconv.FormatUint(o.From, 10))
+		}
+	} else {
+		q.Set("from", strconv.FormatUint(o.From, 10))
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	return "?" + q.Encode()
+}
+
+// Event reads one event by id.
+func (c *Client) Event(ctx context.Context, id string) (events.Event, error) {
+	var out events.Event
+	err := c.Do(ctx, http.MethodGet, "/v1/events/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// Info returns the node's identity and head.
+func (c *Client) Info(ctx context.Context) (InfoOut, error) {
+	var out InfoOut
+	err := c.Do(ctx, http.MethodGet, "/v1/info", nil, &out)
+	return out, err
+}
+
+// Checkpoint returns the signed checkpoint note of size (0 = latest).
+func (c *Client) Checkpoint(ctx context.Context, size uint64) ([]byte, error) {
+	p := "/v1/checkpoint"
+	if size > 0 {
+		p += "?size=" + strconv.FormatUint(size, 10)
+	}
+	return c.Get(ctx, p)
+}
+
+// Subscribe follows the log from position from over Server-Sent Events and
+// calls fn for each event until ctx ends or fn fails. It reconnects (from
+// the last position seen) after a dropped connection, waiting retry between
+// attempts; it returns ctx.Err() or fn's error.
+func (c *Client) Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) error {
+	next := from
+	for {
+		err := c.subscribeOnce(ctx, next, f, func(e events.Event) error {
+			next = e.Position + 1
+			return fn(e)
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var fnErr fnError
+		if errors.As(err, &fnErr) {
+			return fnErr.err
+		}
+		var apiErr *Error
+		if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
+			return err
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
+func (c *Client) subscribeOnce(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) error {
+	q := url.Values{}
+	q.Set("from", strconv.FormatUint(from, 10))
+	if f.StreamPrefix != "" {
+		q.Set("stream_prefix", f.StreamPrefix)
+	}
+	if len(f.Types) > 0 {
+		q.Set("types", strings.Join(f.Types, ","))
+	}
+	resp, err := c.raw(ctx, http.MethodGet, "/v1/subscribe?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var data []byte
+	var kind string
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if data != nil {
+				if kind == "error" {
+					return fmt.Errorf("subscription ended by the node: %s", data)
+				}
+				var e events.Event
+				if err := json.Unmarshal(data, &e); err != nil {
+					return fmt.Errorf("subscription: bad event: %w", err)
+				}
+				if err := fn(e); err != nil {
+					return fnError{err}
+				}
+			}
+			data, kind = nil, ""
+		case bytes.HasPrefix(line, []byte("data: ")):
+			data = append(data[:0:0], line[6:]...)
+		case bytes.HasPrefix(line, []byte("event: ")):
+			kind = string(line[7:])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/greffe/greffe/bench"
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
+)
+
+// storeTarget appends in process.
+type storeTarget struct{ s *pebblelog.Store }
+
+func (t storeTarget) Append(ctx context.Context, stream string, evs []events.Proposed) error {
+	_, err := t.s.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: stream, Events: evs}}})
+	return err
+}
+
+// httpTarget appends over HTTP.
+type httpTarget struct{ c *client.Client }
+
+func (t httpTarget) Append(ctx context.Context, stream string, evs []events.Proposed) error {
+	in := make([]client.EventIn, len(evs))
+	for i, e := range evs {
+		in[i] = client.EventIn{ID: e.ID.String(), Type: e.Type, Data: e.Data}
+	}
+	_, err := t.c.Append(ctx, stream, events.ExpectAny, in)
+	return err
+}
+
+func newBenchCmd() *cobra.Command {
+	var (
+		r        remote
+		cfg      bench.Config
+		embedded bool
+		dir      string
+		fsyncFor time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a node (--server) or an embedded store (--embedded) and print events/s and latency percentiles, with the disk's fsync rate as the baseline",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			d, err := bench.TempDir(dir)
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(d)
+			fsync, err := bench.FsyncRate(d, fsyncFor)
+			if err != nil {
+				return err
+			}
+			var t bench.Target
+			if embedded {
+				s, err := pebblelog.Open(pebblelog.Config{Dir: d, CheckpointInterval: -1})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				t = storeTarget{s}
+			} else {
+				t = httpTarget{r.client()}
+			}
+			if !r.json && isTerminal(c.OutOrStdout()) {
+				cfg.Progress = func(done uint64, el time.Duration) {
+					fmt.Fprintf(c.OutOrStdout(), "\r%s %d events, %.0f events/s   ", bar(el, cfg.Duration), done, float64(done)/el.Seconds())
+				}
+			}
+			res := bench.Run(ctx, t, cfg)
+			if cfg.Progress != nil {
+				fmt.Fprintln(c.OutOrStdout())
+			}
+			if r.json {
+				return printJSON(c.OutOrStdout(), map[string]any{"result": res, "disk_fsync_per_sec": fsync, "embedded": embedded})
+			}
+			c.Println(res.String())
+			c.Printf("disk baseline: %.0f fsyncs/s (300-byte write + fdatasync, in %s)\n", fsync, d)
+			if cfg.Writers == 1 && cfg.EventsPerAppend == 1 {
+				c.Printf("single-writer efficiency: %.0f%% of the disk's fsync rate\n", 100*res.EventsPerSec/fsync)
+			}
+			if res.FirstError != "" {
+				c.Printf("first error: %s\n", res.FirstError)
+			}
+			return nil
+		},
+	}
+	r.register(c)
+	f := c.Flags()
+	f.BoolVar(&embedded, "embedded", false, "bench an in-process store in a temporary folder instead of --server")
+	f.StringVar(&dir, "dir", "", "parent folder for the embedded store and the fsync baseline (default: the system temp dir)")
+	f.IntVar(&cfg.Writers, "writers", 1, "concurrent writers")
+	f.IntVar(&cfg.EventsPerAppend, "events-per-append", 1, "events per append call")
+	f.IntVar(&cfg.PayloadBytes, "payload", 256, "bytes of each event's data")
+	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to load")
+	f.DurationVar(&fsyncFor, "fsync-baseline", 2*time.Second, "how long to measure the disk's fsync rate")
+	return c
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// bar draws a 20-cell progress bar for elapsed/total.
+func bar(elapsed, total time.Duration) string {
+	n := int(20 * elapsed / max(total, 1))
+	n = min(max(n, 0), 20)
+	b := []byte("[                    ]")
+	for i := range n {
+		b[1+i] = '='
+	}
+	return string(b)
+}

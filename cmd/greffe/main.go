@@ -1,0 +1,128 @@
+// Command greffe is the ledger's single binary: the node (serve), its
+// clients (append, read, tail, cmd, …) and the auditor's tools (verify,
+// prove). main only maps errors to exit codes and handles signals; every
+// command parses flags, builds a Config and calls into a package.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// Exit codes (docs/CLI.md). Stable.
+const (
+	exitOK        = 0 // done; verify: verified
+	exitRefused   = 1 // the node refused (4xx), or verify found a fault
+	exitCannot    = 2 // usage error, or could not run (unreachable, 5xx)
+	exitUncertain = 3 // the outcome is unknown: retry with the same ids
+)
+
+// exitError carries an exit code chosen by a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal cancels ctx (graceful); the second exits at once.
+		<-ctx.Done()
+		stop()
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		os.Exit(130)
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns its exit code. Tests call it directly.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCodeOf(err)
+	fmt.Fprintln(stderr, "greffe:", describe(err))
+	if code == exitCannot && isUsage(err) {
+		fmt.Fprintln(stderr, "Try: greffe help")
+	}
+	return code
+}
+
+func describe(err error) string {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		s := fmt.Sprintf("%s: %s", ae.Code, ae.Message)
+		if ae.Field != "" {
+			s += " (field " + ae.Field + ")"
+		}
+		return s
+	}
+	return err.Error()
+}
+
+func exitCodeOf(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		switch {
+		case ae.Code == events.CodeOutcomeUnknown:
+			return exitUncertain
+		case ae.Status/100 == 4:
+			return exitRefused
+		}
+		return exitCannot
+	}
+	if events.CodeOf(err) == events.CodeOutcomeUnknown || errors.Is(err, events.ErrOutcomeUnknown) {
+		return exitUncertain
+	}
+	if events.CodeOf(err) != "" {
+		return exitRefused
+	}
+	return exitCannot
+}
+
+type usageError struct{ error }
+
+func isUsage(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "greffe",
+		Short:         "greffe: the append-only, tamper-evident ledger of an AI control plane",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newServeCmd(), newAppendCmd(), newReadCmd(), newTailCmd(), newCheckpointCmd(),
+		newInfoCmd(), newBenchCmd(),
+	)
+	return root
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/node"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		cfg    node.Config
+		tokens string
+		level  string
+	)
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a node: the ledger on Pebble in --data, served over HTTP on --http",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var lv slog.Level
+			if err := lv.UnmarshalText([]byte(level)); err != nil {
+				return usageError{err}
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+			if tokens != "" {
+				t, err := api.LoadTokens(tokens)
+				if err != nil {
+					return usageError{err}
+				}
+				cfg.API.Tokens = t
+			}
+			n, err := node.Open(cfg)
+			if err != nil {
+				return err
+			}
+			c.Printf("greffe %s serving %s (data %s, ledger %s, %d events)\n", node.Version, n.URL(), cfg.DataDir, n.Store.LedgerID(), n.Store.Head().Size)
+			return n.Serve(c.Context())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.DataDir, "data", node.DefaultDataDir, "data folder (created on first start)")
+	f.StringVar(&cfg.API.Addr, "http", "127.0.0.1:7070", "HTTP listen address")
+	f.StringVar(&cfg.NodeID, "node-id", "n1", "this node's id")
+	f.StringVar(&tokens, "tokens", "", "JSON file of bearer tokens [{name, role, token}]; required to listen beyond loopback")
+	f.StringVar(&cfg.API.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
+	f.StringVar(&cfg.API.TLSKey, "tls-key", "", "TLS private key (PEM)")
+	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	return c
+}

@@ -1,0 +1,160 @@
+// Package node wires a greffe node: the data folder, the Pebble store, the
+// signing keys, the HTTP API and (as they are configured) commands,
+// projections and the raft replicator. cmd/greffe only parses flags into a
+// Config and calls Open and Serve, so every command can be run from a test
+// without cobra.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/events/pebblelog"
+)
+
+// Version is the greffe version reported by nodes and executors.
+const Version = "0.1.0"
+
+// Config configures a node. Zero values mean defaults.
+type Config struct {
+	// DataDir holds everything the node stores. Default ./greffe-data.
+	DataDir string
+	// NodeID names the node. Default "n1".
+	NodeID string
+	// API configures the HTTP server (its Addr defaults to 127.0.0.1:7070).
+	API api.Config
+	// Store tunes the Pebble store; Dir, Signers and LedgerID are set by the
+	// node.
+	Store pebblelog.Config
+	// LedgerID is the identity of a new ledger (default: random). An
+	// existing data folder keeps its own; a mismatch refuses to start.
+	LedgerID string
+	// Logger receives the node's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Node is a running greffe node. Open starts it; Close stops it.
+type Node struct {
+	cfg   Config
+	Store *pebblelog.Store
+	API   *api.Server
+	Keys  *KeySet
+
+	closers []func() error
+	wg      sync.WaitGroup
+	once    sync.Once
+	addr    net.Addr
+}
+
+// DefaultDataDir is where `greffe serve` keeps its data by default.
+const DefaultDataDir = "greffe-data"
+
+// Open opens the data folder (creating it on first start), the store and
+// the keys, builds the API and binds its address. Call Serve to serve.
+func Open(cfg Config) (*Node, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "n1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	n := &Node{cfg: cfg}
+	sc := cfg.Store
+	sc.Dir = filepath.Join(cfg.DataDir, "ledger")
+	sc.LedgerID = cfg.LedgerID
+	sc.Logger = cfg.Logger
+	st, err := pebblelog.Open(sc)
+	if err != nil {
+		return nil, err
+	}
+	n.Store = st
+	n.closers = append(n.closers, st.Close)
+	ks, err := LoadOrCreateKeys(cfg.DataDir, st.Origin())
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.Keys = ks
+	if err := st.SetSigners(ks.Signers); err != nil {
+		n.Close()
+		return nil, err
+	}
+	ac := cfg.API
+	ac.NodeID = cfg.NodeID
+	ac.Version = Version
+	ac.Logger = cfg.Logger
+	if ac.Verifiers == nil {
+		ac.Verifiers = func() []string { return append([]string(nil), ks.Verifiers...) }
+	}
+	srv, err := api.New(ac, st)
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.API = srv
+	addr, err := srv.Listen()
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.addr = addr
+	// The API closes first so that no request reaches a closed store.
+	n.closers = append([]func() error{srv.Close}, n.closers...)
+	return n, nil
+}
+
+// Addr returns the bound HTTP address.
+func (n *Node) Addr() net.Addr { return n.addr }
+
+// URL returns the node's base URL.
+func (n *Node) URL() string {
+	scheme := "http"
+	if n.cfg.API.TLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + n.addr.String()
+}
+
+// Serve serves until ctx ends, then closes the node.
+func (n *Node) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		errc <- n.API.Serve()
+	}()
+	n.cfg.Logger.Info("serving", "url", n.URL(), "data", n.cfg.DataDir, "ledger", n.Store.LedgerID(), "head", n.Store.Head().Size)
+	select {
+	case <-ctx.Done():
+		return n.Close()
+	case err := <-errc:
+		cerr := n.Close()
+		return errors.Join(err, cerr)
+	}
+}
+
+// Close stops everything in order and waits. Idempotent.
+func (n *Node) Close() error {
+	var err error
+	n.once.Do(func() {
+		for _, c := range n.closers {
+			err = errors.Join(err, c())
+		}
+		n.wg.Wait()
+	})
+	return err
+}
