@@ -87,16 +87,16 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 	actor := PrincipalFrom(r.Context()).Name
 	req := events.AppendRequest{Streams: make([]events.StreamAppend, len(in))}
 	for i, sa := range in {
-		base := fmt.Sprintf("appends[%d].events", i)
+		base, streamField := fmt.Sprintf("appends[%d].events", i), fmt.Sprintf("appends[%d].stream", i)
 		if single != "" {
-			base = single
+			base, streamField = single, "stream"
 		}
-		if err := events.ValidateStreamName(strings.TrimSuffix(base, ".events")+".stream", sa.Stream); err != nil {
+		if err := events.ValidateStreamName(streamField, sa.Stream); err != nil {
 			writeError(w, err)
 			return
 		}
 		if events.IsReserved(sa.Stream) {
-			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStream, Field: strings.TrimSuffix(base, ".events") + ".stream",
+			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStream, Field: streamField,
 				Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", sa.Stream)})
 			return
 		}
