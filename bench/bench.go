@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,12 +50,16 @@ type Result struct {
 	P999            time.Duration `json:"p999_ns"`
 	Errors          uint64        `json:"errors"`
 	FirstError      string        `json:"first_error,omitempty"`
+	// PeakRSS is the process's peak resident set (VmHWM) in bytes, 0 where
+	// /proc is unavailable. With an embedded store it bounds the store's
+	// memory.
+	PeakRSS uint64 `json:"peak_rss_bytes"`
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d writers × %d events/append, %d-byte payloads: %d events in %s = %.0f events/s; append latency p50 %s p99 %s p99.9 %s; errors %d",
+	return fmt.Sprintf("%d writers × %d events/append, %d-byte payloads: %d events in %s = %.0f events/s; append latency p50 %s p99 %s p99.9 %s; errors %d; peak RSS %d MiB",
 		r.Writers, r.EventsPerAppend, r.PayloadBytes, r.Events, r.Elapsed.Round(time.Millisecond), r.EventsPerSec,
-		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors)
+		r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.P999.Round(time.Microsecond), r.Errors, r.PeakRSS>>20)
 }
 
 // Payload returns a JSON object of exactly n bytes (n >= 8).
@@ -84,7 +87,7 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 	defer cancel()
 	var done, errs atomic.Uint64
 	var firstErr atomic.Value
-	lat := make([][]time.Duration, cfg.Writers)
+	lat := make([]histogram, cfg.Writers)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range cfg.Writers {
@@ -107,7 +110,7 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
-				lat[w] = append(lat[w], time.Since(t0))
+				lat[w].record(time.Since(t0))
 				done.Add(uint64(cfg.EventsPerAppend))
 			}
 		}()
@@ -130,24 +133,35 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	slices.Sort(all)
-	pct := func(p float64) time.Duration {
-		if len(all) == 0 {
-			return 0
-		}
-		return all[min(len(all)-1, int(float64(len(all))*p))]
+	var all histogram
+	for i := range lat {
+		all.merge(&lat[i])
 	}
 	r := Result{Writers: cfg.Writers, EventsPerAppend: cfg.EventsPerAppend, PayloadBytes: cfg.PayloadBytes,
-		Events: done.Load(), Appends: uint64(len(all)), Elapsed: elapsed, EventsPerSec: float64(done.Load()) / elapsed.Seconds(),
-		P50: pct(0.50), P99: pct(0.99), P999: pct(0.999), Errors: errs.Load()}
+		Events: done.Load(), Appends: all.n, Elapsed: elapsed, EventsPerSec: float64(done.Load()) / elapsed.Seconds(),
+		P50: all.quantile(0.50), P99: all.quantile(0.99), P999: all.quantile(0.999), Errors: errs.Load()}
 	if e, ok := firstErr.Load().(string); ok {
 		r.FirstError = e
 	}
+	r.PeakRSS = peakRSS()
 	return r
+}
+
+// peakRSS reads VmHWM from /proc/self/status (Linux), in bytes.
+func peakRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb uint64
+			if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }
 
 // FsyncRate measures the disk under dir: how many (write 300 bytes, fdatasync)
