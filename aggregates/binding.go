@@ -109,15 +109,18 @@ const (
 // ArtifactHashed is the data of TypeArtifactHashed. Size is in bytes,
 // MtimeNS in nanoseconds since the Unix epoch.
 type ArtifactHashed struct {
-	BindingID    string    `json:"binding_id"`
-	Path         string    `json:"path"`
-	Size         int64     `json:"size"`
-	MtimeNS      int64     `json:"mtime_ns"`
-	SHA256       string    `json:"sha256"`
-	Role         string    `json:"role"`
-	VerifiedBy   string    `json:"verified_by"`
-	VerifierRole string    `json:"verifier_role"`
-	At           time.Time `json:"at"`
+	BindingID    string `json:"binding_id"`
+	Path         string `json:"path"`
+	Size         int64  `json:"size"`
+	MtimeNS      int64  `json:"mtime_ns"`
+	SHA256       string `json:"sha256"`
+	Role         string `json:"role"`
+	VerifiedBy   string `json:"verified_by"`
+	VerifierRole string `json:"verifier_role"`
+	// MeasurementID names the signed hash measurement this hash was read
+	// from, when an executor read it (VerifiedBy is then the executor).
+	MeasurementID string    `json:"measurement_id,omitempty"`
+	At            time.Time `json:"at"`
 }
 
 // BindingProposed is the data of TypeBindingProposed.
@@ -337,15 +340,30 @@ func (c *RecordArtifactHash) Decide(in Inputs) ([]NewEvent, error) {
 	b := in.States.Binding(c.BindingID)
 	h := ArtifactHashed{BindingID: c.BindingID, Path: c.Path, Size: c.Size, MtimeNS: c.MtimeNS, SHA256: c.SHA256,
 		Role: c.Role, VerifiedBy: c.VerifiedBy, VerifierRole: c.VerifierRole, At: in.At}
-	out := []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeArtifactHashed, Data: h}}
-	if b.Verified && !b.Invalidated {
-		if was, bound := b.VerifiedHashes[c.Path]; bound && (was.Size != h.Size || was.MtimeNS != h.MtimeNS || was.SHA256 != h.SHA256) {
-			out = append(out, NewEvent{Stream: BindingStream(c.BindingID), Type: TypeBindingInvalidated, Data: BindingInvalidated{
-				BindingID: c.BindingID, Reason: InvalidatedArtifactChanged, Path: c.Path, Was: &was, Now: &h, At: in.At,
+	return b.hashed([]ArtifactHashed{h}, in.At), nil
+}
+
+// hashed returns the events that record hs (hashes of b's artifacts, in
+// order): one ArtifactHashed each, and after the first hash of a bound
+// path whose size, mtime or sha256 changed, the BindingInvalidated that
+// ends a verified binding (once: an invalidated binding stays so).
+func (b Binding) hashed(hs []ArtifactHashed, at time.Time) []NewEvent {
+	out := make([]NewEvent, 0, len(hs)+1)
+	invalidated := b.Invalidated
+	for _, h := range hs {
+		out = append(out, NewEvent{Stream: BindingStream(h.BindingID), Type: TypeArtifactHashed, Data: h})
+		if !b.Verified || invalidated {
+			continue
+		}
+		if was, bound := b.VerifiedHashes[h.Path]; bound && (was.Size != h.Size || was.MtimeNS != h.MtimeNS || was.SHA256 != h.SHA256) {
+			now := h
+			out = append(out, NewEvent{Stream: BindingStream(h.BindingID), Type: TypeBindingInvalidated, Data: BindingInvalidated{
+				BindingID: h.BindingID, Reason: InvalidatedArtifactChanged, Path: h.Path, Was: &was, Now: &now, At: at,
 			}})
+			invalidated = true
 		}
 	}
-	return out, nil
+	return out
 }
 
 // ProposeBinding proposes the identity of what serves a provider's model.

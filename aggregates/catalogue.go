@@ -62,6 +62,7 @@ func Catalogue() []CommandSpec {
 		{"RevokeExecutorKey", "Measurement", func() Command { return &RevokeExecutorKey{} }},
 		{"RequestMeasurement", "Measurement", func() Command { return &RequestMeasurement{} }},
 		{"ClaimMeasurement", "Measurement", func() Command { return &ClaimMeasurement{} }},
+		{"RenewMeasurementLease", "Measurement", func() Command { return &RenewMeasurementLease{} }},
 		{"RecordMeasurement", "Measurement", func() Command { return &RecordMeasurement{} }},
 		{"MarkMeasurementUncertain", "Measurement", func() Command { return &MarkMeasurementUncertain{} }},
 

@@ -220,8 +220,10 @@ func resources(id string) MeasurementResult {
 		ResidentModelsObserved: true}
 }
 
+// requestProbe requests a resource snapshot: a run of probeArgv (kind
+// probe is an endpoint probe of a provider, see ParseProbeArgv).
 func requestProbe(id string) *RequestMeasurement {
-	return &RequestMeasurement{MeasurementID: id, Host: host, Argv: probeArgv, Kind: MeasurementProbe,
+	return &RequestMeasurement{MeasurementID: id, Host: host, Argv: probeArgv, Kind: MeasurementRun,
 		Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10, Purpose: "admission screens"}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/greffe/greffe/events"
@@ -25,7 +26,28 @@ import (
 // Requests (stream "measurement-<id>"). MeasurementRequested fixes the
 // host, the exact argv (the request is the approval of that argv: an
 // executor runs nothing else, and a result for another argv is refused),
-// the kind, the timeout and the output cap.
+// the kind, the timeout and the output cap. The kind says what the argv
+// means:
+//
+//   - run: a command line, run without a shell;
+//   - probe: an OpenAI-compatible endpoint of a declared provider,
+//     ["models", ENDPOINT] or ["smoke", ENDPOINT, EXACT_TAG] (see
+//     ParseProbeArgv); the endpoint and tag must be the provider's own,
+//     since a probe of anything else proves nothing about it;
+//   - hash: artifact files of a binding, one "ROLE=/absolute/path" per
+//     entry (see ParseHashArgv).
+//
+// A probe's signed result is also recorded as the provider's
+// ProbeRecorded, and a hash's as the binding's ArtifactHashed events (one
+// per file hashed, verifier role supervisor: the executor is registered
+// under an owner's approval and the worker never holds its key), in the
+// same append as the MeasurementRecorded they derive from, each naming
+// the measurement. A late result derives nothing.
+//
+// Leases. A claim's lease may be renewed by its executor while it runs
+// (RenewMeasurementLease), never shortened, never past the claim's time
+// plus the request's timeout plus the policy's grace, and never once it
+// has expired: from then on the node may have marked it uncertain.
 //
 // Claims. Exactly one claim wins: the first MeasurementClaimed. A request
 // is never claimed twice, even after its lease expired: a claim while the
@@ -133,7 +155,10 @@ type Measurement struct {
 	Requested bool
 	Request   MeasurementRequested
 	Claimed   bool
-	Claim     MeasurementClaimed
+	// Claim is the winning claim; its LeaseUntil follows the renewals.
+	Claim MeasurementClaimed
+	// Renewals counts the lease renewals folded.
+	Renewals  int
 	Uncertain bool
 	Recorded  bool
 	// Result is the decoded signed payload; Late is true when it was
@@ -190,24 +215,38 @@ const (
 	TypeMeasurementClaimed   = "MeasurementClaimed"
 	TypeMeasurementRecorded  = "MeasurementRecorded"
 	TypeMeasurementUncertain = "MeasurementUncertain"
+	// TypeMeasurementLeaseRenewed moves a claim's lease forward.
+	TypeMeasurementLeaseRenewed = "MeasurementLeaseRenewed"
 )
 
 // MeasurementRequested is the data of TypeMeasurementRequested.
 // OutputCapBytes bounds each of stdout and stderr excerpts, in bytes.
 type MeasurementRequested struct {
-	MeasurementID  string    `json:"measurement_id"`
-	Host           string    `json:"host"`
-	Argv           []string  `json:"argv"`
-	Kind           string    `json:"kind"`
-	Timeout        Duration  `json:"timeout"`
-	OutputCapBytes int64     `json:"output_cap_bytes"`
-	Purpose        string    `json:"purpose,omitempty"`
-	MissionID      string    `json:"mission_id,omitempty"`
-	At             time.Time `json:"at"`
+	MeasurementID  string   `json:"measurement_id"`
+	Host           string   `json:"host"`
+	Argv           []string `json:"argv"`
+	Kind           string   `json:"kind"`
+	Timeout        Duration `json:"timeout"`
+	OutputCapBytes int64    `json:"output_cap_bytes"`
+	Purpose        string   `json:"purpose,omitempty"`
+	MissionID      string   `json:"mission_id,omitempty"`
+	// Provider is the provider a probe is for; BindingID the binding a
+	// hash is for. Empty for the other kinds.
+	Provider  string    `json:"provider,omitempty"`
+	BindingID string    `json:"binding_id,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // MeasurementClaimed is the data of TypeMeasurementClaimed.
 type MeasurementClaimed struct {
+	MeasurementID string    `json:"measurement_id"`
+	ExecutorID    string    `json:"executor_id"`
+	LeaseUntil    time.Time `json:"lease_until"`
+	At            time.Time `json:"at"`
+}
+
+// MeasurementLeaseRenewed is the data of TypeMeasurementLeaseRenewed.
+type MeasurementLeaseRenewed struct {
 	MeasurementID string    `json:"measurement_id"`
 	ExecutorID    string    `json:"executor_id"`
 	LeaseUntil    time.Time `json:"lease_until"`
@@ -235,6 +274,11 @@ type GPUReading struct {
 // the executor writes it. A reading the executor could not take is left
 // out (GPU nil, RAMAvailableBytes nil, ResidentModelsObserved false), never
 // written as zero: the screens treat absent as failing.
+//
+// GPU, RAMAvailableBytes and ResidentModels are what the admission screens
+// read: the executor fills them with the worse of its Before and After
+// snapshots (least RAM, most GPU memory used), and leaves GPU out when the
+// GPU's memory could not be read.
 type MeasurementResult struct {
 	MeasurementID          string             `json:"measurement_id"`
 	ExecutorID             string             `json:"executor_id"`
@@ -253,6 +297,120 @@ type MeasurementResult struct {
 	ResidentModels         []string           `json:"resident_models,omitempty"`
 	ResidentModelsObserved bool               `json:"resident_models_observed"`
 	Metrics                map[string]float64 `json:"metrics,omitempty"`
+	// MetricUnits holds the unit of each metric that declared one.
+	MetricUnits map[string]string `json:"metric_units,omitempty"`
+	// Outcome says how the work ended (Result… constants); ExitCode is the
+	// process's own for ResultExited, 0 for ResultCompleted, -1 otherwise.
+	// Error says why, when something did not go as asked.
+	Outcome string `json:"outcome,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// Duration is how long the work itself ran (the process, the probe or
+	// the hashing), on the executor's monotonic clock; StartedAt and
+	// EndedAt span the whole measurement, snapshots included.
+	Duration Duration `json:"duration,omitzero"`
+	// StdoutBytes and StderrBytes are the whole streams' sizes (what the
+	// SHA-256 covers); a Truncated flag says the excerpt is not the whole
+	// stream (cut at the output cap, or invalid UTF-8 replaced).
+	StdoutBytes     int64 `json:"stdout_bytes,omitempty"`
+	StderrBytes     int64 `json:"stderr_bytes,omitempty"`
+	StdoutTruncated bool  `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool  `json:"stderr_truncated,omitempty"`
+	// Before and After are the resource snapshots taken around the work.
+	Before *ResourceSnapshot `json:"before,omitempty"`
+	After  *ResourceSnapshot `json:"after,omitempty"`
+	// Probe is a probe's reading; Artifacts a hash's, one per approved
+	// entry in order. Both are absent from a run.
+	Probe     *ProbeReading     `json:"probe,omitempty"`
+	Artifacts []ArtifactReading `json:"artifacts,omitempty"`
+}
+
+// Result outcomes (MeasurementResult.Outcome).
+const (
+	// ResultExited: the process exited by itself; ExitCode is its code.
+	ResultExited = "exited"
+	// ResultTimeout: the process group was killed at the request's timeout.
+	ResultTimeout = "timeout"
+	// ResultSignaled: the process died of a signal the executor did not send.
+	ResultSignaled = "signaled"
+	// ResultStartFailed: the program could not be started (not on PATH,
+	// not executable).
+	ResultStartFailed = "start_failed"
+	// ResultCompleted: a probe or a hash ran to its end; its reading says
+	// what it found.
+	ResultCompleted = "completed"
+)
+
+// ResourceSnapshot is what the executor read of its host at one instant.
+// A reading it could not take is absent, with the reason, never zero.
+type ResourceSnapshot struct {
+	At              time.Time `json:"at"`
+	Hostname        string    `json:"hostname,omitempty"`
+	CPUCount        int       `json:"cpu_count"`
+	ExecutorVersion string    `json:"executor_version"`
+	// RAMAvailableBytes is MemAvailable from /proc/meminfo, in bytes.
+	RAMAvailableBytes *uint64 `json:"ram_available_bytes,omitempty"`
+	RAMError          string  `json:"ram_error,omitempty"`
+	// GPUStatus is one of the GPU… constants; GPUs are listed only when
+	// present.
+	GPUStatus string      `json:"gpu_status"`
+	GPUError  string      `json:"gpu_error,omitempty"`
+	GPUs      []GPUSample `json:"gpus,omitempty"`
+	// GPUProcesses are the processes holding GPU memory ("pid name"), when
+	// GPUProcessesObserved.
+	GPUProcesses         []string `json:"gpu_processes,omitempty"`
+	GPUProcessesObserved bool     `json:"gpu_processes_observed"`
+}
+
+// GPU statuses of a ResourceSnapshot.
+const (
+	// GPUPresent: nvidia-smi answered with at least one GPU.
+	GPUPresent = "present"
+	// GPUAbsent: no nvidia-smi on PATH, or it lists no GPU.
+	GPUAbsent = "absent"
+	// GPUTimeout: nvidia-smi did not answer within the executor's bound.
+	GPUTimeout = "timeout"
+	// GPUFailed: nvidia-smi failed or answered something unreadable.
+	GPUFailed = "error"
+)
+
+// GPUSample is one GPU line of nvidia-smi. A field nvidia-smi reports as
+// unavailable ("[N/A]", as unified-memory GPUs do for memory) is nil.
+type GPUSample struct {
+	Index              int      `json:"index"`
+	Name               string   `json:"name"`
+	Driver             string   `json:"driver"`
+	MemoryTotalBytes   *uint64  `json:"memory_total_bytes,omitempty"`
+	MemoryUsedBytes    *uint64  `json:"memory_used_bytes,omitempty"`
+	UtilizationPercent *float64 `json:"utilization_percent,omitempty"`
+}
+
+// ProbeReading is what a probe found. Outcome is one of the Probe…
+// outcomes: ok when the endpoint answered (and, for smoke, completed);
+// whether the exact tag is listed is judged by the node against the
+// provider's configured tag, never by the executor.
+type ProbeReading struct {
+	Kind       string   `json:"kind"`
+	Endpoint   string   `json:"endpoint"`
+	Outcome    string   `json:"outcome"`
+	Models     []string `json:"models,omitempty"`
+	Latency    Duration `json:"latency"`
+	HTTPStatus int      `json:"http_status,omitempty"`
+	Error      string   `json:"error,omitempty"`
+	// SmokeFinishReason is the completion's finish_reason ("stop",
+	// "length", …) for a smoke probe that got one.
+	SmokeFinishReason string `json:"smoke_finish_reason,omitempty"`
+}
+
+// ArtifactReading is one file a hash measurement read. Size is in bytes,
+// MtimeNS in nanoseconds since the Unix epoch; SHA256 is empty and Error
+// set when the file could not be read.
+type ArtifactReading struct {
+	Path    string `json:"path"`
+	Role    string `json:"role"`
+	Size    int64  `json:"size"`
+	MtimeNS int64  `json:"mtime_ns"`
+	SHA256  string `json:"sha256,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Evolve folds one event of the measurement stream.
@@ -268,6 +426,13 @@ func (m Measurement) Evolve(e *events.Event) (Measurement, error) {
 			return m, err
 		}
 		m.Claimed, m.ClaimRef = true, RefOf(e)
+	case TypeMeasurementLeaseRenewed:
+		var d MeasurementLeaseRenewed
+		if err := decodeData(e, &d); err != nil {
+			return m, err
+		}
+		m.Claim.LeaseUntil = d.LeaseUntil
+		m.Renewals++
 	case TypeMeasurementUncertain:
 		var d MeasurementUncertain
 		if err := decodeData(e, &d); err != nil {
@@ -338,6 +503,17 @@ const (
 	CodeMeasurementTimeInvalid = "measurement_time_invalid"
 	// CodeOutputCapExceeded: an excerpt is longer than the request's cap.
 	CodeOutputCapExceeded = "output_cap_exceeded"
+	// CodeLeaseExpired: a lease is renewed only while it runs; once it has
+	// passed, the node may have marked the measurement uncertain.
+	CodeLeaseExpired = "lease_expired"
+	// CodeResultKindMismatch: the signed result is not of the request's
+	// kind (a probe without its probe reading, a run carrying one, a probe
+	// of another kind or endpoint than approved).
+	CodeResultKindMismatch = "result_kind_mismatch"
+	// CodeProbeTargetMismatch: a probe request names another endpoint or
+	// model tag than the provider's own; probing it would prove nothing
+	// about the provider.
+	CodeProbeTargetMismatch = "probe_target_mismatch"
 )
 
 // RegisterExecutorKey registers an executor's ed25519 public key under an
@@ -451,6 +627,12 @@ type RequestMeasurement struct {
 	OutputCapBytes int64    `json:"output_cap_bytes"`
 	Purpose        string   `json:"purpose"`
 	MissionID      string   `json:"mission_id"`
+	// Provider is required for a probe (and only there): the provider whose
+	// ProbeRecorded the result becomes.
+	Provider string `json:"provider"`
+	// BindingID is required for a hash (and only there): the binding whose
+	// ArtifactHashed events the result becomes.
+	BindingID string `json:"binding_id"`
 }
 
 // CommandName implements Command.
@@ -475,6 +657,28 @@ func (c *RequestMeasurement) Validate() error {
 	if err := checkOneOf("kind", c.Kind, MeasurementRun, MeasurementProbe, MeasurementHash); err != nil {
 		return err
 	}
+	if c.Kind != MeasurementProbe && c.Provider != "" {
+		return invalid("provider", "names the provider of a probe; a %s names none", c.Kind)
+	}
+	if c.Kind != MeasurementHash && c.BindingID != "" {
+		return invalid("binding_id", "names the binding of a hash; a %s names none", c.Kind)
+	}
+	switch c.Kind {
+	case MeasurementProbe:
+		if err := checkID("provider", c.Provider); err != nil {
+			return err
+		}
+		if _, err := ParseProbeArgv(c.Argv); err != nil {
+			return err
+		}
+	case MeasurementHash:
+		if err := checkID("binding_id", c.BindingID); err != nil {
+			return err
+		}
+		if _, err := ParseHashArgv(c.Argv); err != nil {
+			return err
+		}
+	}
 	if c.Timeout.Duration <= 0 {
 		return invalid("timeout", "is %s; must be positive", c.Timeout)
 	}
@@ -492,6 +696,9 @@ func (c *RequestMeasurement) Validate() error {
 
 // Streams implements Command: the streams this command reads.
 func (c *RequestMeasurement) Streams(States) []string {
+	if c.Kind == MeasurementProbe {
+		return []string{MeasurementStream(c.MeasurementID), ProviderStream(c.Provider)}
+	}
 	return []string{MeasurementStream(c.MeasurementID)}
 }
 
@@ -506,10 +713,100 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 			"output_cap_bytes": c.OutputCapBytes, "max_output_bytes": mp.MaxOutputBytes},
 			"the request's timeout or output cap is above the node's measurement bounds")
 	}
+	if c.Kind == MeasurementProbe {
+		p := in.States.Provider(c.Provider)
+		if !p.Declared {
+			return nil, providerUnknown(c.Provider)
+		}
+		spec, _ := ParseProbeArgv(c.Argv) // Validate parsed it
+		if spec.Endpoint != p.Endpoint || spec.Kind == ProbeSmoke && spec.ModelTag != p.ModelTag {
+			return nil, refuse(CodeProbeTargetMismatch, map[string]any{"provider": c.Provider, "endpoint": spec.Endpoint,
+				"provider_endpoint": p.Endpoint, "model_tag": spec.ModelTag, "provider_model_tag": p.ModelTag},
+				"a probe of provider %s must target its endpoint %s (and, for smoke, its exact tag %s)", c.Provider, p.Endpoint, p.ModelTag)
+		}
+	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementRequested, Data: MeasurementRequested{
 		MeasurementID: c.MeasurementID, Host: c.Host, Argv: c.Argv, Kind: c.Kind, Timeout: c.Timeout,
-		OutputCapBytes: c.OutputCapBytes, Purpose: c.Purpose, MissionID: c.MissionID, At: in.At,
+		OutputCapBytes: c.OutputCapBytes, Purpose: c.Purpose, MissionID: c.MissionID,
+		Provider: c.Provider, BindingID: c.BindingID, At: in.At,
 	}}}, nil
+}
+
+// ProbeSpec is the approved argv of a probe request, parsed:
+//
+//	["models", ENDPOINT]           GET ENDPOINT's /v1/models
+//	["smoke", ENDPOINT, EXACT_TAG] the same, then one bounded chat
+//	                               completion asking EXACT_TAG
+//
+// ENDPOINT is an http or https URL without query or fragment, exactly the
+// provider's declared endpoint.
+type ProbeSpec struct {
+	Kind     string // ProbeModels or ProbeSmoke
+	Endpoint string
+	ModelTag string // smoke only
+}
+
+// ParseProbeArgv parses a probe's argv, or returns an *InvalidCommandError
+// naming the entry at fault.
+func ParseProbeArgv(argv []string) (ProbeSpec, error) {
+	if len(argv) == 0 {
+		return ProbeSpec{}, invalid("argv", "a probe's argv is [\"models\", ENDPOINT] or [\"smoke\", ENDPOINT, EXACT_TAG]")
+	}
+	var s ProbeSpec
+	switch argv[0] {
+	case ProbeModels:
+		if len(argv) != 2 {
+			return ProbeSpec{}, invalid("argv", "a models probe's argv is [\"models\", ENDPOINT]; got %d entries", len(argv))
+		}
+	case ProbeSmoke:
+		if len(argv) != 3 {
+			return ProbeSpec{}, invalid("argv", "a smoke probe's argv is [\"smoke\", ENDPOINT, EXACT_TAG]; got %d entries", len(argv))
+		}
+		if err := checkText(indexPath("argv", 2), argv[2], true, maxShortText); err != nil {
+			return ProbeSpec{}, err
+		}
+		s.ModelTag = argv[2]
+	default:
+		return ProbeSpec{}, invalid(indexPath("argv", 0), "is %q; a probe is \"models\" or \"smoke\"", argv[0])
+	}
+	s.Kind, s.Endpoint = argv[0], argv[1]
+	rest, ok := strings.CutPrefix(s.Endpoint, "http://")
+	if !ok {
+		rest, ok = strings.CutPrefix(s.Endpoint, "https://")
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	if !ok || host == "" || strings.ContainsAny(s.Endpoint, "?# \t\r\n") {
+		return ProbeSpec{}, invalid(indexPath("argv", 1), "is %q; want an http:// or https:// URL without query or fragment", s.Endpoint)
+	}
+	return s, nil
+}
+
+// HashTarget is one entry of a hash request's argv, "ROLE=/absolute/path".
+type HashTarget struct {
+	Role string
+	Path string
+}
+
+// ParseHashArgv parses a hash's argv: each entry is "ROLE=PATH" with ROLE
+// an artifact role and PATH absolute; a path appears once.
+func ParseHashArgv(argv []string) ([]HashTarget, error) {
+	out := make([]HashTarget, 0, len(argv))
+	seen := make(map[string]bool, len(argv))
+	for i, a := range argv {
+		role, path, ok := strings.Cut(a, "=")
+		if !ok || !slices.Contains(artifactRoles, role) {
+			return nil, invalid(indexPath("argv", i), "is %q; a hash entry is ROLE=/absolute/path with ROLE one of %s", a, strings.Join(artifactRoles, ", "))
+		}
+		if !strings.HasPrefix(path, "/") {
+			return nil, invalid(indexPath("argv", i), "names %q; artifact paths are absolute", path)
+		}
+		if seen[path] {
+			return nil, invalid(indexPath("argv", i), "names %s twice", path)
+		}
+		seen[path] = true
+		out = append(out, HashTarget{Role: role, Path: path})
+	}
+	return out, nil
 }
 
 // ClaimMeasurement claims a request for an executor until LeaseUntil.
@@ -572,6 +869,73 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeLeaseInvalid, det, "the lease must end after the claim and by the request's timeout plus grace (%s)", maxLease.UTC().Format(time.RFC3339))
 	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementClaimed, Data: MeasurementClaimed{
+		MeasurementID: c.MeasurementID, ExecutorID: c.ExecutorID, LeaseUntil: c.LeaseUntil.UTC(), At: in.At,
+	}}}, nil
+}
+
+// RenewMeasurementLease moves the lease of a claim forward while its
+// executor is still working. Renewing to a time not after the current
+// lease appends nothing: a lease is never shortened.
+type RenewMeasurementLease struct {
+	MeasurementID string    `json:"measurement_id"`
+	ExecutorID    string    `json:"executor_id"`
+	LeaseUntil    time.Time `json:"lease_until"`
+}
+
+// CommandName implements Command.
+func (*RenewMeasurementLease) CommandName() string { return "RenewMeasurementLease" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RenewMeasurementLease) Validate() error {
+	if err := checkID("measurement_id", c.MeasurementID); err != nil {
+		return err
+	}
+	if err := checkID("executor_id", c.ExecutorID); err != nil {
+		return err
+	}
+	if c.LeaseUntil.IsZero() {
+		return invalid("lease_until", "is required")
+	}
+	return nil
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RenewMeasurementLease) Streams(States) []string {
+	return []string{MeasurementStream(c.MeasurementID), ExecutorStream(c.ExecutorID)}
+}
+
+// Decide implements Command: the gates.
+func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
+	m := in.States.Measurement(c.MeasurementID)
+	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
+	switch {
+	case !m.Requested:
+		return nil, refuse(CodeMeasurementUnknown, det, "no measurement %s was requested", c.MeasurementID)
+	case m.Recorded:
+		return nil, refuse(CodeMeasurementAlreadyRecorded, det, "measurement %s already has its result", c.MeasurementID)
+	case !m.Claimed:
+		return nil, refuse(CodeMeasurementNotClaimed, det, "measurement %s was never claimed", c.MeasurementID)
+	case m.Claim.ExecutorID != c.ExecutorID:
+		det["claimed_by"] = m.Claim.ExecutorID
+		return nil, refuse(CodeNotClaimedByExecutor, det, "measurement %s was claimed by %s, not %s", c.MeasurementID, m.Claim.ExecutorID, c.ExecutorID)
+	case m.Uncertain || !in.At.Before(m.Claim.LeaseUntil):
+		det["lease_until"], det["uncertain"] = m.Claim.LeaseUntil, m.Uncertain
+		return nil, refuse(CodeLeaseExpired, det, "the lease of measurement %s ended at %s; it is renewed only while it runs",
+			c.MeasurementID, m.Claim.LeaseUntil.UTC().Format(time.RFC3339Nano))
+	}
+	if len(in.States.Executor(c.ExecutorID).ActiveKeys()) == 0 {
+		return nil, refuse(CodeExecutorKeyUnknown, det, "executor %s has no registered, unrevoked key", c.ExecutorID)
+	}
+	maxLease := m.Claim.At.Add(m.Request.Timeout.Duration + in.Policy.Measurement.LeaseGrace.Duration)
+	if !c.LeaseUntil.After(in.At) || c.LeaseUntil.After(maxLease) {
+		det["lease_until"], det["max_lease_until"] = c.LeaseUntil, maxLease
+		return nil, refuse(CodeLeaseInvalid, det, "a renewed lease ends after now and by the claim's time plus the request's timeout plus grace (%s)",
+			maxLease.UTC().Format(time.RFC3339))
+	}
+	if !c.LeaseUntil.After(m.Claim.LeaseUntil) {
+		return nil, nil
+	}
+	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementLeaseRenewed, Data: MeasurementLeaseRenewed{
 		MeasurementID: c.MeasurementID, ExecutorID: c.ExecutorID, LeaseUntil: c.LeaseUntil.UTC(), At: in.At,
 	}}}, nil
 }
@@ -655,15 +1019,69 @@ func (c *RecordMeasurement) Validate() error {
 		}
 		return err
 	}
+	if err := r.validateReadings(); err != nil {
+		return err
+	}
 	if len(c.Envelope.Signatures) == 0 || len(c.Envelope.Signatures) > 16 {
 		return invalid("envelope.signatures", "an envelope carries 1 to 16 signatures")
 	}
 	return nil
 }
 
-// Streams implements Command: the streams this command reads.
-func (c *RecordMeasurement) Streams(States) []string {
-	return []string{MeasurementStream(c.MeasurementID), ExecutorStream(c.ExecutorID)}
+// validateReadings checks the shape of a probe's and a hash's readings,
+// which become the provider's and the binding's events.
+func (r *MeasurementResult) validateReadings() error {
+	if pr := r.Probe; pr != nil {
+		if err := checkOneOf("payload.probe.kind", pr.Kind, ProbeModels, ProbeSmoke); err != nil {
+			return err
+		}
+		if err := checkOneOf("payload.probe.outcome", pr.Outcome, ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout); err != nil {
+			return err
+		}
+		if len(pr.Models) > 4*maxListLen {
+			return invalid("payload.probe.models", "has %d entries; the limit is %d", len(pr.Models), 4*maxListLen)
+		}
+		for i, m := range pr.Models {
+			if err := checkText(indexPath("payload.probe.models", i), m, true, maxShortText); err != nil {
+				return err
+			}
+		}
+		if pr.Latency.Duration < 0 {
+			return invalid("payload.probe.latency", "is %s; must be >= 0", pr.Latency)
+		}
+	}
+	if len(r.Artifacts) > maxListLen {
+		return invalid("payload.artifacts", "has %d entries; the limit is %d", len(r.Artifacts), maxListLen)
+	}
+	for i, a := range r.Artifacts {
+		path := indexPath("payload.artifacts", i)
+		if a.Error != "" {
+			continue // not hashed: recorded in the measurement, no ArtifactHashed
+		}
+		if err := checkSHA256(path+".sha256", a.SHA256, true); err != nil {
+			return err
+		}
+		if a.Size < 0 {
+			return invalid(path+".size", "is %d; must be >= 0", a.Size)
+		}
+	}
+	return nil
+}
+
+// Streams implements Command: the streams this command reads: the
+// request's and the executor's, and once the request is known, the
+// provider a probe is for or the binding a hash is for.
+func (c *RecordMeasurement) Streams(loaded States) []string {
+	out := []string{MeasurementStream(c.MeasurementID), ExecutorStream(c.ExecutorID)}
+	if st, ok := loaded[MeasurementStream(c.MeasurementID)].(Measurement); ok && st.Requested {
+		switch {
+		case st.Request.Kind == MeasurementProbe && st.Request.Provider != "":
+			out = append(out, ProviderStream(st.Request.Provider))
+		case st.Request.Kind == MeasurementHash && st.Request.BindingID != "":
+			out = append(out, BindingStream(st.Request.BindingID))
+		}
+	}
+	return out
 }
 
 // Decide implements Command: the gates.
@@ -721,13 +1139,80 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		det["output_cap_bytes"], det["stdout_bytes"], det["stderr_bytes"] = m.Request.OutputCapBytes, len(r.StdoutExcerpt), len(r.StderrExcerpt)
 		return nil, refuse(CodeOutputCapExceeded, det, "an excerpt is longer than the request's output cap of %d bytes", m.Request.OutputCapBytes)
 	}
+	if err := m.kindMatches(r, det); err != nil {
+		return nil, err
+	}
 	env := c.Envelope
 	env.Signatures = slices.Clone(env.Signatures)
 	rec := NewEvent{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementRecorded, Data: json.RawMessage(slices.Clone(c.Payload)), Envelope: &env}
-	if !m.Uncertain && in.At.After(m.Claim.LeaseUntil) {
+	if m.Uncertain {
+		return []NewEvent{rec}, nil // late, beside the recorded uncertainty
+	}
+	if in.At.After(m.Claim.LeaseUntil) {
 		// A late result: the uncertainty is recorded first, the result
-		// beside it, never over it.
+		// beside it, never over it. It derives nothing: what it says about
+		// a provider or a binding is as uncertain as the run.
 		return []NewEvent{m.uncertain(in.At), rec}, nil
 	}
-	return []NewEvent{rec}, nil
+	out := []NewEvent{rec}
+	switch m.Request.Kind {
+	case MeasurementProbe:
+		p := in.States.Provider(m.Request.Provider)
+		if !p.Declared {
+			return nil, providerUnknown(m.Request.Provider)
+		}
+		spec, _ := ParseProbeArgv(m.Request.Argv) // validated when requested
+		pr := r.Probe
+		out = append(out, NewEvent{Stream: ProviderStream(p.Name), Type: TypeProbeRecorded, Data: ProbeRecorded{
+			Provider: p.Name, Kind: pr.Kind, Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency,
+			ObservedBy: c.ExecutorID, ObservedAt: r.EndedAt.UTC(), ExpectedTag: p.ModelTag,
+			// A smoke completion of another tag says nothing about this one.
+			ExactTagListed: p.ModelTag != "" && slices.Contains(pr.Models, p.ModelTag) && (spec.Kind != ProbeSmoke || spec.ModelTag == p.ModelTag),
+			MeasurementID:  c.MeasurementID, At: in.At,
+		}})
+	case MeasurementHash:
+		b := in.States.Binding(m.Request.BindingID)
+		var hashes []ArtifactHashed
+		for _, a := range r.Artifacts {
+			if a.Error != "" {
+				continue
+			}
+			hashes = append(hashes, ArtifactHashed{BindingID: m.Request.BindingID, Path: a.Path, Size: a.Size, MtimeNS: a.MtimeNS,
+				SHA256: a.SHA256, Role: a.Role, VerifiedBy: c.ExecutorID, VerifierRole: VerifierSupervisor,
+				MeasurementID: c.MeasurementID, At: in.At})
+		}
+		out = append(out, b.hashed(hashes, in.At)...)
+	}
+	return out, nil
+}
+
+// kindMatches checks that a signed result is of the request's kind: a run
+// carries no reading, a probe the reading of its approved probe, a hash
+// one reading per approved file, in order.
+func (m Measurement) kindMatches(r MeasurementResult, det map[string]any) error {
+	det["kind"] = m.Request.Kind
+	switch m.Request.Kind {
+	case MeasurementProbe:
+		spec, _ := ParseProbeArgv(m.Request.Argv)
+		if r.Probe == nil || len(r.Artifacts) > 0 || r.Probe.Kind != spec.Kind || r.Probe.Endpoint != spec.Endpoint {
+			return refuse(CodeResultKindMismatch, det, "a probe's result carries the reading of its approved %s probe of %s, and nothing else", spec.Kind, spec.Endpoint)
+		}
+	case MeasurementHash:
+		if r.Probe != nil {
+			return refuse(CodeResultKindMismatch, det, "a hash's result carries no probe reading")
+		}
+		targets, _ := ParseHashArgv(m.Request.Argv)
+		ok := len(targets) == len(r.Artifacts)
+		for i := 0; ok && i < len(targets); i++ {
+			ok = targets[i].Path == r.Artifacts[i].Path && targets[i].Role == r.Artifacts[i].Role
+		}
+		if !ok {
+			return refuse(CodeArgvNotApproved, det, "a hash's result reads exactly the approved files, in order, with their roles")
+		}
+	default:
+		if r.Probe != nil || len(r.Artifacts) > 0 {
+			return refuse(CodeResultKindMismatch, det, "a run's result carries no probe or artifact reading")
+		}
+	}
+	return nil
 }

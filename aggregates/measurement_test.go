@@ -3,6 +3,7 @@ package aggregates
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -97,7 +98,7 @@ func TestMeasurement_Decide(t *testing.T) {
 		{
 			name: "request", when: requestProbe("x"),
 			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementRequested, Data: MeasurementRequested{
-				MeasurementID: "x", Host: host, Argv: probeArgv, Kind: MeasurementProbe, Timeout: D(15 * time.Second),
+				MeasurementID: "x", Host: host, Argv: probeArgv, Kind: MeasurementRun, Timeout: D(15 * time.Second),
 				OutputCapBytes: 16 << 10, Purpose: "admission screens", At: t0}}},
 		},
 		{name: "request twice", given: []step{requestProbe("x")}, when: requestProbe("x"), code: CodeMeasurementExists},
@@ -190,5 +191,265 @@ func TestMeasurement_StoredVerbatim(t *testing.T) {
 	x := l.state(ExecutorStream(gpu1)).(Executor)
 	if _, err := events.VerifyEnvelope(e.Data, e.Envelope, x.Lookup); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Endpoint probes, artifact hashes and lease renewals (issue #6).
+
+const probeEndpoint = "http://127.0.0.1:11434/v1"
+
+// requestOf requests measurement id of kind with argv, for a provider (a
+// probe) or a binding (a hash).
+func requestOf(id, kind string, argv []string, provider, binding string) *RequestMeasurement {
+	return &RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: kind, Timeout: D(15 * time.Second),
+		OutputCapBytes: 16 << 10, Provider: provider, BindingID: binding}
+}
+
+// probeResult is a signed-ready result of a probe of argv that read pr.
+func probeResult(id string, argv []string, pr ProbeReading) MeasurementResult {
+	r := resources(id)
+	r.Argv, r.Outcome, r.Probe = argv, ResultCompleted, &pr
+	r.StdoutExcerpt, r.StdoutSHA256 = "", ""
+	return r
+}
+
+// hashResult is a result of a hash of argv that read arts.
+func hashResult(id string, argv []string, arts ...ArtifactReading) MeasurementResult {
+	r := resources(id)
+	r.Argv, r.Outcome, r.Artifacts = argv, ResultCompleted, arts
+	r.StdoutExcerpt, r.StdoutSHA256 = "", ""
+	return r
+}
+
+func TestMeasurement_Probe(t *testing.T) {
+	const tag = "qwen3-coder:30b"
+	models := []string{ProbeModels, probeEndpoint}
+	smoke := []string{ProbeSmoke, probeEndpoint, tag}
+	provider := []step{declare("ollama", KindLocal, "local_ollama", tag), limits("ollama")}
+	base := []step{provider, registered(gpu1, 1), requestOf("p", MeasurementProbe, models, "ollama", "")}
+	claimed := []step{base, claim("p", gpu1)}
+	listed := ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{"llama3:8b", tag}, Latency: D(12 * time.Millisecond), HTTPStatus: 200}
+	alias := listed
+	alias.Models = []string{"qwen3-coder:latest"}
+	otherEndpoint := listed
+	otherEndpoint.Endpoint = "http://127.0.0.1:8080/v1"
+	smokeOK := ProbeReading{Kind: ProbeSmoke, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{tag}, Latency: D(800 * time.Millisecond), HTTPStatus: 200, SmokeFinishReason: "stop"}
+	probeEvent := func(pr ProbeReading, exact bool, at time.Time) NewEvent {
+		return NewEvent{Stream: "provider-ollama", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: "ollama", Kind: pr.Kind,
+			Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency, ObservedBy: gpu1, ObservedAt: t0, ExpectedTag: tag,
+			ExactTagListed: exact, MeasurementID: "p", At: at}}
+	}
+	recorded := func(r MeasurementResult) NewEvent {
+		s := signed(r, 1)
+		return NewEvent{Stream: "measurement-p", Type: TypeMeasurementRecorded, Data: json.RawMessage(s.Payload), Envelope: &s.Envelope}
+	}
+	runGWT(t, []gwt{
+		{
+			name: "request a models probe", given: provider, when: requestOf("p", MeasurementProbe, models, "ollama", ""),
+			want: []NewEvent{{Stream: "measurement-p", Type: TypeMeasurementRequested, Data: MeasurementRequested{
+				MeasurementID: "p", Host: host, Argv: models, Kind: MeasurementProbe, Timeout: D(15 * time.Second),
+				OutputCapBytes: 16 << 10, Provider: "ollama", At: t0}}},
+		},
+		{name: "request a probe of an undeclared provider", when: requestOf("p", MeasurementProbe, models, "ollama", ""), code: CodeProviderUnknown},
+		{name: "request a probe of another endpoint than the provider's", given: provider,
+			when: requestOf("p", MeasurementProbe, []string{ProbeModels, "http://127.0.0.1:8080/v1"}, "ollama", ""), code: CodeProbeTargetMismatch},
+		{name: "request a smoke probe of an alias", given: provider,
+			when: requestOf("p", MeasurementProbe, []string{ProbeSmoke, probeEndpoint, "qwen3-coder:latest"}, "ollama", ""), code: CodeProbeTargetMismatch},
+		{
+			name: "a probe listing the exact tag is the provider's probe", given: claimed, when: signed(probeResult("p", models, listed), 1),
+			want: []NewEvent{recorded(probeResult("p", models, listed)), probeEvent(listed, true, t0)},
+		},
+		{
+			name: "a probe listing only an alias is recorded, not exact", given: claimed, when: signed(probeResult("p", models, alias), 1),
+			want: []NewEvent{recorded(probeResult("p", models, alias)), probeEvent(alias, false, t0)},
+		},
+		{
+			name:  "a smoke probe",
+			given: []step{provider, registered(gpu1, 1), requestOf("p", MeasurementProbe, smoke, "ollama", ""), claim("p", gpu1)},
+			when:  signed(probeResult("p", smoke, smokeOK), 1),
+			want:  []NewEvent{recorded(probeResult("p", smoke, smokeOK)), probeEvent(smokeOK, true, t0)},
+		},
+		{name: "a probe's result without its reading", given: claimed, when: signed(func() MeasurementResult {
+			r := probeResult("p", models, listed)
+			r.Probe = nil
+			return r
+		}(), 1), code: CodeResultKindMismatch},
+		{name: "a probe's reading of another endpoint", given: claimed, when: signed(probeResult("p", models, otherEndpoint), 1), code: CodeResultKindMismatch},
+		{name: "a run's result carrying a probe reading", given: []step{registered(gpu1, 1), requestProbe("x"), claim("x", gpu1)},
+			when: signed(func() MeasurementResult { r := resources("x"); r.Probe = &listed; return r }(), 1), code: CodeResultKindMismatch},
+		{
+			name: "a late probe derives nothing", given: []step{claimed, advance(2 * time.Minute)}, when: signed(probeResult("p", models, listed), 1),
+			want: []NewEvent{
+				{Stream: "measurement-p", Type: TypeMeasurementUncertain, Data: MeasurementUncertain{MeasurementID: "p", ExecutorID: gpu1,
+					LeaseUntil: t0.Add(time.Minute), Reason: "lease expired without a result", At: t0.Add(2 * time.Minute)}},
+				recorded(probeResult("p", models, listed)),
+			},
+		},
+	})
+}
+
+func TestMeasurement_Hash(t *testing.T) {
+	arts := artifacts()
+	argv := []string{RoleWeights + "=" + arts[0].Path, RoleServer + "=" + arts[1].Path}
+	reading := func(a BindingArtifact, sha string) ArtifactReading {
+		return ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: 1_757_000_000_000_000_000, SHA256: sha}
+	}
+	same := hashResult("h", argv, reading(arts[0], arts[0].SHA256), reading(arts[1], arts[1].SHA256))
+	missing := hashResult("h", argv, reading(arts[0], arts[0].SHA256), ArtifactReading{Path: arts[1].Path, Role: arts[1].Role, Error: "no such file or directory"})
+	changed := hashResult("h", argv, reading(arts[0], hexOf("other weights")), reading(arts[1], arts[1].SHA256))
+	swapped := hashResult("h", argv, reading(arts[1], arts[1].SHA256), reading(arts[0], arts[0].SHA256))
+	base := []step{registered(gpu1, 1), requestOf("h", MeasurementHash, argv, "", "b1"), claim("h", gpu1)}
+	hashed := func(a ArtifactReading) ArtifactHashed {
+		return ArtifactHashed{BindingID: "b1", Path: a.Path, Size: a.Size, MtimeNS: a.MtimeNS, SHA256: a.SHA256, Role: a.Role,
+			VerifiedBy: gpu1, VerifierRole: VerifierSupervisor, MeasurementID: "h", At: t0}
+	}
+	recorded := func(r MeasurementResult) NewEvent {
+		s := signed(r, 1)
+		return NewEvent{Stream: "measurement-h", Type: TypeMeasurementRecorded, Data: json.RawMessage(s.Payload), Envelope: &s.Envelope}
+	}
+	runGWT(t, []gwt{
+		{
+			name: "every file hashed becomes the binding's hash", given: base, when: signed(same, 1),
+			want: []NewEvent{recorded(same),
+				{Stream: "binding-b1", Type: TypeArtifactHashed, Data: hashed(same.Artifacts[0])},
+				{Stream: "binding-b1", Type: TypeArtifactHashed, Data: hashed(same.Artifacts[1])}},
+		},
+		{
+			name: "a file that could not be read is recorded in the measurement only", given: base, when: signed(missing, 1),
+			want: []NewEvent{recorded(missing), {Stream: "binding-b1", Type: TypeArtifactHashed, Data: hashed(missing.Artifacts[0])}},
+		},
+		{
+			name: "a changed weight hash invalidates the verified binding", given: []step{verifiedBinding("b1", "qwen", "qwen3.8:27b", arts), base},
+			when: signed(changed, 1),
+			wantFn: func(l *ledger) []NewEvent {
+				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[arts[0].Path]
+				now := hashed(changed.Artifacts[0])
+				return []NewEvent{recorded(changed),
+					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: now},
+					{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{BindingID: "b1", Reason: InvalidatedArtifactChanged,
+						Path: arts[0].Path, Was: &was, Now: &now, At: t0}},
+					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: hashed(changed.Artifacts[1])}}
+			},
+		},
+		{name: "a hash of other files than approved", given: base, when: signed(swapped, 1), code: CodeArgvNotApproved},
+		{name: "a hash's result carrying a probe reading", given: base, when: signed(func() MeasurementResult {
+			r := same
+			r.Probe = &ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: ProbeOK}
+			return r
+		}(), 1), code: CodeResultKindMismatch},
+	})
+}
+
+func TestMeasurement_RenewLease(t *testing.T) {
+	kid1 := events.KeyID(pubOf(executorKey(1)))
+	base := []step{registered(gpu1, 1), requestProbe("x")}
+	claimed := []step{base, claim("x", gpu1)}
+	renew := func(exec string, until time.Duration) *RenewMeasurementLease {
+		return &RenewMeasurementLease{MeasurementID: "x", ExecutorID: exec, LeaseUntil: t0.Add(until)}
+	}
+	runGWT(t, []gwt{
+		{
+			name: "renew", given: claimed, when: renew(gpu1, 70*time.Second),
+			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementLeaseRenewed, Data: MeasurementLeaseRenewed{
+				MeasurementID: "x", ExecutorID: gpu1, LeaseUntil: t0.Add(70 * time.Second), At: t0}}},
+		},
+		{name: "a renewal never shortens the lease", given: claimed, when: renew(gpu1, 30*time.Second), want: nil},
+		{name: "renew past the timeout and grace", given: claimed, when: renew(gpu1, 76*time.Second), code: CodeLeaseInvalid},
+		{name: "renew after the lease expired", given: []step{claimed, advance(time.Minute)}, when: renew(gpu1, 75*time.Second), code: CodeLeaseExpired},
+		{name: "renew an uncertain measurement", given: []step{claimed, advance(61 * time.Second), &MarkMeasurementUncertain{MeasurementID: "x"}},
+			when: renew(gpu1, 75*time.Second), code: CodeLeaseExpired},
+		{name: "renew another executor's claim", given: []step{claimed, registered("gpu2", 2)}, when: renew("gpu2", 70*time.Second), code: CodeNotClaimedByExecutor},
+		{name: "renew with a revoked key", given: []step{claimed, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid1, Reason: "r"}},
+			when: renew(gpu1, 70*time.Second), code: CodeExecutorKeyUnknown},
+		{name: "renew an unclaimed request", given: base, when: renew(gpu1, 70*time.Second), code: CodeMeasurementNotClaimed},
+		{name: "renew an unknown request", when: renew(gpu1, 70*time.Second), code: CodeMeasurementUnknown},
+		{name: "renew a recorded measurement", given: []step{claimed, signed(resources("x"), 1)}, when: renew(gpu1, 70*time.Second), code: CodeMeasurementAlreadyRecorded},
+		{name: "a renewed lease holds uncertainty off", given: []step{claimed, renew(gpu1, 75*time.Second), advance(70 * time.Second)},
+			when: &MarkMeasurementUncertain{MeasurementID: "x"}, code: CodeLeaseHeld},
+		{
+			name: "a result within the renewed lease is not late", given: []step{claimed, renew(gpu1, 75*time.Second), advance(70 * time.Second)},
+			when: func() *RecordMeasurement {
+				r := resources("x")
+				r.EndedAt = t0.Add(69 * time.Second)
+				return signed(r, 1)
+			}(),
+			want: func() []NewEvent {
+				r := resources("x")
+				r.EndedAt = t0.Add(69 * time.Second)
+				s := signed(r, 1)
+				return []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementRecorded, Data: json.RawMessage(s.Payload), Envelope: &s.Envelope}}
+			}(),
+		},
+	})
+}
+
+func TestRequestMeasurement_Validate(t *testing.T) {
+	cases := []struct {
+		name string
+		data string
+		path string // "" for valid
+	}{
+		{name: "a run", data: `{"measurement_id":"m","host":"h","kind":"run","argv":["python3","bench.py"],"timeout":"10s","output_cap_bytes":16384}`},
+		{name: "a models probe", data: `{"measurement_id":"m","host":"h","kind":"probe","provider":"p","argv":["models","http://127.0.0.1:11434/v1"],"timeout":"10s","output_cap_bytes":16384}`},
+		{name: "a smoke probe", data: `{"measurement_id":"m","host":"h","kind":"probe","provider":"p","argv":["smoke","https://gpu.lan:8080","qwen3:8b"],"timeout":"10s","output_cap_bytes":16384}`},
+		{name: "a hash", data: `{"measurement_id":"m","host":"h","kind":"hash","binding_id":"b","argv":["weights=/m/w.gguf","server=/opt/llama-server"],"timeout":"10s","output_cap_bytes":16384}`},
+		{name: "a run naming a provider", data: `{"measurement_id":"m","host":"h","kind":"run","provider":"p","argv":["true"],"timeout":"10s","output_cap_bytes":1}`, path: "data.provider"},
+		{name: "a run naming a binding", data: `{"measurement_id":"m","host":"h","kind":"run","binding_id":"b","argv":["true"],"timeout":"10s","output_cap_bytes":1}`, path: "data.binding_id"},
+		{name: "a probe without provider", data: `{"measurement_id":"m","host":"h","kind":"probe","argv":["models","http://x"],"timeout":"10s","output_cap_bytes":1}`, path: "data.provider"},
+		{name: "a probe that is a command", data: `{"measurement_id":"m","host":"h","kind":"probe","provider":"p","argv":["curl","http://x"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv[0]"},
+		{name: "a probe of a file URL", data: `{"measurement_id":"m","host":"h","kind":"probe","provider":"p","argv":["models","file:///etc/passwd"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv[1]"},
+		{name: "a probe URL with a query", data: `{"measurement_id":"m","host":"h","kind":"probe","provider":"p","argv":["models","http://x/v1?a=b"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv[1]"},
+		{name: "a smoke probe without its tag", data: `{"measurement_id":"m","host":"h","kind":"probe","provider":"p","argv":["smoke","http://x"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv"},
+		{name: "a hash without binding", data: `{"measurement_id":"m","host":"h","kind":"hash","argv":["weights=/w"],"timeout":"10s","output_cap_bytes":1}`, path: "data.binding_id"},
+		{name: "a hash of an unknown role", data: `{"measurement_id":"m","host":"h","kind":"hash","binding_id":"b","argv":["model=/w"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv[0]"},
+		{name: "a hash of a relative path", data: `{"measurement_id":"m","host":"h","kind":"hash","binding_id":"b","argv":["weights=/w","server=llama-server"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv[1]"},
+		{name: "a hash of one path twice", data: `{"measurement_id":"m","host":"h","kind":"hash","binding_id":"b","argv":["weights=/w","config=/w"],"timeout":"10s","output_cap_bytes":1}`, path: "data.argv[1]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeCommand("RequestMeasurement", []byte(tc.data))
+			got := ""
+			if err != nil {
+				var ie *InvalidCommandError
+				if !errors.As(err, &ie) {
+					t.Fatalf("not an InvalidCommandError: %v", err)
+				}
+				got = ie.Path
+			}
+			if diff := cmp.Diff(tc.path, got); diff != "" {
+				t.Errorf("path (-want +got):\n%s\n%v", diff, err)
+			}
+		})
+	}
+}
+
+// TestRecordMeasurement_ValidateReadings: a probe's and a hash's readings
+// are shape-checked before any state is read.
+func TestRecordMeasurement_ValidateReadings(t *testing.T) {
+	badOutcome := probeResult("p", []string{ProbeModels, probeEndpoint}, ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: "fine"})
+	badHash := hashResult("h", []string{"weights=/w"}, ArtifactReading{Path: "/w", Role: RoleWeights, SHA256: "abc"})
+	unread := hashResult("h", []string{"weights=/w"}, ArtifactReading{Path: "/w", Role: RoleWeights, Error: "permission denied"})
+	for _, tc := range []struct {
+		name string
+		cmd  *RecordMeasurement
+		path string
+	}{
+		{"a probe outcome outside the enumeration", signed(badOutcome, 1), "data.payload.probe.outcome"},
+		{"an artifact digest that is not one", signed(badHash, 1), "data.payload.artifacts[0].sha256"},
+		{"an artifact not read carries its error, no digest", signed(unread, 1), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if err := tc.cmd.Validate(); err != nil {
+				var ie *InvalidCommandError
+				if !errors.As(err, &ie) {
+					t.Fatalf("not an InvalidCommandError: %v", err)
+				}
+				got = ie.Path
+			}
+			if diff := cmp.Diff(tc.path, got); diff != "" {
+				t.Errorf("path (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -141,7 +141,10 @@ type ProbeRecorded struct {
 	ObservedAt     time.Time `json:"observed_at"`
 	ExpectedTag    string    `json:"expected_tag"`
 	ExactTagListed bool      `json:"exact_tag_listed"`
-	At             time.Time `json:"at"`
+	// MeasurementID names the signed probe measurement this probe was read
+	// from, when an executor ran it (ObservedBy is then the executor).
+	MeasurementID string    `json:"measurement_id,omitempty"`
+	At            time.Time `json:"at"`
 }
 
 // Exists reports whether the provider stream has events.

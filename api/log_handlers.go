@@ -107,6 +107,10 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 		}
 		req.Streams[i] = events.StreamAppend{Stream: sa.Stream, Expected: sa.ExpectedVersion, Events: ps}
 	}
+	if err := s.checkEnvelopes(r, &req, single); err != nil { // api/signed.go
+		writeError(w, err)
+		return
+	}
 	o, err := s.ledger.Append(r.Context(), req)
 	if err != nil {
 		if single != "" {

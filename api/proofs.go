@@ -37,21 +37,31 @@ func queryUint(r *http.Request, name string, def uint64, required bool) (uint64,
 	return n, nil
 }
 
+// inclusionProof serves GET /v1/proof/inclusion?position=P&size=N: the RFC
+// 6962 inclusion proof of the leaf at P in the tree of the first N events
+// (default: the acknowledged head), hashes in RFC order. The root is the
+// one a signed checkpoint of size N carries; clients check the proof
+// against that checkpoint, never against this answer alone.
 func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) {
-	head := s.ledger.Head().Size
+	head := s.ledger.Head()
 	pos, err := queryUint(r, "position", 0, true)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	size, err := queryUint(r, "size", head, false)
+	size, err := queryUint(r, "size", head.Size, false)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if size > head || pos >= size {
+	switch {
+	case size == 0:
+		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Field: "size",
+			Message: "the empty tree (size 0) has no leaves: no inclusion proof exists in it"})
+		return
+	case size > head.Size || pos >= size:
 		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound,
-			Message: fmt.Sprintf("need position < size <= head; got position %d, size %d, head %d", pos, size, head)})
+			Message: fmt.Sprintf("need position < size <= head; got position %d, size %d, head %d", pos, size, head.Size)})
 		return
 	}
 	ctx := r.Context()
@@ -65,7 +75,7 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	root, err := events.RootAt(ctx, s.ledger, size)
+	root, err := s.rootAt(r, head, size)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -73,40 +83,60 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, client.InclusionOut{Position: pos, Size: size, LeafHash: leaf[0], Root: root[:], Hashes: hashes})
 }
 
+// consistencyProof serves GET /v1/proof/consistency?from=A&to=B (to
+// defaults to the head): the RFC 6962 consistency proof between the trees
+// of the first A and B events. From the empty tree (A = 0) it is the empty
+// proof and root_from is SHA-256 of the empty string; A = B is the empty
+// proof too.
 func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) {
-	head := s.ledger.Head().Size
+	head := s.ledger.Head()
 	from, err := queryUint(r, "from", 0, true)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	to, err := queryUint(r, "to", head, false)
+	to, err := queryUint(r, "to", head.Size, false)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if from > to || to > head {
+	if from > to || to > head.Size {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound,
-			Message: fmt.Sprintf("need from <= to <= head; got from %d, to %d, head %d", from, to, head)})
+			Message: fmt.Sprintf("need from <= to <= head; got from %d, to %d, head %d", from, to, head.Size)})
 		return
 	}
 	ctx := r.Context()
-	hashes, err := events.ConsistencyProof(ctx, s.ledger, from, to)
+	hashes := [][]byte{}
+	if from > 0 && from < to {
+		if hashes, err = events.ConsistencyProof(ctx, s.ledger, from, to); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	r1, err := s.rootAt(r, head, from)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	r1, err := events.RootAt(ctx, s.ledger, from)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	r2, err := events.RootAt(ctx, s.ledger, to)
+	r2, err := s.rootAt(r, head, to)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, client.ConsistencyOut{From: from, To: to, RootFrom: r1[:], RootTo: r2[:], Hashes: hashes})
+}
+
+// rootAt returns the root of the first size events: SHA-256 of the empty
+// string for 0, the head's root (already computed) for the head, else
+// folded from the stored nodes.
+func (s *Server) rootAt(r *http.Request, head events.Head, size uint64) ([32]byte, error) {
+	switch size {
+	case 0:
+		return events.EmptyRoot, nil
+	case head.Size:
+		return head.Root, nil
+	}
+	return events.RootAt(r.Context(), s.ledger, size)
 }
 
 // tileParams parses "<N>[.p/<W>]" and returns the tile index and the number

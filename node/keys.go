@@ -32,6 +32,91 @@ type KeySet struct {
 // keysDir returns <data>/keys.
 func keysDir(data string) string { return filepath.Join(data, "keys") }
 
+// LedgerDir returns the Pebble folder of the node whose data folder is
+// data: <data>/ledger (what `greffe verify --data` opens read-only).
+func LedgerDir(data string) string { return filepath.Join(data, "ledger") }
+
+// KeyInfo describes one checkpoint signing key of a data folder.
+type KeyInfo struct {
+	// Hash is the key hash, 8 hex digits: what `greffe keys retire` takes.
+	Hash string `json:"hash"`
+	// Name is the key's name: the ledger's checkpoint origin.
+	Name string `json:"name"`
+	// Verifier is the note verifier key to give auditors and witnesses.
+	Verifier string `json:"verifier"`
+	// Active keys sign; retired ones only stay published as verifiers.
+	Active bool `json:"active"`
+}
+
+// ErrNoKeys is returned by KeysOrigin when the data folder has no key.
+var ErrNoKeys = errors.New("keys: the data folder has no key")
+
+// ListKeys returns the keys of a data folder, active ones first, without
+// checking their names against a ledger (they are shown as they are).
+func ListKeys(data string) ([]KeyInfo, error) {
+	var out []KeyInfo
+	for _, d := range []struct {
+		dir    string
+		active bool
+	}{{keysDir(data), true}, {filepath.Join(keysDir(data), "retired"), false}} {
+		entries, err := os.ReadDir(d.dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".pub") {
+				continue
+			}
+			vb, err := os.ReadFile(filepath.Join(d.dir, e.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("keys: %w", err)
+			}
+			vkey := strings.TrimSpace(string(vb))
+			v, err := note.NewVerifier(vkey)
+			if err != nil {
+				return nil, fmt.Errorf("keys: %s: %w", e.Name(), err)
+			}
+			out = append(out, KeyInfo{Hash: fmt.Sprintf("%08x", v.KeyHash()), Name: v.Name(), Verifier: vkey, Active: d.active})
+		}
+	}
+	return out, nil
+}
+
+// VerifierKeys returns the verifier keys of every key of a data folder,
+// active and retired: the default verifier set of an offline verify.
+func VerifierKeys(data string) ([]string, error) {
+	keys, err := ListKeys(data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.Verifier
+	}
+	return out, nil
+}
+
+// KeysOrigin returns the name every key of the data folder carries (the
+// ledger's origin), ErrNoKeys when there is none.
+func KeysOrigin(data string) (string, error) {
+	keys, err := ListKeys(data)
+	if err != nil {
+		return "", err
+	}
+	if len(keys) == 0 {
+		return "", ErrNoKeys
+	}
+	for _, k := range keys[1:] {
+		if k.Name != keys[0].Name {
+			return "", fmt.Errorf("keys: %s is for %q, %s for %q: the folder mixes ledgers", keys[0].Hash, keys[0].Name, k.Hash, k.Name)
+		}
+	}
+	return keys[0].Name, nil
+}
+
 // LoadOrCreateKeys loads the node's keys for origin, creating one when the
 // folder has none (first start).
 func LoadOrCreateKeys(data, origin string) (*KeySet, error) {

@@ -16,8 +16,11 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/projections"
 )
 
 // Version is the greffe version reported by nodes and executors.
@@ -39,6 +42,21 @@ type Config struct {
 	LedgerID string
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
+	// Clock is the node's clock: the time of every command and the time the
+	// read models are judged at. Default: the system clock. A
+	// commands.SettableClock (commands.ManualClock) also lets a command
+	// carry its own time ("at"): for tests, fixtures and `greffe demo`
+	// only, never for a ledger that is evidence.
+	Clock commands.Clock
+	// Policy is the node's policy (budgets, freshness windows, screens).
+	// Nil means aggregates.DefaultPolicy(); an invalid one refuses to start.
+	Policy *aggregates.Policy
+	// Ecosystem turns on the Kafka export and the KurrentDB gRPC surface
+	// (node/ecosystem.go). Zero: both off.
+	Ecosystem EcosystemConfig
+	// Cluster makes the node a raft cluster member (node/cluster.go); the
+	// zero value is a single node.
+	Cluster ClusterConfig
 }
 
 // Node is a running greffe node. Open starts it; Close stops it.
@@ -47,11 +65,18 @@ type Node struct {
 	Store *pebblelog.Store
 	API   *api.Server
 	Keys  *KeySet
+	// Commands decides and appends commands; Projections keeps the read
+	// models (node/domain.go).
+	Commands    *commands.Handler
+	Projections *projections.Set
+	// Ecosystem holds the Kafka exporter and the gRPC surface, when on.
+	Ecosystem *Ecosystem
 
 	closers []func() error
 	wg      sync.WaitGroup
 	once    sync.Once
 	addr    net.Addr
+	cluster *clusterMember // nil for a single node (node/cluster.go)
 }
 
 // DefaultDataDir is where `greffe serve` keeps its data by default.
@@ -77,6 +102,9 @@ func Open(cfg Config) (*Node, error) {
 	sc.Dir = filepath.Join(cfg.DataDir, "ledger")
 	sc.LedgerID = cfg.LedgerID
 	sc.Logger = cfg.Logger
+	if err := n.prepareCluster(&sc); err != nil {
+		return nil, err
+	}
 	st, err := pebblelog.Open(sc)
 	if err != nil {
 		return nil, err
@@ -97,6 +125,10 @@ func Open(cfg Config) (*Node, error) {
 	ac.NodeID = cfg.NodeID
 	ac.Version = Version
 	ac.Logger = cfg.Logger
+	if err := n.openCluster(&ac); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if ac.Verifiers == nil {
 		ac.Verifiers = func() []string { return append([]string(nil), ks.Verifiers...) }
 	}
@@ -106,6 +138,16 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.API = srv
+	n.startKeyRing() // signed appends are checked against the key ring (keyring.go)
+	if err := n.openDomain(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.watchLeases() // leases.go
+	if err := n.openEcosystem(); err != nil {
+		n.Close()
+		return nil, err
+	}
 	addr, err := srv.Listen()
 	if err != nil {
 		n.Close()
@@ -114,6 +156,10 @@ func Open(cfg Config) (*Node, error) {
 	n.addr = addr
 	// The API closes first so that no request reaches a closed store.
 	n.closers = append([]func() error{srv.Close}, n.closers...)
+	if err := n.startCluster(); err != nil {
+		n.Close()
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -144,6 +190,8 @@ func (n *Node) Serve(ctx context.Context) error {
 	case err := <-errc:
 		cerr := n.Close()
 		return errors.Join(err, cerr)
+	case <-n.clusterDone():
+		return errors.Join(n.clusterStopped(), n.Close())
 	}
 }
 

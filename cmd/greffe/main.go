@@ -122,7 +122,11 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newServeCmd(), newAppendCmd(), newReadCmd(), newTailCmd(), newCheckpointCmd(),
-		newInfoCmd(), newBenchCmd(),
+		newInfoCmd(), newBenchCmd(), newClusterCmd(),
+		newExportCmd(), newMirrorCmd(),
+		newExecutorCmd(),
+		newVerifyCmd(), newProveCmd(), newKeysCmd(),
+		newCmdCmd(), newApplyCmd(), newMatrixCmd(), newDemoCmd(), newVerifyProjectionsCmd(),
 	)
 	return root
 }

@@ -49,5 +49,10 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.API.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
 	f.StringVar(&cfg.API.TLSKey, "tls-key", "", "TLS private key (PEM)")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	registerClusterFlags(f, &cfg.Cluster)
+	f.StringVar(&cfg.Ecosystem.GRPC.Addr, "grpc", "", "also serve the KurrentDB/EventStoreDB gRPC protocol on this address (loopback only), e.g. 127.0.0.1:2113")
+	f.StringSliceVar(&cfg.Ecosystem.Kafka.Brokers, "export-kafka-brokers", nil, "export the log to Kafka: bootstrap brokers HOST:PORT,... (with --export-kafka-topic)")
+	f.StringVar(&cfg.Ecosystem.Kafka.Topic, "export-kafka-topic", "", "Kafka topic the export writes to; it must exist")
+	f.Uint64Var(&cfg.Ecosystem.Kafka.From, "export-kafka-from", 0, "first position to export when the topic holds nothing of this ledger yet")
 	return c
 }

@@ -2,6 +2,7 @@ package pebblelog
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -17,14 +18,45 @@ import (
 // leaves of the partial tile at the right edge are hashed from the events.
 // Readers see only acknowledged leaves.
 
-// nodeCache holds nodes of level >= 8 computed by folding: they cover at
-// least 256 acknowledged leaves and never change. It is cleared when full.
+// nodeCache holds what proofs keep reading and never changes once its
+// leaves are acknowledged, so that a proof costs a few hashes instead of
+// Pebble reads and hundreds of hashes (BenchmarkInclusionProof):
+//
+//   - nodes of level >= 8, stored or folded (cleared when full);
+//   - full leaf tiles (at most maxTileCache, a random one evicted when full):
+//     the siblings of levels 0-3 are folded from them;
+//   - the 16 level-4 nodes of full tiles ("summaries", cleared when full):
+//     the siblings of levels 4-7 are folded from them;
+//   - the leaf hashes of the partial tile at the right edge (edge): without
+//     it every proof touching the right border (nearly every proof at the
+//     head) would read and hash up to 255 events. The cached prefix stays
+//     valid as the tile fills.
+//
+// The tile-derived entries are tied to the Pebble handle they were read
+// from (db): a restore swaps the handle, which drops them.
 type nodeCache struct {
 	mu    sync.Mutex
-	nodes map[compact.NodeID][]byte
+	nodes map[compact.NodeID][]byte // guarded by mu
+	db    *pebble.DB                // guarded by mu: the handle tiles, sums and edge were read from
+	tiles map[uint64][]byte         // guarded by mu
+	sums  map[uint64]*[16][32]byte  // guarded by mu
+	edge  edgeTile                  // guarded by mu
 }
 
-const maxNodeCache = 1 << 16
+// edgeTile is the cached prefix of a partial leaf tile.
+type edgeTile struct {
+	index  uint64
+	leaves []byte // append-only; a prefix handed out is never written again
+}
+
+// Cache bounds. maxNodeCache nodes cost about 100 bytes each; a tile 8 KiB
+// (maxTileCache: 16 MiB); a summary 512 bytes (maxSumCache: 8 MiB, the
+// tiles of 4 million events).
+const (
+	maxNodeCache = 1 << 16
+	maxTileCache = 2048
+	maxSumCache  = 1 << 14
+)
 
 func (c *nodeCache) get(id compact.NodeID) ([]byte, bool) {
 	c.mu.Lock()
@@ -40,6 +72,78 @@ func (c *nodeCache) put(id compact.NodeID, h []byte) {
 		c.nodes = make(map[compact.NodeID][]byte)
 	}
 	c.nodes[id] = h
+}
+
+// sameDBLocked drops the tile-derived entries read from another handle.
+// REQUIRES: c.mu held.
+func (c *nodeCache) sameDBLocked(db *pebble.DB) {
+	if c.db != db {
+		c.db, c.tiles, c.sums, c.edge = db, nil, nil, edgeTile{}
+	}
+}
+
+func (c *nodeCache) tile(db *pebble.DB, t uint64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sameDBLocked(db)
+	return c.tiles[t]
+}
+
+func (c *nodeCache) putTile(db *pebble.DB, t uint64, leaves []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sameDBLocked(db)
+	if c.tiles == nil {
+		c.tiles = make(map[uint64][]byte)
+	}
+	if len(c.tiles) >= maxTileCache {
+		for k := range c.tiles { // map order is random: a random victim
+			delete(c.tiles, k)
+			break
+		}
+	}
+	c.tiles[t] = leaves
+}
+
+func (c *nodeCache) sum(db *pebble.DB, t uint64) *[16][32]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sameDBLocked(db)
+	return c.sums[t]
+}
+
+func (c *nodeCache) putSum(db *pebble.DB, t uint64, sum *[16][32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sameDBLocked(db)
+	if c.sums == nil || len(c.sums) >= maxSumCache {
+		c.sums = make(map[uint64]*[16][32]byte)
+	}
+	c.sums[t] = sum
+}
+
+// edgeLeaves returns the cached leaves of partial tile t read from db (a
+// prefix: possibly fewer than needed).
+func (c *nodeCache) edgeLeaves(db *pebble.DB, t uint64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sameDBLocked(db)
+	if c.edge.index != t {
+		return nil
+	}
+	l := c.edge.leaves
+	return l[:len(l):len(l)]
+}
+
+// putEdge records a longer prefix of partial tile t.
+func (c *nodeCache) putEdge(db *pebble.DB, t uint64, leaves []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sameDBLocked(db)
+	if c.edge.index == t && len(c.edge.leaves) >= len(leaves) {
+		return
+	}
+	c.edge = edgeTile{index: t, leaves: leaves}
 }
 
 // ReadHashes implements events.HashReader: it returns the hash of each
@@ -95,16 +199,34 @@ type treeReader struct {
 }
 
 func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
+	if id.Level >= tileHeight {
+		if h, ok := r.s.nodes.get(id); ok {
+			return h, nil
+		}
+	}
 	if id.Level >= tileHeight && id.Level%tileHeight == 0 {
 		h, err := r.s.get(hashKey(id.Level, id.Index))
 		if err != nil {
 			return nil, fmt.Errorf("node %d/%d: %w", id.Level, id.Index, err)
 		}
+		r.s.nodes.put(id, h)
 		return h, nil
 	}
-	if id.Level >= tileHeight {
-		if h, ok := r.s.nodes.get(id); ok {
-			return h, nil
+	if id.Level >= sumLevel && id.Level < tileHeight {
+		// Levels 4-7 inside a full tile: fold the tile's level-4 nodes.
+		first := id.Index << id.Level
+		if t := first / tileWidth; (t+1)*tileWidth <= r.size {
+			sum, err := r.summary(t)
+			if err != nil {
+				return nil, err
+			}
+			j := first/(1<<sumLevel) - t*(tileWidth>>sumLevel)
+			n := uint64(1) << (id.Level - sumLevel)
+			hs := make([][]byte, n)
+			for k := range hs {
+				hs[k] = sum[j+uint64(k)][:]
+			}
+			return fold(hs), nil
 		}
 	}
 	base := id.Level - id.Level%tileHeight
@@ -118,6 +240,32 @@ func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
 		r.s.nodes.put(id, h)
 	}
 	return h, nil
+}
+
+// sumLevel is the level of the nodes a tile summary holds: 16 per tile.
+const sumLevel = 4
+
+// summary returns the level-4 nodes of full tile t, folding them from its
+// leaves (240 hashes) the first time.
+func (r *treeReader) summary(t uint64) (*[16][32]byte, error) {
+	if sum := r.s.nodes.sum(r.s.db, t); sum != nil {
+		return sum, nil
+	}
+	leaves, err := r.leafTile(t)
+	if err != nil {
+		return nil, err
+	}
+	sum := new([16][32]byte)
+	group := make([][]byte, 1<<sumLevel)
+	for i := range sum {
+		for k := range group {
+			off := (i<<sumLevel + k) * 32
+			group[k] = leaves[off : off+32]
+		}
+		copy(sum[i][:], fold(group))
+	}
+	r.s.nodes.putSum(r.s.db, t, sum)
+	return sum, nil
 }
 
 // base returns nodes [lo, hi) of a tile-base level.
@@ -168,43 +316,80 @@ func (r *treeReader) leaves(lo, hi uint64) ([][]byte, error) {
 }
 
 // leafTile returns the leaf hashes of tile t: the stored tile when full, or
-// the hashes of its acknowledged events when it is the partial right edge.
+// the hashes of its acknowledged events when it is the partial right edge
+// (from the edge cache, hashing only the events it does not hold yet).
 func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 	if tile, ok := r.tiles[t]; ok {
 		return tile, nil
 	}
 	var tile []byte
 	if (t+1)*tileWidth <= r.size {
-		raw, err := r.s.get(leafTileKey(t))
-		if err != nil {
-			return nil, fmt.Errorf("leaf tile %d: %w", t, err)
-		}
-		if len(raw) != tileWidth*32 {
-			return nil, fmt.Errorf("leaf tile %d of %d bytes: %w", t, len(raw), events.ErrCorrupt)
-		}
-		tile = raw
-	} else {
-		for pos := t * tileWidth; pos < r.size; pos++ {
-			raw, err := r.s.get(eventKey(pos))
+		if tile = r.s.nodes.tile(r.s.db, t); tile == nil {
+			raw, err := r.s.get(leafTileKey(t))
 			if err != nil {
-				return nil, fmt.Errorf("position %d: %w", pos, err)
+				return nil, fmt.Errorf("leaf tile %d: %w", t, err)
 			}
-			h := events.LeafHash(raw)
-			tile = append(tile, h[:]...)
+			if len(raw) != tileWidth*32 {
+				return nil, fmt.Errorf("leaf tile %d of %d bytes: %w", t, len(raw), events.ErrCorrupt)
+			}
+			tile = raw
+			r.s.nodes.putTile(r.s.db, t, tile)
+		}
+	} else {
+		need := (r.size - t*tileWidth) * 32
+		cached := r.s.nodes.edgeLeaves(r.s.db, t)
+		if uint64(len(cached)) >= need {
+			tile = cached[:need:need]
+		} else {
+			tile = make([]byte, len(cached), need)
+			copy(tile, cached)
+			it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(t*tileWidth + uint64(len(cached))/32), UpperBound: eventKey(r.size)})
+			if err != nil {
+				return nil, err
+			}
+			for ok := it.First(); ok; ok = it.Next() {
+				if pos := binary.BigEndian.Uint64(it.Key()[1:]); pos != t*tileWidth+uint64(len(tile))/32 {
+					_ = it.Close()
+					return nil, fmt.Errorf("position %d missing: %w", t*tileWidth+uint64(len(tile))/32, events.ErrCorrupt)
+				}
+				h := events.LeafHash(it.Value())
+				tile = append(tile, h[:]...)
+			}
+			if err := it.Close(); err != nil {
+				return nil, err
+			}
+			if uint64(len(tile)) != need {
+				return nil, fmt.Errorf("position %d missing: %w", t*tileWidth+uint64(len(tile))/32, events.ErrCorrupt)
+			}
+			r.s.nodes.putEdge(r.s.db, t, tile)
 		}
 	}
 	r.tiles[t] = tile
 	return tile, nil
 }
 
-// fold hashes a power-of-two run of sibling nodes up to their root.
+// fold hashes a power-of-two run of sibling nodes up to their root, in one
+// scratch buffer and without allocating per node (proof serving folds up to
+// 247 nodes per inclusion proof).
 func fold(h [][]byte) []byte {
 	if len(h) == 1 {
 		return h[0]
 	}
-	level := make([][]byte, len(h)/2)
-	for i := range level {
-		level[i] = events.Hasher.HashChildren(h[2*i], h[2*i+1])
+	buf := make([]byte, 32*len(h)/2)
+	var in [65]byte
+	in[0] = 1 // RFC 6962 node prefix
+	for i := 0; i < len(h)/2; i++ {
+		copy(in[1:33], h[2*i])
+		copy(in[33:], h[2*i+1])
+		sum := sha256.Sum256(in[:])
+		copy(buf[32*i:], sum[:])
 	}
-	return fold(level)
+	for n := len(h) / 2; n > 1; n /= 2 {
+		for i := 0; i < n/2; i++ {
+			copy(in[1:], buf[64*i:64*i+64])
+			sum := sha256.Sum256(in[:])
+			copy(buf[32*i:], sum[:])
+		}
+	}
+	return buf[:32:32]
 }

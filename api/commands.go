@@ -1,0 +1,79 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/commands"
+)
+
+// MountCommands adds POST /v1/commands (writers; an executor's token may
+// send only commands.ExecutorCommands) and GET /v1/policy (readers). Call
+// it before Serve.
+func (s *Server) MountCommands(h *commands.Handler) {
+	s.Handle("POST /v1/commands", s.postCommand(h), RoleWriter, RoleExecutor)
+	s.Handle("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, h.Policy())
+	}, readerRoles()...)
+}
+
+// positionHeader carries the log size that includes a command's outcome
+// (also on refusals): read your own writes with min_position.
+const positionHeader = "Greffe-Position"
+
+func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in client.CommandIn
+		if err := decodeBody(w, r, &in); err != nil {
+			writeError(w, err)
+			return
+		}
+		p := PrincipalFrom(r.Context())
+		if p.Role == RoleExecutor && !slices.Contains(commands.ExecutorCommands(), in.Command) {
+			writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Field: "command",
+				Message: fmt.Sprintf("an executor may send only %v, not %q", commands.ExecutorCommands(), in.Command)})
+			return
+		}
+		res, err := h.Handle(r.Context(), commands.Request{Command: in.Command, ID: in.ID, Principal: p.Name, Actor: in.Actor,
+			CorrelationID: in.CorrelationID, At: in.At, Data: in.Data})
+		if err != nil {
+			var re *commands.RefusedError
+			if errors.As(err, &re) {
+				w.Header().Set(positionHeader, strconv.FormatUint(re.Event.Position+1, 10))
+			}
+			writeError(w, commandError(err))
+			return
+		}
+		out := client.CommandOut{Command: res.Command, CommandID: res.CommandID.String(), Outcome: res.Outcome, Duplicate: res.Duplicate,
+			Events: make([]client.CommandEvent, len(res.Events)), Position: res.Position, Head: s.ledger.Head().Size, At: res.At, Retries: res.Retries}
+		for i, e := range res.Events {
+			out.Events[i] = client.CommandEvent{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, Type: e.Type,
+				LeafHash: e.LeafHash[:], RecordedAt: e.RecordedAt}
+		}
+		w.Header().Set(positionHeader, strconv.FormatUint(res.Position, 10))
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// commandError maps the commands layer's errors to API errors: 400 with
+// the JSON path for a malformed command, 422 with the gate's code and
+// details for a refusal, 409 for a conflict; the log's own errors keep
+// their mapping.
+func commandError(err error) error {
+	var ie *commands.InvalidError
+	var re *commands.RefusedError
+	var ce *commands.ConflictError
+	switch {
+	case errors.As(err, &ie):
+		return &Error{Status: http.StatusBadRequest, Code: ie.Code, Field: ie.Field, Message: ie.Message}
+	case errors.As(err, &re):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: re.Refusal.Code, Message: re.Refusal.Message, Details: re.Refusal.Details}
+	case errors.As(err, &ce):
+		return &Error{Status: http.StatusConflict, Code: ce.Code, Message: ce.Message, Details: ce.Details}
+	}
+	return err
+}

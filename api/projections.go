@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/projections"
+)
+
+// maxProjectionWait bounds how long GET /v1/projections/{name} waits for
+// min_position before answering projection_lagging.
+const maxProjectionWait = 10 * time.Second
+
+// MountProjections adds GET /v1/projections (status and lag) and GET
+// /v1/projections/{name} (readers). Call it before Serve.
+func (s *Server) MountProjections(set *projections.Set) {
+	s.Handle("GET /v1/projections", func(w http.ResponseWriter, r *http.Request) {
+		out := client.ProjectionsOut{Head: s.ledger.Head().Size, Projections: []client.ProjectionStatus{}}
+		for _, st := range set.Status() {
+			spec, _ := projections.SpecByName(st.Name)
+			out.Projections = append(out.Projections, client.ProjectionStatus{Name: st.Name, Description: spec.Description, Timed: spec.Timed,
+				Position: st.Position, Committed: st.Committed, Head: st.Head, Lag: st.Lag, Error: st.Error})
+		}
+		writeJSON(w, http.StatusOK, out)
+	}, readerRoles()...)
+	s.Handle("GET /v1/projections/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		q, at, minPos, err := projectionQuery(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if _, ok := projections.SpecByName(name); !ok {
+			writeError(w, &Error{Status: http.StatusNotFound, Code: projections.CodeUnknownProjection, Message: (&projections.UnknownError{Name: name}).Error()})
+			return
+		}
+		var b []byte
+		if at != nil {
+			b, err = set.RenderAt(r.Context(), name, *at, q)
+		} else {
+			if minPos > 0 {
+				ctx, cancel := context.WithTimeout(r.Context(), maxProjectionWait)
+				err = set.WaitFor(ctx, name, minPos)
+				cancel()
+				if err != nil {
+					w.Header().Set("Retry-After", "1")
+					writeError(w, err)
+					return
+				}
+			}
+			b, _, err = set.Render(name, q)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(append(b, '\n'))
+	}, readerRoles()...)
+}
+
+// projectionQuery reads at (a log position, or an RFC 3339 time), time,
+// key and min_position.
+func projectionQuery(r *http.Request) (projections.Query, *uint64, uint64, error) {
+	v := r.URL.Query()
+	var q projections.Query
+	var at *uint64
+	bad := func(field, msg string) error {
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidQuery, Field: field, Message: msg}
+	}
+	if s := v.Get("time"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return q, nil, 0, bad("time", "time must be an RFC 3339 time, e.g. 2026-03-01T09:00:00Z")
+		}
+		q.Time = t
+	}
+	if s := v.Get("at"); s != "" {
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+			at = &n
+		} else if t, err := time.Parse(time.RFC3339Nano, s); err == nil && q.Time.IsZero() {
+			q.Time = t
+		} else {
+			return q, nil, 0, bad("at", "at is a log position (an integer) or an RFC 3339 time, not both at and time")
+		}
+	}
+	q.Key = v.Get("key")
+	var minPos uint64
+	if s := v.Get("min_position"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return q, nil, 0, bad("min_position", "min_position must be a non-negative integer")
+		}
+		minPos = n
+	}
+	if at != nil && minPos > 0 {
+		return q, nil, 0, bad("min_position", "min_position applies to the live projection, not to an as-of render")
+	}
+	return q, at, minPos, nil
+}

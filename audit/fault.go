@@ -1,0 +1,326 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Fault kinds. They are stable codes (docs/AUDIT.md): never renamed, never
+// reused. Each names what is wrong, not how it was found.
+const (
+	// KindStoreIdentity: the store's format or ledger id is missing or not
+	// one this binary knows.
+	KindStoreIdentity = "store_identity"
+	// KindMalformedKey: a key or index value of the wrong shape.
+	KindMalformedKey = "malformed_key"
+	// KindEventMissing: no event at a position below the head (deleted, or
+	// the log truncated).
+	KindEventMissing = "event_missing"
+	// KindEventBeyondHead: an event stored at or above the recorded head.
+	KindEventBeyondHead = "event_beyond_head"
+	// KindEventUndecodable: the stored bytes are not a canonical event.
+	KindEventUndecodable = "event_undecodable"
+	// KindPositionMismatch: the event stored at position p encodes another
+	// position (events moved or swapped).
+	KindPositionMismatch = "position_mismatch"
+	// KindLeafHashMismatch: the leaf hash of the stored bytes differs from
+	// the stored (or served) leaf tile: the event's bytes were changed.
+	KindLeafHashMismatch = "leaf_hash_mismatch"
+	// KindLeafTileMissing: a full leaf tile is not stored (or not served).
+	KindLeafTileMissing = "leaf_tile_missing"
+	// KindNodeHashMismatch: a stored (or served) tree node differs from the
+	// one recomputed from the leaves.
+	KindNodeHashMismatch = "node_hash_mismatch"
+	// KindNodeMissing: a tile-base node is not stored (or not served).
+	KindNodeMissing = "node_missing"
+	// KindUnexpectedEntry: a tile or node stored beyond the log.
+	KindUnexpectedEntry = "unexpected_entry"
+	// KindStateMismatch: the recorded head (size, compact range, last
+	// recorded time) differs from the recomputed one.
+	KindStateMismatch = "state_mismatch"
+	// KindRecordedAtBackwards: recorded_at moves backwards along the log.
+	KindRecordedAtBackwards = "recorded_at_backwards"
+	// KindStreamVersion: an event's stream version is not the next one of
+	// its stream.
+	KindStreamVersion = "stream_version_mismatch"
+	// KindDuplicateEventID: two events share an id.
+	KindDuplicateEventID = "duplicate_event_id"
+	// KindStreamIndexMismatch: a stream-index entry points to another
+	// event than the one with that stream and version.
+	KindStreamIndexMismatch = "stream_index_mismatch"
+	// KindStreamIndexMissing: an event has no stream-index entry.
+	KindStreamIndexMissing = "stream_index_missing"
+	// KindIDIndexMismatch: an event-id index entry points to another event.
+	KindIDIndexMismatch = "id_index_mismatch"
+	// KindIDIndexMissing: an event is not in the event-id index.
+	KindIDIndexMissing = "id_index_missing"
+	// KindSignatureInvalid: a signature carried by an event does not verify
+	// against the key ring at that position; Reason says why
+	// (unknown_key, revoked_key, bad_signature).
+	KindSignatureInvalid = "event_signature_invalid"
+	// KindCheckpointMalformed: a stored checkpoint does not parse, names
+	// another origin, or is stored under another size.
+	KindCheckpointMalformed = "checkpoint_malformed"
+	// KindCheckpointSignature: no signature of a checkpoint verifies with the
+	// configured verifier set, or a known key's signature is altered.
+	KindCheckpointSignature = "checkpoint_signature_invalid"
+	// KindCheckpointRoot: a checkpoint's root differs from the root
+	// recomputed from the events.
+	KindCheckpointRoot = "checkpoint_root_mismatch"
+	// KindCheckpointBeyondLog: a checkpoint commits to more events than the
+	// log holds (the log was truncated).
+	KindCheckpointBeyondLog = "checkpoint_beyond_log"
+	// KindCheckpointInconsistent: the consistency proof between two
+	// successive checkpoints does not verify.
+	KindCheckpointInconsistent = "checkpoint_inconsistent"
+	// KindFork: the remembered checkpoint (--state) is not consistent with
+	// the new one: history was rewritten or forked.
+	KindFork = "fork_detected"
+	// KindRollback: the log is smaller than the remembered checkpoint.
+	KindRollback = "log_rolled_back"
+	// KindProofInvalid: a proof served by the node does not verify against
+	// the recomputed tree and the signed checkpoint.
+	KindProofInvalid = "proof_invalid"
+	// KindServerCorrupt: the node itself answered that its stored data is
+	// corrupt.
+	KindServerCorrupt = "server_reports_corrupt"
+)
+
+// kindRank orders faults at the same position: the most fundamental first
+// (a missing or moved event explains a hash mismatch at its position).
+var kindRank = map[string]int{
+	KindStoreIdentity: 0, KindMalformedKey: 1, KindEventMissing: 2, KindEventBeyondHead: 3,
+	KindEventUndecodable: 4, KindPositionMismatch: 5, KindLeafHashMismatch: 6, KindLeafTileMissing: 7,
+	KindNodeHashMismatch: 8, KindNodeMissing: 9, KindUnexpectedEntry: 10, KindDuplicateEventID: 11,
+	KindStreamVersion: 12, KindRecordedAtBackwards: 13, KindSignatureInvalid: 14,
+	KindStreamIndexMismatch: 15, KindStreamIndexMissing: 16, KindIDIndexMismatch: 17, KindIDIndexMissing: 18,
+	KindStateMismatch: 19, KindServerCorrupt: 20, KindProofInvalid: 21,
+	KindCheckpointMalformed: 22, KindCheckpointSignature: 23,
+	KindCheckpointRoot: 25, KindCheckpointInconsistent: 26, KindRollback: 27, KindFork: 28,
+}
+
+// Kinds returns every fault kind, in rank order.
+func Kinds() []string {
+	out := make([]string, 0, len(kindRank))
+	for k := range kindRank {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b string) int { return kindRank[a] - kindRank[b] })
+	return out
+}
+
+// NoPosition is the Position of a fault that no position can be blamed
+// for (a store-level problem such as a missing format record).
+const NoPosition int64 = -1
+
+// Fault is one thing found wrong.
+type Fault struct {
+	// Kind is the stable code of what is wrong (the Kind… constants).
+	Kind string `json:"kind"`
+	// Position is the first bad position, or NoPosition. For a checkpoint
+	// fault it is the first position the evidence can blame (0 when only
+	// the whole checkpoint can be blamed).
+	Position int64 `json:"position"`
+	// End, when above Position+1, ends the positions [Position, End) the
+	// fault covers: every one of them is bad (missing events), or, when
+	// Approximate, the first bad one is somewhere among them. Zero means
+	// Position alone.
+	End int64 `json:"end,omitempty"`
+	// Approximate says that the evidence locates the first bad position
+	// only to [Position, End): a subtree hash or a signed root differs and
+	// no finer evidence exists.
+	Approximate bool `json:"approximate,omitempty"`
+	// Checkpoint is the size of the checkpoint concerned, for checkpoint,
+	// fork and rollback faults.
+	Checkpoint *uint64 `json:"checkpoint_size,omitempty"`
+	// Reason refines Kind for signatures: unknown_key, revoked_key,
+	// bad_signature.
+	Reason string `json:"reason,omitempty"`
+	// KeyID is the signer's key id, for signature faults.
+	KeyID string `json:"key_id,omitempty"`
+	// Detail says what was found, for a person.
+	Detail string `json:"detail"`
+}
+
+func (f Fault) String() string {
+	where := "store"
+	switch {
+	case f.Position == NoPosition:
+	case f.Approximate && f.End > f.Position+1:
+		where = fmt.Sprintf("somewhere in positions [%d, %d)", f.Position, f.End)
+	case f.End > f.Position+1:
+		where = fmt.Sprintf("positions [%d, %d)", f.Position, f.End)
+	default:
+		where = fmt.Sprintf("position %d", f.Position)
+	}
+	if f.Checkpoint != nil {
+		where += fmt.Sprintf(" (checkpoint of size %d)", *f.Checkpoint)
+	}
+	s := fmt.Sprintf("%s: %s", where, f.Kind)
+	if f.Reason != "" {
+		s += " (" + f.Reason + ")"
+	}
+	return s + ": " + f.Detail
+}
+
+func compareFaults(a, b Fault) int {
+	if a.Position != b.Position {
+		if a.Position < b.Position {
+			return -1
+		}
+		return 1
+	}
+	if ra, rb := kindRank[a.Kind], kindRank[b.Kind]; ra != rb {
+		return ra - rb
+	}
+	if a.End != b.End {
+		if a.End < b.End {
+			return -1
+		}
+		return 1
+	}
+	if a.Detail < b.Detail {
+		return -1
+	}
+	if a.Detail > b.Detail {
+		return 1
+	}
+	return 0
+}
+
+// faults collects faults from every goroutine of a verification. It keeps
+// the lowest max faults by position (the count stays exact), so that a
+// log damaged everywhere costs bounded memory. Safe for concurrent use.
+type faults struct {
+	mu    sync.Mutex
+	max   int
+	list  []Fault // guarded by mu
+	count int     // guarded by mu
+}
+
+func newFaults(max int) *faults { return &faults{max: max} }
+
+func (c *faults) add(f Fault) {
+	if f.End <= f.Position+1 {
+		f.End, f.Approximate = 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.count++
+	c.list = append(c.list, f)
+	if len(c.list) >= 4*c.max {
+		c.trimLocked()
+	}
+}
+
+// trimLocked sorts and keeps the first max. REQUIRES: c.mu held.
+func (c *faults) trimLocked() {
+	slices.SortFunc(c.list, compareFaults)
+	c.list = slices.CompactFunc(c.list, func(a, b Fault) bool { return compareFaults(a, b) == 0 })
+	if len(c.list) > c.max {
+		c.list = c.list[:c.max]
+	}
+}
+
+func (c *faults) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count
+}
+
+// sorted returns the kept faults, sorted, and the total count.
+func (c *faults) sorted() ([]Fault, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.trimLocked()
+	return slices.Clone(c.list), c.count
+}
+
+// Report is the outcome of a verification.
+type Report struct {
+	// Source is the data folder or server verified.
+	Source string `json:"source"`
+	// LedgerID and Origin identify the ledger.
+	LedgerID string `json:"ledger_id"`
+	Origin   string `json:"origin"`
+	// Events is the number of events verified (positions replayed).
+	Events uint64 `json:"events"`
+	// Streams is the number of distinct streams.
+	Streams int `json:"streams"`
+	// Checkpoints is the number of signed checkpoints whose signature and
+	// root were checked.
+	Checkpoints int `json:"checkpoints"`
+	// Signatures is the number of DSSE signatures carried by events that
+	// were checked.
+	Signatures int `json:"signatures"`
+	// Size and Root are the recomputed head the verification covers.
+	Size uint64 `json:"size"`
+	Root []byte `json:"root"`
+	// Elapsed is the wall time of the verification.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// EventsPerSec is Events / Elapsed.
+	EventsPerSec float64 `json:"events_per_sec"`
+	// Verified is true when no fault was found.
+	Verified bool `json:"verified"`
+	// First is the first fault by position (nil when verified).
+	First *Fault `json:"first_fault,omitempty"`
+	// Faults are the first faults by position (at most Config.MaxFaults);
+	// FaultCount is how many were found in all.
+	Faults     []Fault `json:"faults,omitempty"`
+	FaultCount int     `json:"fault_count"`
+	// State is what the --state check did, when a state file was given.
+	State *StateOutcome `json:"state,omitempty"`
+}
+
+func (r *Report) finish(c *faults, start time.Time) {
+	r.Faults, r.FaultCount = c.sorted()
+	r.Verified = r.FaultCount == 0
+	r.First = pickFirst(r.Faults)
+	r.Elapsed = time.Since(start)
+	if s := r.Elapsed.Seconds(); s > 0 {
+		r.EventsPerSec = float64(r.Events) / s
+	}
+}
+
+func u64p(v uint64) *uint64 { return &v }
+
+// isRange reports whether f is located to a range of positions only.
+func (f Fault) isRange() bool { return f.Approximate && f.End > f.Position+1 }
+
+// pickFirst chooses the fault to report first among sorted faults. A range
+// fault (a subtree or checkpoint root that differs) only bounds where the
+// first bad position is; when it comes first, the ranges that overlap it
+// are intersected, and an exactly located fault inside the intersection is
+// preferred: it is the first bad position the evidence can name.
+func pickFirst(sorted []Fault) *Fault {
+	if len(sorted) == 0 {
+		return nil
+	}
+	first := sorted[0]
+	if !first.isRange() {
+		return &first
+	}
+	lo, hi := first.Position, first.End
+	tightest := first
+	for _, f := range sorted[1:] {
+		if !f.isRange() || f.Position >= hi || f.End <= lo {
+			continue
+		}
+		if f.End-f.Position < tightest.End-tightest.Position {
+			tightest = f
+		}
+		lo, hi = max(lo, f.Position), min(hi, f.End)
+	}
+	for _, f := range sorted {
+		if !f.isRange() && f.Position >= lo && f.Position < hi {
+			return &f
+		}
+	}
+	tightest.Position, tightest.End = lo, hi
+	if hi == lo+1 {
+		tightest.End, tightest.Approximate = 0, false
+	}
+	return &tightest
+}

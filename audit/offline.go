@@ -1,0 +1,299 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
+)
+
+// slackSlots is how far beyond the recorded head (or the largest
+// checkpoint) stored events are still replayed: enough to show events
+// written behind the state's back, bounded so that a tampered key such as
+// position 2^60 cannot make the auditor allocate for it.
+const slackSlots = 1 << 16
+
+// VerifyDir verifies the store of a stopped node offline: dir is the
+// Pebble folder (<data>/ledger). It opens it read-only (failing with
+// pebblelog.ErrLocked while a node holds it) and re-derives everything from
+// the stored event bytes, scanning each key space once in key order.
+//
+// A returned error means the verification could not run (exit code 2); the
+// ledger's faults are in the report (exit code 1 when any).
+func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
+	cfg.setDefaults()
+	start := time.Now()
+	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	fs := newFaults(cfg.MaxFaults)
+	rep := &Report{Source: dir}
+
+	meta := in.Meta()
+	switch {
+	case meta.FormatErr != nil:
+		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("format record: %v", meta.FormatErr)})
+	case meta.Format != pebblelog.StoreFormat:
+		return nil, fmt.Errorf("%w: store format %q, this binary verifies %q", ErrConfig, meta.Format, pebblelog.StoreFormat)
+	}
+	origin := events.Origin(meta.LedgerID)
+	if meta.LedgerErr != nil {
+		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("ledger id record: %v", meta.LedgerErr)})
+		if len(cfg.Verifiers) > 0 {
+			origin = cfg.Verifiers[0].Name()
+		}
+	}
+	rep.LedgerID, rep.Origin = meta.LedgerID, origin
+	if err := checkVerifiers(cfg.Verifiers, origin); err != nil {
+		return nil, err
+	}
+	if meta.StateErr != nil {
+		fs.add(Fault{Kind: KindStateMismatch, Position: NoPosition, Detail: fmt.Sprintf("state record: %v", meta.StateErr)})
+	}
+	state := meta.State
+
+	var cps []storedCheckpoint
+	var maxCheckpoint uint64
+	err = in.Scan(ctx, pebblelog.SpaceCheckpoints, func(e pebblelog.Entry) error {
+		size, ok := pebblelog.ParseCheckpointKey(e.Key)
+		if !ok {
+			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("checkpoint key %x", e.Key)})
+			return nil
+		}
+		cps = append(cps, storedCheckpoint{key: size, note: bytes.Clone(e.Value)})
+		maxCheckpoint = max(maxCheckpoint, size)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(cps) > 0 && len(cfg.Verifiers) == 0 {
+		return nil, fmt.Errorf("%w: the store holds %d checkpoints and no verifier key is configured", ErrConfig, len(cps))
+	}
+
+	// The index scans do not depend on the events: they run while the
+	// events are replayed, and are compared with them afterwards.
+	ig, ictx := errgroup.WithContext(ctx)
+	var se streamEntries
+	var ids []idEntry
+	ig.Go(func() error {
+		return in.Scan(ictx, pebblelog.SpaceStreams, func(e pebblelog.Entry) error {
+			stream, version, ok := pebblelog.ParseStreamKey(e.Key)
+			pos, okv := pebblelog.ParsePosition(e.Value)
+			if !ok || !okv {
+				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("stream index entry %x -> %x", e.Key, e.Value)})
+				return nil
+			}
+			se.add(stream, version, pos)
+			return nil
+		})
+	})
+	ig.Go(func() error {
+		ids = make([]idEntry, 0, state.Size)
+		return in.Scan(ictx, pebblelog.SpaceIDs, func(e pebblelog.Entry) error {
+			id, ok := pebblelog.ParseIDKey(e.Key)
+			pos, okv := pebblelog.ParsePosition(e.Value)
+			if !ok || !okv {
+				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("event-id index entry %x -> %x", e.Key, e.Value)})
+				return nil
+			}
+			ids = append(ids, idEntry{id: id, pos: pos})
+			return nil
+		})
+	})
+
+	// Replay the events.
+	var lastKey int64 = -1
+	rc := replayConfig{workers: cfg.Workers, sizeHint: state.Size, head: state.Size, maxSlots: max(state.Size, maxCheckpoint) + slackSlots}
+	if cfg.Progress != nil {
+		rc.progress = func(done uint64) { cfg.Progress(done, state.Size) }
+	}
+	r, err := replay(ctx, rc, fs, func(ctx context.Context, f *feeder) error {
+		err := in.Scan(ctx, pebblelog.SpaceEvents, func(e pebblelog.Entry) error {
+			pos, ok := pebblelog.ParseEventKey(e.Key)
+			if !ok {
+				fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("event key %x", e.Key)})
+				return nil
+			}
+			lastKey = int64(pos)
+			return f.event(pos, e.Value)
+		})
+		if err != nil {
+			return err
+		}
+		return f.missingTail(state.Size, fmt.Sprintf("the state records %d events (the log was truncated)", state.Size))
+	})
+	if ierr := ig.Wait(); err == nil {
+		err = ierr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if stored := uint64(lastKey + 1); meta.StateErr == nil && stored > state.Size {
+		fs.add(Fault{Kind: KindEventBeyondHead, Position: int64(state.Size), End: int64(stored),
+			Detail: fmt.Sprintf("events stored up to position %d, beyond the recorded head of %d events", lastKey, state.Size)})
+	}
+	if r.dropped > 0 {
+		fs.add(Fault{Kind: KindEventBeyondHead, Position: int64(r.size()),
+			Detail: fmt.Sprintf("%d events stored far beyond the recorded head of %d events were not replayed", r.dropped, state.Size)})
+	}
+	// n is the size of the log the stored tree should describe.
+	n := r.size()
+	if meta.StateErr == nil {
+		n = min(n, state.Size)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { checkStreamIndex(r, fs, &se); return nil })
+	g.Go(func() error { checkIDIndex(r, fs, ids); return nil })
+	g.Go(func() error { return checkStoredTree(gctx, in, r, n, fs) })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	if meta.StateErr == nil && state.Size <= r.size() {
+		if lo, hi, differs := compareRange(r.tree, state.Size, state.Range); differs {
+			fs.add(Fault{Kind: KindStateMismatch, Position: int64(lo), End: int64(hi), Approximate: true,
+				Detail: fmt.Sprintf("the recorded head's compact range differs from the recomputed one over positions [%d, %d)", lo, hi)})
+		}
+		if state.Size == r.size() && state.LastRecorded != r.lastAt {
+			fs.add(Fault{Kind: KindStateMismatch, Position: int64(max(state.Size, 1) - 1),
+				Detail: fmt.Sprintf("the recorded head says the last event was recorded at %d ns, the events say %d ns", state.LastRecorded, r.lastAt)})
+		}
+	}
+	nc, latest, err := checkCheckpoints(ctx, r.tree, r.size(), cps, origin, cfg.Verifiers, fs)
+	if err != nil {
+		return nil, err
+	}
+	rep.Checkpoints = nc
+	rep.Events, rep.Streams, rep.Signatures = r.size(), len(r.names), r.sigs
+	rep.Size = n
+	root := r.tree.root(n)
+	rep.Root = root[:]
+	if cfg.StateFile != "" {
+		out, err := checkState(ctx, cfg.StateFile, dir, origin, r.tree, latest, fs, localProofs{r.tree})
+		if err != nil {
+			return nil, err
+		}
+		rep.State = out
+	}
+	rep.finish(fs, start)
+	return rep, nil
+}
+
+func blameValue(pos uint64, ok bool) int64 {
+	if ok {
+		return blamePos(pos)
+	}
+	return NoPosition
+}
+
+// checkStoredTree compares the stored leaf tiles and tile-base nodes with
+// the recomputed tree of n positions.
+func checkStoredTree(ctx context.Context, in *pebblelog.Inspector, r *replayed, n uint64, fs *faults) error {
+	t := r.tree
+	tileW := uint64(pebblelog.TileWidth)
+	want := uint64(0) // next expected tile index
+	err := in.Scan(ctx, pebblelog.SpaceLeafTiles, func(e pebblelog.Entry) error {
+		idx, ok := pebblelog.ParseLeafTileKey(e.Key)
+		if !ok {
+			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("leaf tile key %x", e.Key)})
+			return nil
+		}
+		first := idx * tileW
+		if (idx+1)*tileW > n {
+			fs.add(Fault{Kind: KindUnexpectedEntry, Position: int64(first), End: int64(first + tileW),
+				Detail: fmt.Sprintf("leaf tile %d is stored, but the log holds %d events", idx, n)})
+			return nil
+		}
+		for ; want < idx; want++ {
+			fs.add(Fault{Kind: KindLeafTileMissing, Position: int64(want * tileW), End: int64((want + 1) * tileW),
+				Detail: fmt.Sprintf("leaf tile %d is not stored", want)})
+		}
+		want = idx + 1
+		if len(e.Value) != int(tileW)*32 {
+			fs.add(Fault{Kind: KindLeafHashMismatch, Position: int64(first), End: int64(first + tileW),
+				Detail: fmt.Sprintf("leaf tile %d holds %d bytes, not %d", idx, len(e.Value), tileW*32)})
+			return nil
+		}
+		ours := t.levels[0][first*32 : (first+tileW)*32]
+		if bytes.Equal(ours, e.Value) {
+			return nil
+		}
+		for i := uint64(0); i < tileW; i++ {
+			p := first + i
+			if r.streamOf[p] == missingSlot {
+				continue // reported as missing
+			}
+			if !bytes.Equal(ours[i*32:i*32+32], e.Value[i*32:i*32+32]) {
+				fs.add(Fault{Kind: KindLeafHashMismatch, Position: int64(p),
+					Detail: fmt.Sprintf("the leaf hash of the stored bytes is %x…, leaf tile %d records %x…", ours[i*32:i*32+6], idx, e.Value[i*32:i*32+6])})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for ; want < n/tileW; want++ {
+		fs.add(Fault{Kind: KindLeafTileMissing, Position: int64(want * tileW), End: int64((want + 1) * tileW),
+			Detail: fmt.Sprintf("leaf tile %d is not stored", want)})
+	}
+
+	// Nodes at levels 8, 16, …, in key order: by level, then index.
+	var level uint
+	var next uint64
+	endLevel := func() {
+		if level == 0 {
+			return
+		}
+		for ; next < n>>level; next++ {
+			fs.add(Fault{Kind: KindNodeMissing, Position: int64(next << level), End: int64((next + 1) << level),
+				Detail: fmt.Sprintf("node %d/%d is not stored", level, next)})
+		}
+	}
+	err = in.Scan(ctx, pebblelog.SpaceNodes, func(e pebblelog.Entry) error {
+		l, idx, ok := pebblelog.ParseNodeKey(e.Key)
+		if !ok || l == 0 || l%pebblelog.TileHeight != 0 || l >= 64 {
+			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("node key %x", e.Key)})
+			return nil
+		}
+		if l != level {
+			endLevel()
+			level, next = l, 0
+		}
+		lo, hi := idx<<l, (idx+1)<<l
+		if hi > n || hi>>l != idx+1 {
+			fs.add(Fault{Kind: KindUnexpectedEntry, Position: int64(min(lo, n)),
+				Detail: fmt.Sprintf("node %d/%d is stored, but the log holds %d events", l, idx, n)})
+			return nil
+		}
+		for ; next < idx; next++ {
+			fs.add(Fault{Kind: KindNodeMissing, Position: int64(next << l), End: int64((next + 1) << l),
+				Detail: fmt.Sprintf("node %d/%d is not stored", l, next)})
+		}
+		next = idx + 1
+		if !bytes.Equal(t.node(l, idx), e.Value) {
+			fs.add(Fault{Kind: KindNodeHashMismatch, Position: int64(lo), End: int64(hi), Approximate: true,
+				Detail: fmt.Sprintf("stored node %d/%d differs from the node recomputed from the events of positions [%d, %d)", l, idx, lo, hi)})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	endLevel()
+	// Levels with no stored node at all.
+	for l := level + pebblelog.TileHeight; l < 64 && n>>l > 0; l += pebblelog.TileHeight {
+		level, next = l, 0
+		endLevel()
+	}
+	return nil
+}

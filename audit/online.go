@@ -1,0 +1,441 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/transparency-dev/tessera/api/layout"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// VerifyServer verifies a running node through what it serves to anyone:
+// the signed checkpoint, the C2SP entry bundles and hash tiles under
+// /tlog/, the proof API, and the read API for the indexes. It trusts
+// nothing the node says about itself beyond the verifier keys (and those
+// only when cfg.Verifiers is empty): every entry is hashed, the tree is
+// rebuilt and compared with the served tiles, the checkpoint's signature
+// and root are checked, a sample of served proofs is checked against the
+// rebuilt tree, and a sample of events is looked up by id and by stream.
+//
+// The verification covers the log up to the node's latest checkpoint. A
+// returned error means it could not run (exit code 2).
+func VerifyServer(ctx context.Context, c *client.Client, cfg Config) (*Report, error) {
+	cfg.setDefaults()
+	start := time.Now()
+	fs := newFaults(cfg.MaxFaults)
+	rep := &Report{Source: c.Base}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("info: %w", err)
+	}
+	origin := info.Origin
+	rep.LedgerID, rep.Origin = info.LedgerID, origin
+	if origin != events.Origin(info.LedgerID) {
+		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("the node serves origin %q for ledger %q", origin, info.LedgerID)})
+	}
+	vs := cfg.Verifiers
+	if len(vs) == 0 {
+		if vs, err = ParseVerifiers(info.VerifierKeys); err != nil {
+			return nil, err
+		}
+		if len(vs) == 0 {
+			return nil, fmt.Errorf("%w: the node publishes no verifier key; pass --verifier", ErrConfig)
+		}
+	}
+	if err := checkVerifiers(vs, origin); err != nil {
+		return nil, err
+	}
+	raw, err := c.Get(ctx, "/tlog/checkpoint")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	oc := openCheckpoint(raw, origin, vs)
+	size := info.Head.Size
+	if oc.parsed {
+		size = oc.size
+	}
+
+	o := &online{c: c, cfg: cfg, fs: fs, size: size}
+	rc := replayConfig{workers: cfg.Workers, sizeHint: size, head: size, maxSlots: size}
+	if cfg.Progress != nil {
+		rc.progress = func(done uint64) { cfg.Progress(done, size) }
+	}
+	r, err := replay(ctx, rc, fs, o.feed)
+	if err != nil {
+		return nil, err
+	}
+	o.r = r
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return o.checkTiles(gctx) })
+	g.Go(func() error { return o.checkProofs(gctx, oc) })
+	g.Go(func() error { return o.checkIndexes(gctx) })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	cps := []storedCheckpoint{{key: oc.size, note: raw}}
+	if !oc.parsed {
+		cps[0].key = size
+	}
+	nc, latest, err := checkCheckpoints(ctx, r.tree, r.size(), cps, origin, vs, fs)
+	if err != nil {
+		return nil, err
+	}
+	if root := r.tree.root(size); info.Head.Size == size && info.Head.Root != base64.StdEncoding.EncodeToString(root[:]) {
+		fs.add(Fault{Kind: KindStateMismatch, Position: 0, End: int64(max(size, 1)), Approximate: true,
+			Detail: fmt.Sprintf("the node's head root %s differs from the root recomputed from its entries", info.Head.Root)})
+	}
+	rep.Checkpoints = nc
+	rep.Events, rep.Streams, rep.Signatures = r.size(), len(r.names), r.sigs
+	rep.Size = size
+	root := r.tree.root(size)
+	rep.Root = root[:]
+	if cfg.StateFile != "" {
+		out, err := checkState(ctx, cfg.StateFile, c.Base, origin, r.tree, latest, fs, serverProofs{c})
+		if err != nil {
+			return nil, err
+		}
+		rep.State = out
+	}
+	rep.finish(fs, start)
+	return rep, nil
+}
+
+// online holds one server verification.
+type online struct {
+	c    *client.Client
+	cfg  Config
+	fs   *faults
+	size uint64
+	r    *replayed
+}
+
+// codeCorrupt is the API's code for stored data that does not verify
+// (api.CodeCorrupt; audit does not import api).
+const codeCorrupt = "corrupt"
+
+// answered reports whether err is the node's answer (an HTTP status) rather
+// than a failure to reach it: an answer is evidence about the node.
+func answered(err error) (*client.Error, bool) {
+	var ae *client.Error
+	return ae, errors.As(err, &ae)
+}
+
+// feed fetches the entry bundles of [0, size), Concurrency at a time, and
+// feeds their entries in order.
+func (o *online) feed(ctx context.Context, f *feeder) error {
+	bundles := (o.size + layout.EntryBundleWidth - 1) / layout.EntryBundleWidth
+	window := uint64(o.cfg.Concurrency)
+	for lo := uint64(0); lo < bundles; lo += window {
+		hi := min(bundles, lo+window)
+		got := make([][]byte, hi-lo)
+		errs := make([]error, hi-lo)
+		g, gctx := errgroup.WithContext(ctx)
+		for i := lo; i < hi; i++ {
+			g.Go(func() error {
+				p := layout.PartialTileSize(0, i, o.size)
+				b, err := o.c.Get(gctx, "/tlog/"+layout.EntriesPath(i, p))
+				if _, ok := answered(err); err != nil && !ok {
+					return fmt.Errorf("entry bundle %d: %w", i, err)
+				}
+				got[i-lo], errs[i-lo] = b, err
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		for i := lo; i < hi; i++ {
+			first := i * layout.EntryBundleWidth
+			end := min(o.size, first+layout.EntryBundleWidth)
+			if err := errs[i-lo]; err != nil {
+				if ae, _ := answered(err); ae.Code == codeCorrupt {
+					o.fs.add(Fault{Kind: KindServerCorrupt, Position: int64(first), End: int64(end),
+						Detail: fmt.Sprintf("the node answers that entry bundle %d is corrupt: %v", i, err)})
+					if err := f.placeholders(end); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := f.missingTail(end, fmt.Sprintf("the node did not serve entry bundle %d: %v", i, err)); err != nil {
+					return err
+				}
+				continue
+			}
+			b := got[i-lo]
+			pos := first
+			for len(b) > 0 && pos < end {
+				if len(b) < 2 || len(b) < 2+int(binary.BigEndian.Uint16(b)) {
+					break
+				}
+				n := int(binary.BigEndian.Uint16(b))
+				if err := f.event(pos, b[2:2+n]); err != nil {
+					return err
+				}
+				b = b[2+n:]
+				pos++
+			}
+			if pos < end || len(b) > 0 {
+				why := fmt.Sprintf("entry bundle %d holds %d entries, %d expected, and %d bytes that are not entries", i, pos-first, end-first, len(b))
+				if err := f.missingTail(end, why); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkTiles fetches every hash tile of the checkpoint's tree and compares
+// it with the rebuilt tree.
+func (o *online) checkTiles(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.cfg.Concurrency)
+	t := o.r.tree
+	for level := uint64(0); o.size>>(8*level) > 0; level++ {
+		count := o.size >> (8 * level) // nodes at the tile's base level
+		for idx := uint64(0); idx*layout.TileWidth < count; idx++ {
+			g.Go(func() error {
+				p := layout.PartialTileSize(level, idx, o.size)
+				path := "/tlog/" + layout.TilePath(level, idx, p)
+				b, err := o.c.Get(ctx, path)
+				base := uint(8 * level)
+				first := idx * layout.TileWidth
+				width := min(layout.TileWidth, count-first)
+				lo, hi := first<<base, (first+width)<<base
+				if err != nil {
+					if _, ok := answered(err); !ok {
+						return fmt.Errorf("%s: %w", path, err)
+					}
+					kind := KindLeafTileMissing
+					if level > 0 {
+						kind = KindNodeMissing
+					}
+					o.fs.add(Fault{Kind: kind, Position: int64(lo), End: int64(hi), Detail: fmt.Sprintf("the node did not serve %s: %v", path, err)})
+					return nil
+				}
+				if uint64(len(b)) != 32*width {
+					o.fs.add(Fault{Kind: KindNodeHashMismatch, Position: int64(lo), End: int64(hi), Approximate: true, Detail: fmt.Sprintf("%s holds %d bytes, %d expected", path, len(b), 32*width)})
+					return nil
+				}
+				for j := uint64(0); j < width; j++ {
+					ours := t.node(base, first+j)
+					if bytes.Equal(ours, b[32*j:32*j+32]) {
+						continue
+					}
+					if level == 0 {
+						if o.r.streamOf[first+j] == missingSlot {
+							continue
+						}
+						o.fs.add(Fault{Kind: KindLeafHashMismatch, Position: int64(first + j),
+							Detail: fmt.Sprintf("the leaf hash of the served entry is %x…, %s serves %x…", ours[:6], path, b[32*j:32*j+6])})
+						continue
+					}
+					n := first + j
+					o.fs.add(Fault{Kind: KindNodeHashMismatch, Position: int64(n << base), End: int64((n + 1) << base), Approximate: true,
+						Detail: fmt.Sprintf("node %d/%d served in %s differs from the node rebuilt from the entries", base, n, path)})
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}
+
+// spread returns up to n distinct values in [0, size), the first and last
+// included, evenly spaced; n < 0 means all of them.
+func spread(size uint64, n int) []uint64 {
+	if size == 0 || n == 0 {
+		return nil
+	}
+	if n < 0 || uint64(n) >= size {
+		out := make([]uint64, size)
+		for i := range out {
+			out[i] = uint64(i)
+		}
+		return out
+	}
+	if n == 1 {
+		return []uint64{size - 1}
+	}
+	out := make([]uint64, 0, n)
+	for i := 0; i < n; i++ {
+		v := uint64(i) * (size - 1) / uint64(n-1)
+		if len(out) == 0 || out[len(out)-1] != v {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// checkProofs fetches a sample of inclusion and consistency proofs at the
+// checkpoint's size and checks them against the rebuilt tree and the
+// signed root.
+func (o *online) checkProofs(ctx context.Context, oc openedCheckpoint) error {
+	if o.cfg.ProofSample < 0 || o.size == 0 {
+		return nil
+	}
+	t := o.r.tree
+	root := t.root(o.size)
+	if oc.parsed && oc.size == o.size {
+		root = oc.root
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.cfg.Concurrency)
+	for _, p := range spread(o.size, o.cfg.ProofSample) {
+		g.Go(func() error {
+			var out client.InclusionOut
+			err := o.c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/inclusion?position=%d&size=%d", p, o.size), nil, &out)
+			if err != nil {
+				if _, ok := answered(err); !ok {
+					return err
+				}
+				o.fs.add(Fault{Kind: KindProofInvalid, Position: int64(p), Detail: fmt.Sprintf("no inclusion proof of position %d at size %d: %v", p, o.size, err)})
+				return nil
+			}
+			// The proof must take the node's own leaf hash to the signed
+			// root: a failure is the proof API's. (Entries that differ from
+			// the tiles are the tile check's business.)
+			if verr := VerifyInclusionProof(p, o.size, out.LeafHash, out.Hashes, root[:]); verr != nil {
+				o.fs.add(Fault{Kind: KindProofInvalid, Position: int64(p), Detail: fmt.Sprintf("GET /v1/proof/inclusion: %v", verr)})
+			}
+			return nil
+		})
+	}
+	froms := append([]uint64{0}, spread(o.size, o.cfg.ProofSample)...)
+	for _, from := range froms {
+		g.Go(func() error {
+			var out client.ConsistencyOut
+			err := o.c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, o.size), nil, &out)
+			if err != nil {
+				if _, ok := answered(err); !ok {
+					return err
+				}
+				o.fs.add(Fault{Kind: KindProofInvalid, Position: int64(from), Detail: fmt.Sprintf("no consistency proof from %d to %d: %v", from, o.size, err)})
+				return nil
+			}
+			// The proof must take the node's own root of size from to the
+			// signed root; whether that root is the entries' is the
+			// checkpoint check's business.
+			if verr := VerifyConsistencyProof(from, o.size, out.Hashes, out.RootFrom, root[:]); verr != nil {
+				o.fs.add(Fault{Kind: KindProofInvalid, Position: int64(from), Detail: fmt.Sprintf("GET /v1/proof/consistency: %v", verr)})
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// checkIndexes looks a sample of events up through the read API: by id
+// (the event-id index) and by stream and version (the stream index), and
+// reads the last event of each sampled stream.
+func (o *online) checkIndexes(ctx context.Context) error {
+	r := o.r
+	sample := spread(r.size(), o.cfg.IndexSample)
+	want := make(map[uint64]bool, len(sample))
+	streams := map[uint32]bool{}
+	for _, p := range sample {
+		if r.decoded(p) {
+			want[p] = true
+			streams[r.streamOf[p]] = true
+		}
+	}
+	// The last event of each sampled stream, in position order.
+	last := make(map[uint32]uint64, len(streams))
+	for p, s := range r.streamOf {
+		if streams[s] {
+			last[s] = uint64(p)
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.cfg.Concurrency)
+	for _, p := range sample {
+		if !want[p] {
+			continue
+		}
+		g.Go(func() error {
+			id := uuid.UUID(r.idOf[p])
+			var e events.Event
+			err := o.c.Do(ctx, http.MethodGet, "/v1/events/"+id.String(), nil, &e)
+			switch ae, ok := answered(err); {
+			case err != nil && !ok:
+				return err
+			case err != nil && ae.Status == http.StatusNotFound:
+				o.fs.add(Fault{Kind: KindIDIndexMissing, Position: int64(p), Detail: fmt.Sprintf("GET /v1/events/%s: %v", id, err)})
+			case err != nil:
+				o.fs.add(Fault{Kind: KindServerCorrupt, Position: int64(p), Detail: fmt.Sprintf("GET /v1/events/%s: %v", id, err)})
+			case e.Position != p || !bytes.Equal(e.LeafHash[:], r.tree.node(0, p)):
+				o.fs.add(Fault{Kind: KindIDIndexMismatch, Position: int64(p),
+					Detail: fmt.Sprintf("GET /v1/events/%s answers position %d (leaf %x…), the entry is at %d", id, e.Position, e.LeafHash[:6], p)})
+			}
+			return nil
+		})
+		g.Go(func() error {
+			name := r.names[r.streamOf[p]]
+			v := r.versionOf[p]
+			var out client.ReadOut
+			path := "/v1/streams/" + url.PathEscape(name) + "?from=" + strconv.FormatUint(v, 10) + "&limit=1"
+			err := o.c.Do(ctx, http.MethodGet, path, nil, &out)
+			switch ae, ok := answered(err); {
+			case err != nil && !ok:
+				return err
+			case err != nil && ae.Status != http.StatusNotFound:
+				o.fs.add(Fault{Kind: KindServerCorrupt, Position: int64(p), Detail: fmt.Sprintf("GET %s: %v", path, err)})
+			case err != nil || len(out.Events) == 0:
+				o.fs.add(Fault{Kind: KindStreamIndexMissing, Position: int64(p), Detail: fmt.Sprintf("GET %s answers no event for %s@%d", path, name, v)})
+			case out.Events[0].Position != p || out.Events[0].Version != v:
+				o.fs.add(Fault{Kind: KindStreamIndexMismatch, Position: int64(p),
+					Detail: fmt.Sprintf("GET %s answers %s@%d at position %d; %s@%d is at position %d", path, name, out.Events[0].Version, out.Events[0].Position, name, v, p)})
+			}
+			return nil
+		})
+	}
+	for s := range streams {
+		g.Go(func() error {
+			name, lastPos := r.names[s], last[s]
+			lastV := r.versionOf[lastPos]
+			var out client.ReadOut
+			path := "/v1/streams/" + url.PathEscape(name) + "?direction=backward&limit=1"
+			err := o.c.Do(ctx, http.MethodGet, path, nil, &out)
+			if _, ok := answered(err); err != nil && !ok {
+				return err
+			}
+			if err != nil || len(out.Events) == 0 {
+				o.fs.add(Fault{Kind: KindStreamIndexMissing, Position: int64(lastPos), Detail: fmt.Sprintf("GET %s: no last event (%v)", path, err)})
+				return nil
+			}
+			// Events appended after the checkpoint may follow the entries'
+			// last one; nothing else may.
+			e := out.Events[0]
+			if (e.Version == lastV && e.Position != lastPos) || e.Version < lastV || (e.Version > lastV && e.Position < o.size) {
+				o.fs.add(Fault{Kind: KindStreamIndexMismatch, Position: int64(min(lastPos, e.Position)),
+					Detail: fmt.Sprintf("GET %s answers %s@%d at position %d; the entries end the stream at %s@%d, position %d", path, name, e.Version, e.Position, name, lastV, lastPos)})
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// serverProofs asks the node's proof API.
+type serverProofs struct{ c *client.Client }
+
+func (s serverProofs) consistency(ctx context.Context, from, to uint64) ([][]byte, error) {
+	var out client.ConsistencyOut
+	err := s.c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, to), nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	return out.Hashes, nil
+}

@@ -1,0 +1,252 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/tessera/api/layout"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// Proving one fact to a person: an event is in the log, or a later log
+// extends an earlier one. The node is asked for the proof, and the proof is
+// checked here, against a checkpoint whose signature verifies, before it is
+// shown.
+
+// ProofError says why a proof fetched from a node does not verify. It is a
+// finding about the node (exit code 1), not a failure to run.
+type ProofError struct {
+	// Kind is KindProofInvalid, or KindCheckpointSignature /
+	// KindCheckpointMalformed when the checkpoint itself does not verify.
+	Kind   string
+	Detail string
+}
+
+func (e *ProofError) Error() string { return e.Kind + ": " + e.Detail }
+
+// ErrorCode returns the kind, so that callers can map it like any coded error.
+func (e *ProofError) ErrorCode() string { return e.Kind }
+
+// InclusionProof is a checked inclusion proof.
+type InclusionProof struct {
+	Position uint64 `json:"position"`
+	Size     uint64 `json:"size"`
+	// LeafHash is RFC 6962 HashLeaf of Entry, computed here.
+	LeafHash []byte `json:"leaf_hash"`
+	// Entry is the event's stored bytes as served in the entry bundle.
+	Entry []byte `json:"entry"`
+	// Root is the signed checkpoint's root, which the proof reaches.
+	Root       []byte   `json:"root"`
+	Hashes     [][]byte `json:"hashes"`
+	Checkpoint string   `json:"checkpoint"`
+	Verified   bool     `json:"verified"`
+}
+
+// ConsistencyProof is a checked consistency proof.
+type ConsistencyProof struct {
+	From     uint64   `json:"from"`
+	To       uint64   `json:"to"`
+	RootFrom []byte   `json:"root_from"`
+	RootTo   []byte   `json:"root_to"`
+	Hashes   [][]byte `json:"hashes"`
+	// FromCheckpoint is empty when From is 0: the empty tree needs no
+	// signature, its root is SHA-256 of the empty string.
+	FromCheckpoint string `json:"from_checkpoint,omitempty"`
+	ToCheckpoint   string `json:"to_checkpoint"`
+	Verified       bool   `json:"verified"`
+}
+
+// prover holds what both proofs need: the origin and verifier set.
+type prover struct {
+	c      *client.Client
+	origin string
+	vs     []note.Verifier
+}
+
+func newProver(ctx context.Context, c *client.Client, vs []note.Verifier) (*prover, error) {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("info: %w", err)
+	}
+	if len(vs) == 0 {
+		if vs, err = ParseVerifiers(info.VerifierKeys); err != nil {
+			return nil, err
+		}
+	}
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("%w: the node publishes no verifier key; pass --verifier", ErrConfig)
+	}
+	if err := checkVerifiers(vs, info.Origin); err != nil {
+		return nil, err
+	}
+	return &prover{c: c, origin: info.Origin, vs: vs}, nil
+}
+
+// checkpoint fetches the signed checkpoint of size (0: the latest) and
+// checks it.
+func (p *prover) checkpoint(ctx context.Context, size uint64) (openedCheckpoint, error) {
+	raw, err := p.c.Checkpoint(ctx, size)
+	if err != nil {
+		return openedCheckpoint{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	oc := openCheckpoint(raw, p.origin, p.vs)
+	switch {
+	case oc.kind != "":
+		return oc, &ProofError{Kind: oc.kind, Detail: oc.detail}
+	case size != 0 && oc.size != size:
+		return oc, &ProofError{Kind: KindCheckpointMalformed, Detail: fmt.Sprintf("asked for the checkpoint of size %d, got %d", size, oc.size)}
+	}
+	return oc, nil
+}
+
+// ProveInclusion fetches the inclusion proof of position in the tree of
+// size (0: the latest checkpoint's), the event's stored bytes and the
+// signed checkpoint of that size, and checks that the leaf hash of the
+// bytes, through the proof, reaches the signed root. vs may be empty: the
+// node's published keys are used then.
+func ProveInclusion(ctx context.Context, c *client.Client, vs []note.Verifier, position, size uint64) (*InclusionProof, error) {
+	p, err := newProver(ctx, c, vs)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := p.checkpoint(ctx, size)
+	if err != nil {
+		return nil, err
+	}
+	size = cp.size
+	if position >= size {
+		return nil, fmt.Errorf("%w: position %d is not below size %d (the empty tree has no leaves)", ErrConfig, position, size)
+	}
+	var out client.InclusionOut
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/inclusion?position=%d&size=%d", position, size), nil, &out); err != nil {
+		return nil, fmt.Errorf("inclusion proof: %w", err)
+	}
+	entry, err := fetchEntry(ctx, c, position, size)
+	if err != nil {
+		return nil, err
+	}
+	leaf := events.LeafHash(entry)
+	res := &InclusionProof{Position: position, Size: size, LeafHash: leaf[:], Entry: entry, Root: cp.root[:], Hashes: out.Hashes, Checkpoint: string(cp.note)}
+	if !bytes.Equal(out.LeafHash, leaf[:]) {
+		return res, &ProofError{Kind: KindProofInvalid, Detail: fmt.Sprintf("the node's leaf hash %x… is not the hash of the entry it serves (%x…)", out.LeafHash[:min(6, len(out.LeafHash))], leaf[:6])}
+	}
+	if err := VerifyInclusionProof(position, size, leaf[:], out.Hashes, cp.root[:]); err != nil {
+		return res, &ProofError{Kind: KindProofInvalid, Detail: err.Error() + " against the signed checkpoint"}
+	}
+	res.Verified = true
+	return res, nil
+}
+
+// fetchEntry returns the stored bytes of position from the entry bundle of
+// the tree of size.
+func fetchEntry(ctx context.Context, c *client.Client, position, size uint64) ([]byte, error) {
+	idx := position / layout.EntryBundleWidth
+	b, err := c.Get(ctx, "/tlog/"+layout.EntriesPath(idx, layout.PartialTileSize(0, idx, size)))
+	if err != nil {
+		return nil, fmt.Errorf("entry bundle %d: %w", idx, err)
+	}
+	for i := idx * layout.EntryBundleWidth; len(b) >= 2; i++ {
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			break
+		}
+		if i == position {
+			return b[2 : 2+n], nil
+		}
+		b = b[2+n:]
+	}
+	return nil, &ProofError{Kind: KindProofInvalid, Detail: fmt.Sprintf("entry bundle %d does not hold position %d", idx, position)}
+}
+
+// ProveConsistency fetches the consistency proof between sizes from and to
+// (to 0: the latest checkpoint's) and the signed checkpoints of both, and
+// checks the proof with transparency-dev/merkle. From the empty tree the
+// proof must be empty and the root is SHA-256 of the empty string: no
+// checkpoint is needed for it.
+func ProveConsistency(ctx context.Context, c *client.Client, vs []note.Verifier, from, to uint64) (*ConsistencyProof, error) {
+	p, err := newProver(ctx, c, vs)
+	if err != nil {
+		return nil, err
+	}
+	cpTo, err := p.checkpoint(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	to = cpTo.size
+	if from > to {
+		return nil, fmt.Errorf("%w: from %d is above to %d", ErrConfig, from, to)
+	}
+	res := &ConsistencyProof{From: from, To: to, RootFrom: events.EmptyRoot[:], RootTo: cpTo.root[:], ToCheckpoint: string(cpTo.note)}
+	if from > 0 {
+		cpFrom, err := p.checkpoint(ctx, from)
+		if err != nil {
+			return nil, err
+		}
+		res.RootFrom, res.FromCheckpoint = cpFrom.root[:], string(cpFrom.note)
+	}
+	var out client.ConsistencyOut
+	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, to), nil, &out); err != nil {
+		return nil, fmt.Errorf("consistency proof: %w", err)
+	}
+	res.Hashes = out.Hashes
+	if err := VerifyConsistencyProof(from, to, out.Hashes, res.RootFrom, res.RootTo); err != nil {
+		return res, &ProofError{Kind: KindProofInvalid, Detail: err.Error()}
+	}
+	res.Verified = true
+	return res, nil
+}
+
+// VerifyConsistencyProof checks an RFC 6962 consistency proof between two
+// signed roots with transparency-dev/merkle, handling the empty tree
+// explicitly: from size 0 the proof must be empty and root1 must be SHA-256
+// of the empty string (proof.VerifyConsistency accepts any root1 then).
+func VerifyConsistencyProof(size1, size2 uint64, hashes [][]byte, root1, root2 []byte) error {
+	if size1 == 0 {
+		if !bytes.Equal(root1, events.EmptyRoot[:]) {
+			return errors.New("the root of the empty tree must be SHA-256 of the empty string")
+		}
+		if len(hashes) != 0 {
+			return fmt.Errorf("a consistency proof from the empty tree is empty, got %d hashes", len(hashes))
+		}
+		return nil
+	}
+	if err := proof.VerifyConsistency(events.Hasher, size1, size2, hashes, root1, root2); err != nil {
+		return fmt.Errorf("the consistency proof from %d to %d does not verify: %w", size1, size2, conciseProofError(err))
+	}
+	return nil
+}
+
+// VerifyInclusionProof checks an RFC 6962 inclusion proof of leafHash at
+// index in the tree of size whose root is root, with transparency-dev/merkle.
+func VerifyInclusionProof(index, size uint64, leafHash []byte, hashes [][]byte, root []byte) error {
+	if err := proof.VerifyInclusion(events.Hasher, index, size, leafHash, hashes, root); err != nil {
+		return fmt.Errorf("the inclusion proof of position %d at size %d does not verify: %w", index, size, conciseProofError(err))
+	}
+	return nil
+}
+
+// rootMismatch restates proof.RootMismatchError on one line, in hex (its
+// own message prints byte slices over several lines).
+type rootMismatch struct{ proof.RootMismatchError }
+
+func (e rootMismatch) Error() string {
+	return fmt.Sprintf("the proof leads to root %x, not %x", e.CalculatedRoot, e.ExpectedRoot)
+}
+
+func (e rootMismatch) Unwrap() error { return e.RootMismatchError }
+
+func conciseProofError(err error) error {
+	var rm proof.RootMismatchError
+	if errors.As(err, &rm) {
+		return rootMismatch{rm}
+	}
+	return err
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/aggregates"
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// TestExecutorCmd_KilledMidRun drives the executor as an operator would,
+// with real subprocesses: `greffe serve`, the key and registration
+// commands, then `greffe executor` killed with SIGKILL while it runs a
+// request. The node marks the request uncertain, the run's process is
+// killed with its executor, and a restarted executor never runs it again
+// but goes on with new requests.
+func TestExecutorCmd_KilledMidRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs subprocesses")
+	}
+	srv := startServe(t, t.TempDir())
+	t.Cleanup(srv.kill9)
+	c := client.New(srv.url, "")
+	dir := t.TempDir()
+	key := filepath.Join(dir, "keys", "gpu1.key")
+	flags := []string{"--server", srv.url, "--key", key, "--host-id", "spark-1", "--id", "gpu1"}
+
+	out, code := executorCLI(t, append([]string{"executor", "key"}, flags...)...)
+	if code != exitOK || !strings.Contains(out, "status   not_registered") {
+		t.Fatalf("executor key: exit %d\n%s", code, out)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+
+	exposed := filepath.Join(dir, "exposed.key")
+	b, _ := os.ReadFile(key)
+	if err := os.WriteFile(exposed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(exposed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := executorCLI(t, "executor", "key", "--key", exposed, "--host-id", "spark-1", "--server", srv.url); code != exitCannot || !strings.Contains(out, "accessible to others") {
+		t.Fatalf("a key readable by others: exit %d\n%s", code, out)
+	}
+
+	if out, code := executorCLI(t, append([]string{"executor", "register", "--approval", "reg-gpu1"}, flags...)...); code != exitRefused || !strings.Contains(out, aggregates.CodeApprovalMissing) {
+		t.Fatalf("register without approval: exit %d\n%s", code, out)
+	}
+	executorCommand(t, c, "GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-gpu1", Approver: "owner", Action: aggregates.ActionActivation,
+		Subject: "executor-gpu1", Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
+	if out, code := executorCLI(t, append([]string{"executor", "register", "--approval", "reg-gpu1"}, flags...)...); code != exitOK {
+		t.Fatalf("register: exit %d\n%s", code, out)
+	}
+
+	fake, err := filepath.Abs(filepath.Join("..", "..", "fixtures", "fake-gpu", "present"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() *exec.Cmd {
+		cmd := exec.Command(greffeBin, append([]string{"executor", "--lease", "600ms", "--log-level", "warn"}, flags...)...)
+		cmd.Env = append(os.Environ(), "PATH="+fake+":"+os.Getenv("PATH"))
+		cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	x := start()
+	pidFile := filepath.Join(dir, "pid")
+	argv := []string{"sh", "-c", "echo $$ > " + pidFile + "; while [ ! -e " + filepath.Join(dir, "never") + " ]; do sleep 0.02; done"}
+	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m1", Host: "spark-1", Kind: aggregates.MeasurementRun,
+		Argv: argv, Timeout: aggregates.D(time.Minute), OutputCapBytes: 1024})
+	executorWaitFor(t, c, "measurement-m1", aggregates.TypeMeasurementClaimed)
+	pid := executorReadPid(t, pidFile)
+	if err := x.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = x.Wait()
+	executorWaitFor(t, c, "measurement-m1", aggregates.TypeMeasurementUncertain)
+	executorWaitExited(t, pid)
+
+	x = start()
+	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m2", Host: "spark-1", Kind: aggregates.MeasurementRun,
+		Argv: []string{"sh", "-c", "echo metric ok 1"}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+	executorWaitFor(t, c, "measurement-m2", aggregates.TypeMeasurementRecorded)
+	page, err := c.ReadStream(t.Context(), "measurement-m1", events.ReadOptions{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range page.Events {
+		types = append(types, e.Type)
+	}
+	if diff := cmp.Diff([]string{aggregates.TypeMeasurementRequested, aggregates.TypeMeasurementClaimed, aggregates.TypeMeasurementUncertain}, types); diff != "" {
+		t.Errorf("the killed run is uncertain, never retried (-want +got):\n%s", diff)
+	}
+	if out, code := executorCLI(t, "executor", "verify", "m2", "--server", srv.url); code != exitOK || !strings.Contains(out, "signature   verified: [ed25519:") || !strings.Contains(out, "metric      ok 1") {
+		t.Errorf("verify m2: exit %d\n%s", code, out)
+	}
+	if out, code := executorCLI(t, "executor", "verify", "m1", "--server", srv.url); code != exitCannot || !strings.Contains(out, "no recorded result") {
+		t.Errorf("verify m1 (uncertain, no result): exit %d\n%s", code, out)
+	}
+	// The first signal stops the executor gracefully: exit 0.
+	if err := x.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Wait(); err != nil {
+		t.Fatalf("executor after SIGTERM: %v", err)
+	}
+}
+
+func executorCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	code := run(ctx, args, strings.NewReader(""), &out, &out)
+	return out.String(), code
+}
+
+func executorCommand(t *testing.T, c *client.Client, name string, data any) {
+	t.Helper()
+	b, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Command(t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Data: b}); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// executorWaitFor follows the log (bounded) until an event of typ on stream.
+func executorWaitFor(t *testing.T, c *client.Client, stream, typ string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	found := errors.New("found")
+	err := c.Subscribe(ctx, 0, events.Filter{StreamPrefix: stream, Types: []string{typ}}, func(e events.Event) error {
+		if e.Stream == stream {
+			return found
+		}
+		return nil
+	})
+	if !errors.Is(err, found) {
+		t.Fatalf("no %s on %s: %v", typ, stream, err)
+	}
+}
+
+// executorReadPid polls (the run writes it) until path holds a pid, with a deadline.
+func executorReadPid(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return pid
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// executorWaitExited polls (an external process, with a deadline) until pid is gone
+// or a zombie.
+func executorWaitExited(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run (pid %d) outlived its killed executor: %s", pid, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,628 @@
+package pebblelog
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Snapshots and restores, for the raft replicator (issue #5).
+//
+// A snapshot carries the replicated state of the ledger: the key spaces every
+// replica holds byte for byte (events, leaf tiles, tree nodes, stream and id
+// indexes, and the format, ledger id and sequencer state keys). Everything
+// else in the Pebble instance is node-local and never leaves the node: the
+// signed checkpoints ('c', each node signs with its own key) and any key
+// space added later by another component. Restore keeps the node-local keys
+// of the store it replaces.
+//
+// # Stream format (version 1)
+//
+//	magic    "greffe-ledger-snapshot/1\n"
+//	header   u16 len, then: applied(8) size(8) root(32) last_recorded(8) ledger_id
+//	records  repeated: 0x01 uvarint(len key) key uvarint(len value) value
+//	trailer  0x00 count(8) sha256(32) of every byte up to and including the 0x00
+//
+// Numbers are big-endian; records come in key order. The hash makes a
+// truncated or damaged stream fail Restore before anything is swapped in.
+
+const snapshotMagic = "greffe-ledger-snapshot/1\n"
+
+// SnapshotInfo describes the state a snapshot captures.
+type SnapshotInfo struct {
+	// LedgerID is the ledger the snapshot belongs to; Restore refuses another.
+	LedgerID string
+	// Applied is the raft index of the last batch applied in the snapshot (0
+	// for a store that never applied a replicated batch).
+	Applied uint64
+	// Head is the acknowledged head the snapshot holds.
+	Head events.Head
+}
+
+// ErrBadSnapshot wraps every problem of a snapshot stream: bad magic,
+// truncation, a hash that does not match, a state that does not recompute.
+var ErrBadSnapshot = errors.New("pebblelog: bad snapshot")
+
+// isReplicated reports whether key belongs to the replicated state.
+func isReplicated(key []byte) bool {
+	if len(key) == 0 {
+		return false
+	}
+	switch key[0] {
+	case prefixEvent, prefixLeafTile, prefixHash, prefixStream, prefixID:
+		return true
+	case prefixMeta:
+		return bytes.Equal(key, metaFormat) || bytes.Equal(key, metaLedgerID) || bytes.Equal(key, metaState)
+	}
+	return false
+}
+
+// Snapshot is a point-in-time copy of the ledger for raft: a Pebble
+// checkpoint (hard links to the immutable tables plus a copy of the live WAL)
+// in a folder next to the store. Holding it never blocks the store: appends,
+// reads and even Restore go on while it is written out, because it shares no
+// open handle with the live database. Release must be called once; WriteTo
+// may be called any number of times before. Not safe for concurrent use.
+type Snapshot struct {
+	fs   vfs.FS
+	dir  string
+	info SnapshotInfo
+	log  *slog.Logger
+	once sync.Once
+}
+
+// snapshotsDir is where checkpoints wait to be streamed.
+func snapshotsDir(dir string) string { return strings.TrimRight(dir, "/") + ".snapshots" }
+
+// Snapshot captures the applied state. It takes about as long as copying the
+// live WAL (bounded by the memtable size), not the size of the ledger.
+//
+// REQUIRES: called by the single applier (the raft FSM), so that no batch is
+// applied while the checkpoint is taken.
+func (s *Store) Snapshot() (*Snapshot, error) {
+	if s.closed.Load() {
+		return nil, events.ErrClosed
+	}
+	fs := s.fs()
+	parent := snapshotsDir(s.cfg.Dir)
+	if err := fs.MkdirAll(parent, 0o700); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	dir := fs.PathJoin(parent, strconv.FormatUint(rand.Uint64(), 36))
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	// The sequencer state, not the acknowledged head: it is exactly what the
+	// checkpoint's state key holds.
+	info := SnapshotInfo{LedgerID: s.ledgerID, Applied: s.seq.applied,
+		Head: events.Head{Size: s.seq.size, Root: events.EmptyRoot, RecordedAt: s.seq.lastRecorded}}
+	if s.seq.size > 0 {
+		r, err := s.seq.rng.GetRootHash(nil)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot root: %v: %w", err, events.ErrCorrupt)
+		}
+		info.Head.Root = [32]byte(r)
+	}
+	// Flushing the WAL makes every applied batch durable before raft may
+	// drop the log entries this snapshot covers (ApplyReplicated does not
+	// sync), and puts the whole applied state in the checkpoint.
+	if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(replicatedSpans())); err != nil {
+		_ = fs.RemoveAll(dir)
+		return nil, fmt.Errorf("snapshot checkpoint: %w", err)
+	}
+	return &Snapshot{fs: fs, dir: dir, info: info, log: s.cfg.Logger}, nil
+}
+
+func replicatedSpans() []pebble.CheckpointSpan {
+	var out []pebble.CheckpointSpan
+	for _, p := range []byte{prefixEvent, prefixHash, prefixID, prefixMeta, prefixStream, prefixLeafTile} {
+		out = append(out, pebble.CheckpointSpan{Start: []byte{p}, End: []byte{p + 1}})
+	}
+	return out
+}
+
+func (s *Store) fs() vfs.FS {
+	if s.cfg.FS != nil {
+		return s.cfg.FS
+	}
+	return vfs.Default
+}
+
+// Info returns what the snapshot captures.
+func (sn *Snapshot) Info() SnapshotInfo { return sn.info }
+
+// WriteTo streams the snapshot in the format above and returns the bytes
+// written. The stream is consistent: it is read from the checkpoint, whose
+// sequencer state must equal Info (else events.ErrCorrupt).
+func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: quietLogger{sn.log}})
+	if err != nil {
+		return 0, fmt.Errorf("open snapshot checkpoint: %w", err)
+	}
+	defer db.Close()
+	raw, closer, err := db.Get(metaState)
+	if err != nil {
+		return 0, fmt.Errorf("snapshot state: %w", err)
+	}
+	size, _, applied, _, err := decodeState(raw)
+	_ = closer.Close()
+	if err != nil {
+		return 0, err
+	}
+	if size != sn.info.Head.Size || applied != sn.info.Applied {
+		return 0, fmt.Errorf("snapshot checkpoint holds size %d applied %d, expected %d and %d: %w",
+			size, applied, sn.info.Head.Size, sn.info.Applied, events.ErrCorrupt)
+	}
+	cw := &countWriter{w: w}
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(cw, h), 256<<10)
+	bw.WriteString(snapshotMagic)
+	hdr := encodeSnapshotHeader(sn.info)
+	bw.Write(binary.BigEndian.AppendUint16(nil, uint16(len(hdr))))
+	bw.Write(hdr)
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return cw.n, err
+	}
+	defer it.Close()
+	var count uint64
+	var lenBuf [2 * binary.MaxVarintLen64]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if !isReplicated(k) {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return cw.n, err
+		}
+		bw.WriteByte(1)
+		n := binary.PutUvarint(lenBuf[:], uint64(len(k)))
+		bw.Write(lenBuf[:n])
+		bw.Write(k)
+		n = binary.PutUvarint(lenBuf[:], uint64(len(v)))
+		bw.Write(lenBuf[:n])
+		if _, err := bw.Write(v); err != nil {
+			return cw.n, err
+		}
+		count++
+	}
+	if err := it.Error(); err != nil {
+		return cw.n, err
+	}
+	bw.WriteByte(0)
+	if err := bw.Flush(); err != nil {
+		return cw.n, err
+	}
+	// The count and the hash go straight to w, past the hasher.
+	trailer := binary.BigEndian.AppendUint64(nil, count)
+	if _, err := cw.Write(append(trailer, h.Sum(nil)...)); err != nil {
+		return cw.n, err
+	}
+	return cw.n, nil
+}
+
+// Release removes the checkpoint. Idempotent.
+func (sn *Snapshot) Release() {
+	sn.once.Do(func() { _ = sn.fs.RemoveAll(sn.dir) })
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func encodeSnapshotHeader(i SnapshotInfo) []byte {
+	b := make([]byte, 0, 56+len(i.LedgerID))
+	b = binary.BigEndian.AppendUint64(b, i.Applied)
+	b = binary.BigEndian.AppendUint64(b, i.Head.Size)
+	b = append(b, i.Head.Root[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(i.Head.RecordedAt))
+	return append(b, i.LedgerID...)
+}
+
+// snapshotReader reads a stream and hashes every byte it consumes.
+type snapshotReader struct {
+	r *bufio.Reader
+	h hash.Hash
+}
+
+func (sr *snapshotReader) full(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(sr.r, b); err != nil {
+		return nil, fmt.Errorf("%w: truncated: %v", ErrBadSnapshot, err)
+	}
+	sr.h.Write(b)
+	return b, nil
+}
+
+func (sr *snapshotReader) byte() (byte, error) {
+	b, err := sr.full(1)
+	if err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
+
+func (sr *snapshotReader) uvarint() (uint64, error) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		c, err := sr.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: varint overflow", ErrBadSnapshot)
+}
+
+// maxSnapshotValue bounds one record: a leaf tile is 8 KiB, an event at
+// most 64 KiB; anything far larger is damage, not data.
+const maxSnapshotValue = 1 << 20
+
+func newSnapshotReader(r io.Reader) (*snapshotReader, SnapshotInfo, error) {
+	sr := &snapshotReader{r: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
+	magic, err := sr.full(len(snapshotMagic))
+	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	if string(magic) != snapshotMagic {
+		return nil, SnapshotInfo{}, fmt.Errorf("%w: magic %q, want %q", ErrBadSnapshot, magic, snapshotMagic)
+	}
+	lb, err := sr.full(2)
+	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	hdr, err := sr.full(int(binary.BigEndian.Uint16(lb)))
+	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	if len(hdr) < 56 {
+		return nil, SnapshotInfo{}, fmt.Errorf("%w: header of %d bytes", ErrBadSnapshot, len(hdr))
+	}
+	info := SnapshotInfo{
+		Applied:  binary.BigEndian.Uint64(hdr),
+		Head:     events.Head{Size: binary.BigEndian.Uint64(hdr[8:]), Root: [32]byte(hdr[16:48]), RecordedAt: int64(binary.BigEndian.Uint64(hdr[48:]))},
+		LedgerID: string(hdr[56:]),
+	}
+	return sr, info, nil
+}
+
+// ReadSnapshotInfo reads the header of a snapshot stream (the replicator
+// checks at start whether its newest snapshot is ahead of the store).
+func ReadSnapshotInfo(r io.Reader) (SnapshotInfo, error) {
+	_, info, err := newSnapshotReader(r)
+	return info, err
+}
+
+// Restore replaces the ledger with the snapshot streamed by r (raft installs
+// one on a follower that is too far behind to catch up from the log).
+//
+// It builds a fresh Pebble directory next to the store and checks the
+// stream's hash and state before touching the live one; then, holding dbMu
+// exclusively (reads wait, they never see a half state), it copies the
+// node-local keys across, swaps the directories, reopens Pebble, reloads the
+// sequencer state, rebuilds the id filter and caches, and publishes the new
+// head, so that subscriptions resume from their next position.
+//
+// A snapshot at or behind the applied index is not applied: raft committed
+// the same history, and this store already holds it (going back would make
+// the head, and this node's signed checkpoints, run ahead of the data).
+// A snapshot of another ledger is refused with ErrIncompatible.
+//
+// REQUIRES: called by the single applier. A crash at any point leaves either
+// the old or the new store; Recover settles it before the next Open.
+func (s *Store) Restore(r io.Reader) error {
+	if s.closed.Load() {
+		return events.ErrClosed
+	}
+	sr, info, err := newSnapshotReader(r)
+	if err != nil {
+		return err
+	}
+	if info.LedgerID != s.ledgerID {
+		return fmt.Errorf("snapshot of ledger %q, this store holds %q: %w", info.LedgerID, s.ledgerID, ErrIncompatible)
+	}
+	if info.Applied <= s.seq.applied {
+		if info.Head.Size > s.Head().Size {
+			return fmt.Errorf("snapshot at raft index %d holds %d events, this store holds %d at index %d: %w",
+				info.Applied, info.Head.Size, s.Head().Size, s.seq.applied, events.ErrCorrupt)
+		}
+		s.cfg.Logger.Info("snapshot not newer than the store: kept the store", "snapshot_index", info.Applied, "applied", s.seq.applied)
+		return nil
+	}
+	fs := s.fs()
+	tmp := strings.TrimRight(s.cfg.Dir, "/") + ".restore"
+	if err := fs.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("restore: clear %s: %w", tmp, err)
+	}
+	ndb, err := s.buildRestored(fs, tmp, sr, info)
+	if err != nil {
+		_ = fs.RemoveAll(tmp)
+		return err
+	}
+	return s.swapIn(fs, ndb, tmp, info)
+}
+
+// buildRestored writes the snapshot's records into a new database at tmp
+// and checks the trailer and the restored state against the header.
+func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info SnapshotInfo) (*pebble.DB, error) {
+	// No WAL while loading: a crash mid-load leaves a folder Recover deletes,
+	// and Flush below makes the tables durable in one go.
+	ndb, err := pebble.Open(tmp, &pebble.Options{FS: fs, DisableWAL: true, FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize: s.cfg.MemTableSize, Logger: quietLogger{s.cfg.Logger}})
+	if err != nil {
+		return nil, fmt.Errorf("restore: open %s: %w", tmp, err)
+	}
+	fail := func(err error) (*pebble.DB, error) {
+		_ = ndb.Close()
+		return nil, err
+	}
+	var count uint64
+	b := ndb.NewBatch()
+	for {
+		kind, err := sr.byte()
+		if err != nil {
+			b.Close()
+			return fail(err)
+		}
+		if kind == 0 {
+			break
+		}
+		if kind != 1 {
+			b.Close()
+			return fail(fmt.Errorf("%w: record kind %d", ErrBadSnapshot, kind))
+		}
+		kl, err := sr.uvarint()
+		if err != nil || kl == 0 || kl > maxSnapshotValue {
+			b.Close()
+			return fail(fmt.Errorf("%w: key length %d: %v", ErrBadSnapshot, kl, err))
+		}
+		k, err := sr.full(int(kl))
+		if err != nil {
+			b.Close()
+			return fail(err)
+		}
+		vl, err := sr.uvarint()
+		if err != nil || vl > maxSnapshotValue {
+			b.Close()
+			return fail(fmt.Errorf("%w: value length %d: %v", ErrBadSnapshot, vl, err))
+		}
+		v, err := sr.full(int(vl))
+		if err != nil {
+			b.Close()
+			return fail(err)
+		}
+		if !isReplicated(k) {
+			b.Close()
+			return fail(fmt.Errorf("%w: key %q outside the replicated key spaces", ErrBadSnapshot, k))
+		}
+		_ = b.Set(k, v, nil)
+		count++
+		if b.Len() >= 4<<20 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return fail(fmt.Errorf("restore: write: %w", err))
+			}
+			b = ndb.NewBatch()
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fail(fmt.Errorf("restore: write: %w", err))
+	}
+	want := sr.h.Sum(nil)
+	var trailer [40]byte
+	if _, err := io.ReadFull(sr.r, trailer[:]); err != nil {
+		return fail(fmt.Errorf("%w: truncated trailer: %v", ErrBadSnapshot, err))
+	}
+	if got := binary.BigEndian.Uint64(trailer[:8]); got != count {
+		return fail(fmt.Errorf("%w: trailer counts %d records, stream held %d", ErrBadSnapshot, got, count))
+	}
+	if !bytes.Equal(trailer[8:], want) {
+		return fail(fmt.Errorf("%w: stream hash does not match its trailer", ErrBadSnapshot))
+	}
+	raw, closer, err := ndb.Get(metaState)
+	if err != nil {
+		return fail(fmt.Errorf("%w: no state key: %v", ErrBadSnapshot, err))
+	}
+	size, _, applied, hashes, err := decodeState(raw)
+	_ = closer.Close()
+	if err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrBadSnapshot, err))
+	}
+	root := events.EmptyRoot
+	if size > 0 {
+		rng, err := events.RangeFactory.NewRange(0, size, hashes)
+		if err != nil {
+			return fail(fmt.Errorf("%w: state range: %v", ErrBadSnapshot, err))
+		}
+		r, err := rng.GetRootHash(nil)
+		if err != nil {
+			return fail(fmt.Errorf("%w: state root: %v", ErrBadSnapshot, err))
+		}
+		root = [32]byte(r)
+	}
+	if size != info.Head.Size || applied != info.Applied || root != info.Head.Root {
+		return fail(fmt.Errorf("%w: restored state (size %d, index %d) does not match the header (size %d, index %d) or its root",
+			ErrBadSnapshot, size, applied, info.Head.Size, info.Applied))
+	}
+	if err := ndb.Flush(); err != nil {
+		return fail(fmt.Errorf("restore: flush: %w", err))
+	}
+	return ndb, nil
+}
+
+// swapIn replaces the live database by the restored one at tmp.
+func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo) error {
+	old := strings.TrimRight(s.cfg.Dir, "/") + ".old"
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	// Node-local keys (this node's signed checkpoints, other components'
+	// key spaces) stay with the node. They remain true of the new state: it
+	// extends the old one (raft committed both).
+	if err := copyLocal(s.db, ndb); err != nil {
+		_ = ndb.Close()
+		_ = fs.RemoveAll(tmp)
+		return fmt.Errorf("restore: keep node-local keys: %w", err)
+	}
+	if err := ndb.Close(); err != nil {
+		_ = fs.RemoveAll(tmp)
+		return fmt.Errorf("restore: close %s: %w", tmp, err)
+	}
+	if err := s.db.Close(); err != nil {
+		s.cfg.Logger.Warn("restore: close the replaced store", "err", err)
+	}
+	_ = fs.RemoveAll(old)
+	swap := func() error {
+		if err := fs.Rename(s.cfg.Dir, old); err != nil {
+			return err
+		}
+		if err := fs.Rename(tmp, s.cfg.Dir); err != nil {
+			return err
+		}
+		return syncDir(fs, fs.PathDir(s.cfg.Dir))
+	}
+	if err := swap(); err != nil {
+		// Put the old store back where it was and keep serving it.
+		if _, statErr := fs.Stat(s.cfg.Dir); statErr != nil {
+			_ = fs.Rename(old, s.cfg.Dir)
+		}
+		_ = fs.RemoveAll(tmp)
+		return s.reopenLocked(fmt.Errorf("restore: swap directories: %w", err))
+	}
+	if err := s.reopenLocked(nil); err != nil {
+		return err
+	}
+	_ = fs.RemoveAll(old)
+	h := s.Head()
+	if h.Size != info.Head.Size || h.Root != info.Head.Root {
+		err := fmt.Errorf("restored store holds size %d, snapshot header says %d: %w", h.Size, info.Head.Size, events.ErrCorrupt)
+		s.fail(err)
+		return err
+	}
+	s.cfg.Logger.Info("restored from snapshot", "raft_index", info.Applied, "events", h.Size)
+	// publish takes s.mu, never dbMu: safe under the write lock, and it
+	// wakes subscriptions, which then wait for the read lock and continue
+	// from their next position.
+	s.publish(h)
+	return nil
+}
+
+// reopenLocked opens Pebble at the store's directory and reloads every
+// in-memory structure derived from it. cause, when set, is returned after a
+// successful reopen (the swap failed but the old store is back). A store that
+// cannot be reopened cannot serve at all: that is an invariant broken on
+// disk, and the process stops. REQUIRES: dbMu held exclusively.
+func (s *Store) reopenLocked(cause error) error {
+	db, err := openPebble(s.cfg)
+	if err != nil {
+		panic(fmt.Sprintf("pebblelog: reopen %s after restore: %v (cause: %v)", s.cfg.Dir, err, cause))
+	}
+	s.db = db
+	s.nodes.mu.Lock()
+	s.nodes.nodes = nil
+	s.nodes.mu.Unlock()
+	if err := s.loadOrInit(); err != nil {
+		s.fail(err)
+		return errors.Join(cause, err)
+	}
+	if err := s.loadLastCheckpoint(); err != nil {
+		s.fail(err)
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// copyLocal copies every key outside the replicated key spaces from src to
+// dst.
+func copyLocal(src, dst *pebble.DB) error {
+	it, err := src.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	b := dst.NewBatch()
+	for ok := it.First(); ok; ok = it.Next() {
+		if isReplicated(it.Key()) {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			b.Close()
+			return err
+		}
+		_ = b.Set(it.Key(), v, nil)
+	}
+	if err := it.Error(); err != nil {
+		b.Close()
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	return dst.Flush() // dst has no WAL: flushing is what makes it durable
+}
+
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Recover settles what a crash left of a Restore or of snapshots, for the
+// store in dir: a restore that was complete but not yet renamed into place
+// is finished, one that was incomplete is dropped with the previous store
+// kept, and leftover snapshot checkpoints are removed. Call it before Open;
+// it is a no-op when there is nothing to settle. fs nil means the OS.
+func Recover(dir string, fs vfs.FS) error {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	exists := func(p string) bool { _, err := fs.Stat(p); return err == nil }
+	dir = strings.TrimRight(dir, "/")
+	tmp, old := dir+".restore", dir+".old"
+	switch {
+	case !exists(dir) && exists(tmp):
+		// The old store was moved aside and the restored one is complete
+		// (it is only renamed once flushed): finish the swap.
+		if err := fs.Rename(tmp, dir); err != nil {
+			return fmt.Errorf("recover restore: %w", err)
+		}
+	case !exists(dir) && exists(old):
+		if err := fs.Rename(old, dir); err != nil {
+			return fmt.Errorf("recover restore: %w", err)
+		}
+	}
+	for _, p := range []string{tmp, old, snapshotsDir(dir)} {
+		if err := fs.RemoveAll(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("recover: remove %s: %w", p, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+// Package executor is greffe's GPU-local worker: the only process that runs
+// on a GPU host, and the one whose word about that host the ledger takes,
+// because it signs what it saw.
+//
+// An Executor follows a node's log over HTTP (Server-Sent Events filtered to
+// the measurement and executor-key event types, resumed from a persisted
+// position), picks the measurement requests addressed to its host, claims
+// each with a lease it renews while working, does exactly what the request
+// approved, and reports a MeasurementRecorded whose data is a DSSE envelope
+// signed with its ed25519 key:
+//
+//   - run: the approved argv, without a shell, in a fresh temporary
+//     directory, with the environment cleared to an allowlist, bounded by
+//     the request's timeout (the whole process group is killed) and output
+//     cap (truncation is recorded, never hidden); metrics are parsed from
+//     stdout lines "metric NAME VALUE [UNIT]";
+//   - probe: an OpenAI-compatible endpoint's GET /v1/models, and for smoke
+//     one bounded chat completion; the node records it as the provider's
+//     ProbeRecorded;
+//   - hash: artifact files hashed with a bounded buffer; the node records
+//     them as the binding's ArtifactHashed events.
+//
+// Every result carries a resource snapshot taken before and after the work
+// (nvidia-smi where present, MemAvailable, CPU count, hostname, executor
+// version); a reading that could not be taken is recorded absent with its
+// reason, never as zero.
+//
+// The gates are the node's: an unsigned result, one signed by an unknown or
+// revoked key, for another argv or for a request this executor did not
+// claim is refused there (aggregates/measurement.go). The executor never
+// retries a measurement: a claim whose lease runs out is the node's to mark
+// uncertain.
+//
+// The package imports events, aggregates (the command and payload types),
+// client (the HTTP client of a node) and the standard library; never api,
+// commands, node or a store: it talks to a node over the network only.
+package executor

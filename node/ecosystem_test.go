@@ -1,0 +1,101 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/api/kurrentgrpc"
+	"github.com/greffe/greffe/replicator/kafka"
+)
+
+// TestNode_Ecosystem opens a node with both bridges on: an event appended
+// with the official KurrentDB client over the node's gRPC surface reaches
+// the Kafka topic through the node's exporter, and Close stops both.
+func TestNode_Ecosystem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "ledger"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	exported := make(chan uint64, 16)
+	n, err := Open(Config{
+		DataDir: t.TempDir(),
+		API:     api.Config{Addr: "127.0.0.1:0"},
+		Ecosystem: EcosystemConfig{
+			GRPC: kurrentgrpc.Config{Addr: "127.0.0.1:0"},
+			Kafka: kafka.Config{Brokers: kc.ListenAddrs(), Topic: "ledger", Progress: func(ex uint64) {
+				select {
+				case exported <- ex:
+				default: // the test only needs the latest values
+				}
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	cfg, err := esdb.ParseConnectionString(fmt.Sprintf("esdb://%s?tls=false", n.Ecosystem.GRPC.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = esdb.NoopLogging()
+	c, err := esdb.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id := uuid.New()
+	if _, err := c.AppendToStream(ctx, "orders-1", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}},
+		esdb.EventData{EventID: id, EventType: "OrderPlaced", ContentType: esdb.ContentTypeJson, Data: []byte(`{"qty":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for ex := uint64(0); ex < 1; {
+		select {
+		case ex = <-exported:
+		case <-ctx.Done():
+			t.Fatalf("the event was not exported: lag %d", n.Ecosystem.Exporter.Lag())
+		}
+	}
+	if lag := n.Ecosystem.Exporter.Lag(); lag != 0 {
+		t.Errorf("lag %d after export, want 0", lag)
+	}
+	kcl := &kafkago.Client{Addr: kafkago.TCP(kc.ListenAddrs()...)}
+	p := kafka.PartitionOf("orders-1", 3)
+	resp, err := kcl.Fetch(ctx, &kafkago.FetchRequest{Topic: "ledger", Partition: p, Offset: 0, MinBytes: 1, MaxBytes: 1 << 20, MaxWait: time.Second})
+	if err != nil || resp.Error != nil {
+		t.Fatalf("fetch: %v %v", err, resp.Error)
+	}
+	rec, err := resp.Records.ReadRecord()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos, ok := kafka.HeaderUint(rec.Headers, kafka.HeaderPosition); !ok || pos != 0 {
+		t.Errorf("exported message position %d (%v), want 0", pos, ok)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := c.AppendToStream(ctx, "orders-1", esdb.AppendToStreamOptions{}, esdb.EventData{EventType: "Late", ContentType: esdb.ContentTypeJson, Data: []byte(`{}`)}); err == nil {
+		t.Errorf("append after Close succeeded")
+	}
+}
+
+func TestNode_EcosystemRefusesHalfAKafkaConfig(t *testing.T) {
+	_, err := Open(Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"},
+		Ecosystem: EcosystemConfig{Kafka: kafka.Config{Topic: "ledger"}}})
+	if !errors.Is(err, errKafkaPair) {
+		t.Fatalf("Open: %v, want %v", err, errKafkaPair)
+	}
+}

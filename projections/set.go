@@ -1,0 +1,479 @@
+package projections
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Source is what the runners need from the log; *pebblelog.Store
+// implements it. Every method is called concurrently by the runners.
+type Source interface {
+	// Subscribe delivers events from position from, first those in the
+	// log then live ones, with no gap and no duplicate, until ctx ends
+	// (events.Subscriber).
+	Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) error
+	// ReadAll reads a page of the log (events.Reader); as-of renders use it.
+	ReadAll(ctx context.Context, o events.ReadOptions) ([]events.Event, error)
+	// Head returns the acknowledged end of the log.
+	Head() events.Head
+}
+
+// Config configures a Set.
+type Config struct {
+	// Dir is the Pebble folder of the projections (<data>/projections).
+	// Required.
+	Dir string
+	// Source is the log. Required.
+	Source Source
+	// LedgerID is the ledger the rows are folded from; rows of another
+	// ledger are dropped and folded again. Empty skips the check.
+	LedgerID string
+	// Env is what the models need from the node (its policy).
+	Env Env
+	// Clock is the time a timed model is judged at when the query names
+	// none. Default time.Now.
+	Clock func() time.Time
+	// CommitEvery bounds the events folded between two Pebble batches while
+	// a model catches up. Default 4096. A model that has caught up commits
+	// after every page of events it receives.
+	CommitEvery int
+	// Passive opens the stored models without following the log (offline
+	// verification of a stopped node).
+	Passive bool
+	// Logger receives the runners' errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// Set is the node's read models, each kept up to date by its own runner.
+// Open starts the runners; Close stops them, commits and waits. Safe for
+// concurrent use.
+type Set struct {
+	cfg     Config
+	db      *pebble.DB
+	runners []*runner
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// runner folds the log into one model.
+type runner struct {
+	spec Spec
+
+	// mu guards model and applied: readers render under RLock, so a
+	// render always sees the rows of exactly the first applied events.
+	mu      sync.RWMutex
+	model   Model
+	applied uint64
+
+	// pending counts the events folded since the last commit; owned by the
+	// runner's goroutine.
+	pending int
+
+	committed atomic.Uint64
+
+	// sig is closed and replaced whenever applied advances (or the runner
+	// stops), waking WaitFor. Guarded by sigMu.
+	sigMu sync.Mutex
+	sig   chan struct{}
+
+	// waiters counts the WaitFor calls in progress: the runner wakes them
+	// after every event only when there are some (a wake-up allocates).
+	waiters atomic.Int32
+
+	failure atomic.Pointer[error]
+	stopped atomic.Bool
+}
+
+// Status is where one projection stands.
+type Status struct {
+	Name string `json:"name"`
+	// Position is the number of events folded; Committed the number stored.
+	Position  uint64 `json:"position"`
+	Committed uint64 `json:"committed"`
+	// Head is the log's size and Lag how many events the projection has
+	// still to fold.
+	Head  uint64 `json:"head"`
+	Lag   uint64 `json:"lag"`
+	Error string `json:"error,omitempty"`
+}
+
+// ErrInvalidConfig wraps configuration problems.
+var ErrInvalidConfig = errors.New("projections: invalid config")
+
+// Keys of the projections' Pebble instance, per model name:
+//
+//	v/<name>          "<version>/<ledger id>": the rows' version
+//	c/<name>          8-byte big-endian position: the events folded
+//	r/<name>/<row>    a row, as the model's Flush wrote it
+func versionKey(name string) []byte    { return []byte("v/" + name) }
+func checkpointKey(name string) []byte { return []byte("c/" + name) }
+func rowPrefix(name string) []byte     { return []byte("r/" + name + "/") }
+
+// Open opens the projections' Pebble folder, loads every model's rows and
+// checkpoint, and (unless Passive) starts one runner per model.
+func Open(cfg Config) (*Set, error) {
+	if cfg.Dir == "" || cfg.Source == nil {
+		return nil, fmt.Errorf("%w: Dir and Source are required", ErrInvalidConfig)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.CommitEvery <= 0 {
+		cfg.CommitEvery = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cache := pebble.NewCache(16 << 20)
+	defer cache.Unref()
+	db, err := pebble.Open(cfg.Dir, &pebble.Options{Cache: cache, MemTableSize: 16 << 20, FormatMajorVersion: pebble.FormatNewest,
+		Logger: quietLogger{cfg.Logger}})
+	if err != nil {
+		return nil, fmt.Errorf("open projections %s: %w", cfg.Dir, err)
+	}
+	s := &Set{cfg: cfg, db: db}
+	for _, spec := range Specs() {
+		r := &runner{spec: spec, model: spec.New(cfg.Env), sig: make(chan struct{})}
+		if err := s.load(r); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		s.runners = append(s.runners, r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if !cfg.Passive {
+		for _, r := range s.runners {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.run(ctx, r)
+			}()
+		}
+	}
+	return s, nil
+}
+
+type quietLogger struct{ l *slog.Logger }
+
+func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
+func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
+func (q quietLogger) Fatalf(format string, args ...any) {
+	q.l.Error(fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}
+
+// load restores a model's rows and checkpoint, or resets it when its rows
+// were written by another version of the model or for another ledger, or
+// are ahead of the log.
+func (s *Set) load(r *runner) error {
+	name := r.spec.Name
+	want := fmt.Sprintf("%d/%s", r.spec.Version, s.cfg.LedgerID)
+	got, err := s.get(versionKey(name))
+	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	var pos uint64
+	if cp, err := s.get(checkpointKey(name)); err == nil && len(cp) == 8 {
+		pos = binary.BigEndian.Uint64(cp)
+	}
+	ver, ledger, _ := strings.Cut(string(got), "/")
+	if ver != strconv.Itoa(r.spec.Version) || s.cfg.LedgerID != "" && ledger != s.cfg.LedgerID || pos > s.cfg.Source.Head().Size {
+		return s.reset(r, want)
+	}
+	lo := rowPrefix(name)
+	hi := append(bytes.Clone(lo[:len(lo)-1]), '/'+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := r.model.Load(string(it.Key()[len(lo):]), it.Value()); err != nil {
+			return fmt.Errorf("projection %s: %w", name, err)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	r.applied = pos
+	r.committed.Store(pos)
+	return nil
+}
+
+func (s *Set) reset(r *runner, version string) error {
+	name := r.spec.Name
+	lo := rowPrefix(name)
+	hi := append(bytes.Clone(lo[:len(lo)-1]), '/'+1)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(checkpointKey(name), nil); err != nil {
+		return err
+	}
+	if err := b.Set(versionKey(name), []byte(version), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("reset projection %s: %w", name, err)
+	}
+	r.model = r.spec.New(s.cfg.Env)
+	r.applied = 0
+	r.committed.Store(0)
+	return nil
+}
+
+func (s *Set) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+// run folds the log into r's model until ctx ends or a fold fails.
+func (s *Set) run(ctx context.Context, r *runner) {
+	defer r.stop()
+	r.mu.RLock()
+	from := r.applied
+	r.mu.RUnlock()
+	err := s.cfg.Source.Subscribe(ctx, from, events.Filter{}, func(e events.Event) error {
+		r.mu.Lock()
+		if e.Position != r.applied {
+			r.mu.Unlock()
+			return fmt.Errorf("projection %s: event at position %d after %d events: %w", r.spec.Name, e.Position, r.applied, events.ErrCorrupt)
+		}
+		err := r.model.Apply(&e)
+		if err == nil {
+			r.applied = e.Position + 1
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("projection %s: %w", r.spec.Name, err)
+		}
+		r.pending++
+		if r.pending >= s.cfg.CommitEvery || e.Position+1 >= s.cfg.Source.Head().Size {
+			if err := s.commit(r, pebble.NoSync); err != nil {
+				return err
+			}
+			r.signal()
+		} else if r.waiters.Load() > 0 {
+			r.signal()
+		}
+		return nil
+	})
+	if ctx.Err() == nil && err != nil {
+		r.failure.Store(&err)
+		s.cfg.Logger.Error("projection stopped", "projection", r.spec.Name, "err", err)
+	}
+	// What was folded is kept, whatever stopped the runner: the rows and
+	// the checkpoint stay one batch.
+	if r.pending > 0 {
+		if cerr := s.commit(r, pebble.Sync); cerr != nil {
+			s.cfg.Logger.Error("projection commit", "projection", r.spec.Name, "err", cerr)
+		}
+	}
+}
+
+// commit stores the changed rows and the checkpoint in one batch.
+func (s *Set) commit(r *runner, opt *pebble.WriteOptions) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	prefix := rowPrefix(r.spec.Name)
+	r.mu.Lock()
+	err := r.model.Flush(func(key string, value []byte) error {
+		return b.Set(append(bytes.Clone(prefix), key...), value, nil)
+	})
+	pos := r.applied
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("projection %s: flush: %w", r.spec.Name, err)
+	}
+	if err := b.Set(checkpointKey(r.spec.Name), binary.BigEndian.AppendUint64(nil, pos), nil); err != nil {
+		return err
+	}
+	if err := b.Commit(opt); err != nil {
+		return fmt.Errorf("projection %s: commit: %w", r.spec.Name, err)
+	}
+	r.pending = 0
+	r.committed.Store(pos)
+	return nil
+}
+
+func (r *runner) signal() {
+	r.sigMu.Lock()
+	close(r.sig)
+	r.sig = make(chan struct{})
+	r.sigMu.Unlock()
+}
+
+func (r *runner) stop() {
+	r.stopped.Store(true)
+	r.signal()
+}
+
+func (r *runner) waitChan() <-chan struct{} {
+	r.sigMu.Lock()
+	defer r.sigMu.Unlock()
+	return r.sig
+}
+
+func (r *runner) err() error {
+	if p := r.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close stops the runners, commits what they folded and closes Pebble.
+// Idempotent.
+func (s *Set) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+func (s *Set) runner(name string) (*runner, error) {
+	for _, r := range s.runners {
+		if r.spec.Name == name {
+			return r, nil
+		}
+	}
+	return nil, &UnknownError{Name: name}
+}
+
+// Status returns where every projection stands, sorted by name.
+func (s *Set) Status() []Status {
+	head := s.cfg.Source.Head().Size
+	out := make([]Status, 0, len(s.runners))
+	for _, r := range s.runners {
+		r.mu.RLock()
+		pos := r.applied
+		r.mu.RUnlock()
+		st := Status{Name: r.spec.Name, Position: pos, Committed: r.committed.Load(), Head: head}
+		if head > pos {
+			st.Lag = head - pos
+		}
+		if err := r.err(); err != nil {
+			st.Error = err.Error()
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// FailedError is a projection whose runner stopped on an event it could
+// not fold.
+type FailedError struct {
+	Name string
+	Err  error
+}
+
+// Error says which projection stopped and why.
+func (e *FailedError) Error() string { return fmt.Sprintf("projection %s stopped: %v", e.Name, e.Err) }
+
+// ErrorCode returns projection_failed.
+func (e *FailedError) ErrorCode() string { return CodeProjectionFailed }
+
+// HTTPStatus returns 500.
+func (e *FailedError) HTTPStatus() int { return 500 }
+
+// Unwrap returns the cause.
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// Render renders the live projection name for q. A zero q.Time is the
+// Set's clock. It returns the JSON bytes and the position rendered.
+func (s *Set) Render(name string, q Query) ([]byte, uint64, error) {
+	r, err := s.runner(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := r.err(); err != nil {
+		return nil, 0, &FailedError{Name: name, Err: err}
+	}
+	if q.Time.IsZero() {
+		q.Time = s.cfg.Clock()
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	b, err := render(r.spec, r.model, r.applied, q)
+	return b, r.applied, err
+}
+
+// LaggingError is returned by WaitFor when the projection did not reach
+// the position in time.
+type LaggingError struct {
+	Name             string
+	Position, Wanted uint64
+}
+
+// Error says how far the projection is.
+func (e *LaggingError) Error() string {
+	return fmt.Sprintf("projection %s has folded %d events, not yet %d; retry", e.Name, e.Position, e.Wanted)
+}
+
+// ErrorCode returns projection_lagging.
+func (e *LaggingError) ErrorCode() string { return CodeProjectionLagging }
+
+// HTTPStatus returns 503.
+func (e *LaggingError) HTTPStatus() int { return 503 }
+
+// WaitFor waits until the projection name has folded the first position
+// events (a command's Result.Position: read your own writes), or ctx ends
+// (then it returns a *LaggingError).
+func (s *Set) WaitFor(ctx context.Context, name string, position uint64) error {
+	r, err := s.runner(name)
+	if err != nil {
+		return err
+	}
+	r.waiters.Add(1)
+	defer r.waiters.Add(-1)
+	for {
+		ch := r.waitChan()
+		r.mu.RLock()
+		pos := r.applied
+		r.mu.RUnlock()
+		if pos >= position {
+			return nil
+		}
+		if err := r.err(); err != nil {
+			return &FailedError{Name: name, Err: err}
+		}
+		if r.stopped.Load() {
+			return &LaggingError{Name: name, Position: pos, Wanted: position}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return &LaggingError{Name: name, Position: pos, Wanted: position}
+		}
+	}
+}
+
+// Clock returns the time a zero Query.Time stands for.
+func (s *Set) Clock() time.Time { return s.cfg.Clock() }
+
+// Env returns the models' environment.
+func (s *Set) Env() Env { return s.cfg.Env }

@@ -1,0 +1,19 @@
+// Package replicator puts a raft cluster (hashicorp/raft) in front of the
+// ledger: the leader's group-commit batch is one raft entry, and every
+// replica applies committed entries with the single node's deterministic
+// apply (pebblelog.Store.ApplyReplicated), so every node stores identical
+// bytes and roots. It holds the FSM, a Pebble-backed raft log and stable
+// store, snapshots streamed from Pebble checkpoints, membership (join as a
+// non-voter, promotion once caught up, removal, leadership transfer), the
+// linearizable read barrier, and a small node-information protocol served
+// on the raft port (how followers learn the leader's HTTP address and every
+// node's checkpoint verifier keys).
+//
+// It imports events, events/pebblelog (for the store's snapshot and apply
+// types), raft and Pebble; never api, node or cmd. Raft's errors are
+// translated here: callers see *NotLeaderError (which carries the leader's
+// address), events.ErrOutcomeUnknown, or an *Error with a stable code.
+//
+// The subpackages kafka and kurrent (exporters) are separate and unrelated
+// to raft.
+package replicator

@@ -1,0 +1,152 @@
+package replicator
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
+)
+
+func entry(i uint64) *raft.Log {
+	l := &raft.Log{Index: i, Term: 1 + i/10, Type: raft.LogCommand, Data: fmt.Appendf(nil, "entry %d", i),
+		AppendedAt: time.Unix(1_700_000_000, int64(i)).UTC()}
+	if i%3 == 0 {
+		l.Extensions = []byte{byte(i)}
+	}
+	return l
+}
+
+// TestLogStore_Log stores, reads, truncates at both ends and reopens,
+// checking the bounds and the entries raft would see after each step.
+func TestLogStore_Log(t *testing.T) {
+	type bounds struct{ First, Last uint64 }
+	cases := []struct {
+		name    string
+		store   [2]uint64   // [lo, hi] stored first
+		deletes [][2]uint64 // then deleted, inclusive
+		want    bounds
+	}{
+		{"empty", [2]uint64{1, 0}, nil, bounds{0, 0}},
+		{"stored", [2]uint64{1, 50}, nil, bounds{1, 50}},
+		{"compacted prefix", [2]uint64{1, 50}, [][2]uint64{{1, 20}}, bounds{21, 50}},
+		{"truncated suffix", [2]uint64{1, 50}, [][2]uint64{{40, 50}}, bounds{1, 39}},
+		{"both ends", [2]uint64{5, 50}, [][2]uint64{{5, 9}, {45, 50}}, bounds{10, 44}},
+		{"everything", [2]uint64{1, 50}, [][2]uint64{{1, 50}}, bounds{0, 0}},
+		{"after a snapshot gap", [2]uint64{100, 120}, nil, bounds{100, 120}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "log")
+			s, err := OpenLogStore(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var batch []*raft.Log
+			for i := tc.store[0]; i <= tc.store[1]; i++ {
+				batch = append(batch, entry(i))
+			}
+			if err := s.StoreLogs(batch); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range tc.deletes {
+				if err := s.DeleteRange(d[0], d[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check := func(s *LogStore) {
+				t.Helper()
+				first, _ := s.FirstIndex()
+				last, _ := s.LastIndex()
+				if diff := cmp.Diff(tc.want, bounds{first, last}); diff != "" {
+					t.Fatalf("bounds (-want +got):\n%s", diff)
+				}
+				for i := tc.store[0]; i <= tc.store[1]; i++ {
+					var got raft.Log
+					err := s.GetLog(i, &got)
+					inside := tc.want.First != 0 && i >= tc.want.First && i <= tc.want.Last
+					switch {
+					case inside && err != nil:
+						t.Fatalf("GetLog(%d): %v", i, err)
+					case inside:
+						if diff := cmp.Diff(entry(i), &got); diff != "" {
+							t.Fatalf("entry %d (-want +got):\n%s", i, diff)
+						}
+					case !errors.Is(err, raft.ErrLogNotFound):
+						t.Fatalf("GetLog(%d) of a deleted entry: %v, want ErrLogNotFound", i, err)
+					}
+				}
+			}
+			check(s)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s, err = OpenLogStore(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			check(s)
+		})
+	}
+}
+
+// TestLogStore_Stable covers the stable store's contract for missing keys,
+// round trips and a damaged number.
+func TestLogStore_Stable(t *testing.T) {
+	s, err := OpenLogStore(filepath.Join(t.TempDir(), "log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := s.Get([]byte("missing")); err != nil || v == nil || len(v) != 0 {
+		t.Fatalf("Get(missing) = %q, %v; want an empty slice and no error", v, err)
+	}
+	if v, err := s.GetUint64([]byte("missing")); err != nil || v != 0 {
+		t.Fatalf("GetUint64(missing) = %d, %v; want 0 and no error", v, err)
+	}
+	if err := s.Set([]byte("LastVoteCand"), []byte("n2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Get([]byte("LastVoteCand"))
+	if err != nil || string(v) != "n2" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	n, err := s.GetUint64([]byte("CurrentTerm"))
+	if err != nil || n != 7 {
+		t.Fatalf("GetUint64 = %d, %v", n, err)
+	}
+	if _, err := s.GetUint64([]byte("LastVoteCand")); !errors.Is(err, errBadEntry) {
+		t.Fatalf("GetUint64 of a 2-byte value: %v, want errBadEntry", err)
+	}
+	// Log keys and stable keys never collide.
+	if err := s.StoreLogs([]*raft.Log{entry(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := s.LastIndex(); last != 1 {
+		t.Fatalf("last index %d, want 1", last)
+	}
+}
+
+// TestLogStore_DamagedEntry: a stored entry that does not decode is
+// reported, never returned as data.
+func TestLogStore_DamagedEntry(t *testing.T) {
+	s, err := OpenLogStore(filepath.Join(t.TempDir(), "log"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.db.Set(logKey(3), []byte{9, 9}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.GetLog(3, &l); !errors.Is(err, errBadEntry) {
+		t.Fatalf("GetLog of a damaged entry: %v, want errBadEntry", err)
+	}
+}

@@ -1,0 +1,652 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
+)
+
+// Config configures a Replicator. Zero values mean the defaults given on
+// each field (DefaultConfig). None of them can change while it runs.
+type Config struct {
+	// NodeID is this node's raft server id. Required; it never changes for
+	// a data folder.
+	NodeID string
+	// RaftAddr is the TCP address raft listens on. Required.
+	RaftAddr string
+	// Advertise is the address other nodes dial to reach this one. Default
+	// RaftAddr, which must then not be a wildcard address; with port 0 (tests)
+	// the port the listener got.
+	Advertise string
+	// Dir holds the raft log (Dir/log) and snapshots (Dir/snapshots).
+	// Required.
+	Dir string
+	// Bootstrap makes this node a one-voter cluster on first start. It is
+	// ignored when Dir already holds raft state.
+	Bootstrap bool
+	// Peers overrides, by server id, the address this node dials to reach
+	// another node (a proxy, NAT). Others are dialled at the address in the
+	// raft configuration. Default none.
+	Peers map[string]string
+
+	// HeartbeatTimeout and ElectionTimeout: how long a follower waits without
+	// hearing from the leader before it stands for election. Default 1 s
+	// each (raft's): with pre-vote, a dead leader is replaced in about
+	// 1.5-3 s, and a busy 2-core machine does not trigger false elections.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	// LeaderLeaseTimeout: how long a leader keeps leading without hearing
+	// from a quorum. Default 500 ms. It bounds how long a partitioned
+	// leader keeps accepting appends that will fail.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout: how soon an idle leader tells followers the commit
+	// index. Default 20 ms, so that a follower's local reads lag the leader
+	// by tens of milliseconds when writes stop.
+	CommitTimeout time.Duration
+
+	// TrailingLogs is how many raft entries stay in the log after a
+	// snapshot, so that a follower that was away catches up from the log
+	// rather than by a snapshot install. Default 10240. Every entry is one
+	// group-commit batch: at the 3-node peak measured in docs/CLUSTER.md
+	// (about 150 entries/s) that is over a minute of writes, and hours at
+	// a typical control-plane rate; a follower down or partitioned for
+	// longer gets a snapshot. It also bounds the raft log on disk to
+	// TrailingLogs+SnapshotThreshold batches.
+	TrailingLogs uint64
+	// SnapshotThreshold is how many entries past the last snapshot trigger
+	// the next one (checked every SnapshotInterval). Default 8192 (raft's).
+	// A snapshot streams the whole ledger to Dir/snapshots: its cost grows
+	// with the ledger, not with the threshold, so snapshots stay rare.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often the threshold is checked. Default 2 min.
+	SnapshotInterval time.Duration
+	// SnapshotRetain is how many snapshots Dir/snapshots keeps. Default 2.
+	SnapshotRetain int
+	// ApplyTimeout bounds how long a proposal or membership change may wait
+	// to be taken by raft (not to commit). Default 5 s.
+	ApplyTimeout time.Duration
+	// LogCacheEntries is how many recent entries raft keeps in memory for
+	// replication. Default 64: entries are whole batches (up to 16 MiB,
+	// typically 0.1-2 MiB), so this bounds the cache to about 64 batches.
+	LogCacheEntries int
+	// MaintainInterval is how often the node refreshes what it knows of its
+	// peers (HTTP address, verifier keys) and, on the leader, promotes
+	// caught-up non-voters. Default 1 s.
+	MaintainInterval time.Duration
+
+	// Info returns what this node says about itself beyond raft: its HTTP
+	// URL and verifier keys. Required.
+	Info func() NodeInfo
+	// Logger receives the replicator's and raft's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults, without the required fields.
+func DefaultConfig() Config {
+	c := Config{}
+	c.setDefaults()
+	return c
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, time.Second)
+	def(&c.ElectionTimeout, time.Second)
+	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
+	def(&c.CommitTimeout, 20*time.Millisecond)
+	def(&c.SnapshotInterval, 2*time.Minute)
+	def(&c.ApplyTimeout, 5*time.Second)
+	def(&c.MaintainInterval, time.Second)
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = 2
+	}
+	if c.LogCacheEntries == 0 {
+		c.LogCacheEntries = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// ErrInvalidConfig wraps every configuration problem.
+var ErrInvalidConfig = errors.New("replicator: invalid config")
+
+// Validate reports every problem of c at once (after defaults).
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" || strings.ContainsAny(c.NodeID, " \t\n/") || len(c.NodeID) > 64 {
+		errs = append(errs, fmt.Errorf("NodeID %q: 1 to 64 characters without spaces or slashes", c.NodeID))
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		errs = append(errs, fmt.Errorf("RaftAddr %q: %v", c.RaftAddr, err))
+	}
+	adv := c.Advertise
+	if adv == "" {
+		adv = c.RaftAddr
+	}
+	if host, port, err := net.SplitHostPort(adv); err != nil {
+		errs = append(errs, fmt.Errorf("Advertise %q: %v", adv, err))
+	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() || c.Advertise != "" && port == "0" {
+		errs = append(errs, fmt.Errorf("Advertise %q: other nodes cannot dial a wildcard address or port 0; set the address they should use", adv))
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	if c.Info == nil {
+		errs = append(errs, errors.New("Info is required"))
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		errs = append(errs, fmt.Errorf("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout))
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		errs = append(errs, fmt.Errorf("LeaderLeaseTimeout %s is above HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
+	}
+	if c.LogCacheEntries < 1 || c.SnapshotRetain < 1 {
+		errs = append(errs, fmt.Errorf("LogCacheEntries %d and SnapshotRetain %d must be positive", c.LogCacheEntries, c.SnapshotRetain))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Replicator runs this node's raft member in front of the ledger. It is the
+// store's Proposer: the leader's group-commit batches become raft entries.
+// Open starts it; Close stops it. Safe for concurrent use.
+type Replicator struct {
+	cfg    Config
+	ledger Ledger
+	fsm    *fsm
+	raft   *raft.Raft
+	rptr   atomic.Pointer[raft.Raft] // for the info protocol, which may run before Open returns
+	logs   *LogStore
+	mux    *muxLayer
+	trans  *raft.NetworkTransport
+	res    resolver
+	obs    *raft.Observer
+	obsCh  chan raft.Observation
+	// hadState is whether raft state existed when the node started (a
+	// member restarting, not a new node).
+	hadState bool
+
+	pending chan *proposal
+	fatalCh chan error
+	// ready is the term in which this node, as leader, has seen an entry of
+	// its own term applied (a barrier); 0 when not established.
+	ready   atomic.Uint64
+	readyMu struct {
+		sync.Mutex
+		ch chan struct{} // closed and replaced when ready changes
+	}
+
+	peersMu sync.Mutex
+	peers   map[string]NodeInfo // guarded by peersMu: the latest answer of each member
+	leader  struct {
+		sync.Mutex
+		id, addr, url string
+		at            time.Time
+	}
+
+	done     chan struct{} // closed when the member stopped on its own
+	doneErr  atomic.Pointer[error]
+	doneOnce sync.Once
+	closing  atomic.Bool
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ pebblelog.Proposer = (*Replicator)(nil)
+
+// Queue and timing constants.
+const (
+	// proposalQueue holds proposals between Propose and the goroutine that
+	// waits on them in order. The store keeps very few batches in flight
+	// (its pipeline depth); a full queue slows the sequencer, which is the
+	// backpressure we want.
+	proposalQueue = 64
+	// observerQueue buffers raft state observations; raft drops (and
+	// counts) what does not fit, and only the Shutdown state matters here.
+	observerQueue = 16
+	// infoTimeout bounds one node-information query.
+	infoTimeout = time.Second
+	// leaderURLTTL is how long a learned leader HTTP URL is trusted without
+	// asking again (a forward that fails to dial forgets it at once).
+	leaderURLTTL = 2 * time.Second
+	// promoteLag is how far (in raft entries) a non-voter may trail the
+	// leader's commit index and still be promoted.
+	promoteLag = 64
+)
+
+// ErrRemoved is the reason Done reports when this node was removed from the
+// cluster.
+var ErrRemoved = errors.New("replicator: this node was removed from the cluster")
+
+// Open starts this node's raft member over ledger and makes the replicator
+// the ledger's proposer. When the newest local snapshot is ahead of the
+// ledger (a crash during a snapshot install), it is restored first.
+func Open(cfg Config, ledger Ledger) (*Replicator, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "raft")
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raft dir: %w", err)
+	}
+	hlog := newHCLogger(log)
+	logs, err := OpenLogStore(filepath.Join(cfg.Dir, "log"), log)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
+	if err != nil {
+		_ = logs.Close()
+		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
+	if err := catchUpFromSnapshot(snaps, ledger, log); err != nil {
+		_ = logs.Close()
+		return nil, err
+	}
+	hadState, err := raft.HasExistingState(logs, logs, snaps)
+	if err != nil {
+		_ = logs.Close()
+		return nil, fmt.Errorf("raft state: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		_ = logs.Close()
+		return nil, fmt.Errorf("raft listen %s: %w", cfg.RaftAddr, err)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.RaftAddr
+		if _, port, _ := net.SplitHostPort(cfg.RaftAddr); port == "0" {
+			cfg.Advertise = ln.Addr().String()
+		}
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
+	if err != nil {
+		_ = ln.Close()
+		_ = logs.Close()
+		return nil, fmt.Errorf("raft advertise %s: %w", cfg.Advertise, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Replicator{cfg: cfg, ledger: ledger, logs: logs, hadState: hadState, res: resolver{},
+		pending: make(chan *proposal, proposalQueue), fatalCh: make(chan error, 1),
+		obsCh: make(chan raft.Observation, observerQueue), peers: map[string]NodeInfo{},
+		done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	p.readyMu.ch = make(chan struct{})
+	for id, a := range cfg.Peers {
+		p.res[raft.ServerID(id)] = raft.ServerAddress(a)
+	}
+	p.mux = newMuxLayer(ln, adv, p.info, log)
+	tc := &raft.NetworkTransportConfig{Logger: hlog, Stream: p.mux, MaxPool: 3, Timeout: 10 * time.Second}
+	if len(p.res) > 0 {
+		// Only with overrides: raft warns on every dial the provider does
+		// not resolve.
+		tc.ServerAddressProvider = p.res
+	}
+	p.trans = raft.NewNetworkTransportWithConfig(tc)
+	p.fsm = newFSM(ledger, log, p.setFatal)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
+	rc.TrailingLogs, rc.SnapshotThreshold, rc.SnapshotInterval = cfg.TrailingLogs, cfg.SnapshotThreshold, cfg.SnapshotInterval
+	rc.BatchApplyCh = true
+	rc.ShutdownOnRemove = true
+	// The ledger is durable by itself: every batch is stored with its raft
+	// index, and everything up to the newest snapshot was synced when it
+	// was taken; raft replays the rest of its log. Restoring the newest
+	// snapshot at each start would copy the whole ledger for nothing.
+	// catchUpFromSnapshot covers the one case where the ledger is behind
+	// its snapshot.
+	rc.NoSnapshotRestoreOnStart = true
+	rc.NoLegacyTelemetry = true
+	rc.Logger = hlog
+	cache, err := raft.NewLogCache(cfg.LogCacheEntries, logs)
+	if err != nil {
+		p.closePartial()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, p.fsm, cache, logs, snaps, p.trans)
+	if err != nil {
+		p.closePartial()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	p.raft = r
+	p.rptr.Store(r)
+	if cfg.Bootstrap && !hadState {
+		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: p.trans.LocalAddr()}}})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = r.Shutdown().Error()
+			p.closePartial()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	p.obs = raft.NewObserver(p.obsCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.RaftState)
+		return ok
+	})
+	r.RegisterObserver(p.obs)
+	ledger.SetProposer(p)
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); p.waitLoop() }()
+	go func() { defer p.wg.Done(); p.maintainLoop() }()
+	return p, nil
+}
+
+func (p *Replicator) closePartial() {
+	_ = p.mux.Close()
+	_ = p.trans.Close()
+	_ = p.logs.Close()
+	p.cancel()
+}
+
+// catchUpFromSnapshot restores the newest snapshot when it is ahead of the
+// ledger: a crash between raft saving an installed snapshot and the ledger
+// swapping it in. Raft will not replay entries below its snapshot.
+func catchUpFromSnapshot(snaps raft.SnapshotStore, ledger Ledger, log *slog.Logger) error {
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		return err
+	}
+	_, rc, err := snaps.Open(metas[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+	}
+	info, err := pebblelog.ReadSnapshotInfo(rc)
+	_ = rc.Close()
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
+	}
+	if info.Applied <= ledger.AppliedIndex() {
+		return nil
+	}
+	log.Warn("the ledger is behind the newest snapshot: restoring it", "snapshot", metas[0].ID, "snapshot_index", info.Applied, "applied", ledger.AppliedIndex())
+	_, rc, err = snaps.Open(metas[0].ID)
+	if err != nil {
+		return fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+	}
+	defer rc.Close()
+	return ledger.Restore(rc)
+}
+
+// Addr returns the advertised raft address.
+func (p *Replicator) Addr() string { return p.cfg.Advertise }
+
+// HadState reports whether this node already was a cluster member when it
+// started (so it must not ask to join again).
+func (p *Replicator) HadState() bool { return p.hadState }
+
+// NodeID returns this node's id.
+func (p *Replicator) NodeID() string { return p.cfg.NodeID }
+
+// proposal is one batch handed to raft.
+type proposal struct {
+	f        raft.ApplyFuture
+	done     chan struct{}
+	outcomes []events.Outcome
+	err      error
+}
+
+// Propose hands a batch to raft and returns at once. The wait function
+// returns the batch's outcomes once it is applied on this node; after
+// leadership is lost mid-commit it returns events.ErrOutcomeUnknown, and on
+// a node that does not lead, *NotLeaderError (nothing written).
+func (p *Replicator) Propose(b *events.Batch) func(ctx context.Context) ([]events.Outcome, error) {
+	pr := &proposal{done: make(chan struct{})}
+	pr.f = p.raft.Apply(events.EncodeBatch(b), p.cfg.ApplyTimeout)
+	select {
+	case p.pending <- pr:
+	case <-p.ctx.Done():
+		pr.err = fmt.Errorf("%w: the replicator closed", events.ErrOutcomeUnknown)
+		close(pr.done)
+	}
+	return pr.wait
+}
+
+func (pr *proposal) wait(ctx context.Context) ([]events.Outcome, error) {
+	select {
+	case <-pr.done:
+		return pr.outcomes, pr.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", events.ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// waitLoop resolves proposals in order. Raft resolves every future (at the
+// latest when it shuts down), so the loop always drains.
+func (p *Replicator) waitLoop() {
+	for {
+		select {
+		case pr := <-p.pending:
+			p.resolve(pr)
+		case <-p.ctx.Done():
+			for {
+				select {
+				case pr := <-p.pending:
+					p.resolve(pr)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (p *Replicator) resolve(pr *proposal) {
+	defer close(pr.done)
+	if err := pr.f.Error(); err != nil {
+		pr.err = p.translate(err)
+		return
+	}
+	res, ok := pr.f.Response().(*applyResult)
+	if !ok || res == nil {
+		pr.err = fmt.Errorf("%w: raft answered %T", events.ErrOutcomeUnknown, pr.f.Response())
+		return
+	}
+	pr.outcomes, pr.err = res.outcomes, res.err
+}
+
+// setFatal is called by the FSM when the ledger cannot apply a committed
+// entry; the maintain loop shuts raft down (raft cannot be shut down from
+// its own FSM goroutine).
+func (p *Replicator) setFatal(err error) {
+	select {
+	case p.fatalCh <- err:
+	default:
+	}
+}
+
+// Done is closed when this node's member stopped on its own: it was removed
+// from the cluster (Err is ErrRemoved) or its ledger failed to apply a
+// committed entry. The node should then exit.
+func (p *Replicator) Done() <-chan struct{} { return p.done }
+
+// Err returns why Done was closed, or nil.
+func (p *Replicator) Err() error {
+	if e := p.doneErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (p *Replicator) stopped(err error) {
+	if p.closing.Load() {
+		return
+	}
+	p.doneOnce.Do(func() {
+		p.doneErr.Store(&err)
+		close(p.done)
+	})
+}
+
+// maintainLoop establishes leadership (a barrier in each new term), notices
+// that raft stopped, refreshes peers and promotes caught-up non-voters.
+func (p *Replicator) maintainLoop() {
+	tick := time.NewTicker(p.cfg.MaintainInterval)
+	defer tick.Stop()
+	leaderCh := p.raft.LeaderCh()
+	p.refreshPeers()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case isLeader := <-leaderCh:
+			p.setReady(0)
+			if isLeader {
+				p.establish()
+			}
+		case o := <-p.obsCh:
+			if st, ok := o.Data.(raft.RaftState); ok && st == raft.Shutdown {
+				p.stopped(ErrRemoved)
+			}
+		case err := <-p.fatalCh:
+			p.cfg.Logger.Error("the ledger failed to apply a committed raft entry: stopping this member", "err", err)
+			_ = p.raft.Shutdown().Error()
+			p.stopped(err)
+		case <-tick.C:
+			if p.refreshPeers() {
+				p.cfg.Logger.Warn("this node is no longer a member of the cluster: stopping", "node", p.cfg.NodeID)
+				_ = p.raft.Shutdown().Error()
+				p.stopped(ErrRemoved)
+				continue
+			}
+			if p.raft.State() == raft.Leader {
+				if p.ready.Load() != p.raft.CurrentTerm() {
+					p.establish() // a previous barrier failed: try again
+				}
+				p.promote()
+			}
+		}
+	}
+}
+
+// establish commits and applies a barrier in the current term. Until it
+// has, the leader does not know that its commit index covers every entry
+// committed by earlier leaders, and linearizable reads wait.
+func (p *Replicator) establish() {
+	term := p.raft.CurrentTerm()
+	f := p.raft.Barrier(p.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		p.cfg.Logger.Debug("leadership barrier", "term", term, "err", err)
+		return
+	}
+	if p.raft.State() != raft.Leader || p.raft.CurrentTerm() != term {
+		return
+	}
+	if ixf, ok := f.(raft.IndexFuture); ok {
+		// Raft applied every entry up to the barrier before answering it;
+		// no-ops and barriers never reach the FSM, so say so here.
+		p.fsm.advance(ixf.Index())
+	}
+	p.setReady(term)
+	p.cfg.Logger.Info("leading", "term", term, "node", p.cfg.NodeID)
+}
+
+func (p *Replicator) setReady(term uint64) {
+	p.ready.Store(term)
+	p.readyMu.Lock()
+	close(p.readyMu.ch)
+	p.readyMu.ch = make(chan struct{})
+	p.readyMu.Unlock()
+}
+
+// Close stops raft, the transport and the raft log, and waits for its
+// goroutines. Proposals in flight end with events.ErrOutcomeUnknown.
+// Idempotent.
+func (p *Replicator) Close() error {
+	p.closeOnce.Do(func() {
+		p.closing.Store(true)
+		err := p.raft.Shutdown().Error()
+		p.raft.DeregisterObserver(p.obs)
+		p.cancel()
+		p.wg.Wait()
+		err = errors.Join(err, p.trans.Close(), p.mux.Close(), p.logs.Close())
+		p.closeErr = err
+	})
+	return p.closeErr
+}
+
+// info is what this node answers on its raft port.
+func (p *Replicator) info() NodeInfo {
+	in := p.cfg.Info()
+	in.NodeID = p.cfg.NodeID
+	in.RaftAddr = p.cfg.Advertise
+	in.LedgerID = p.ledger.LedgerID()
+	in.HeadSize = p.ledger.Head().Size
+	if r := p.rptr.Load(); r != nil {
+		in.State = r.State().String()
+		in.Term = r.CurrentTerm()
+		in.LastIndex = r.LastIndex()
+		if f := r.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				in.Members = append(in.Members, string(s.ID))
+			}
+		}
+	}
+	if p.fsm != nil {
+		in.AppliedIndex = p.fsm.applied.Load()
+		in.Restores = p.fsm.restores.Load()
+	}
+	return in
+}
+
+// hclogWriter turns raft's hclog lines into slog records at their level.
+type hclogWriter struct{ l *slog.Logger }
+
+func (w hclogWriter) Write(b []byte) (int, error) {
+	line := strings.TrimSpace(string(b))
+	lv := slog.LevelInfo
+	for tag, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[DEBUG]": slog.LevelDebug, "[TRACE]": slog.LevelDebug} {
+		if i := strings.Index(line, tag); i >= 0 {
+			lv = l
+			line = strings.TrimSpace(line[i+len(tag):])
+			break
+		}
+	}
+	line = strings.TrimPrefix(line, "raft: ")
+	w.l.Log(context.Background(), lv, line)
+	return len(b), nil
+}
+
+func newHCLogger(l *slog.Logger) hclog.Logger {
+	lv := hclog.Error
+	switch {
+	case l.Enabled(context.Background(), slog.LevelDebug):
+		lv = hclog.Debug
+	case l.Enabled(context.Background(), slog.LevelInfo):
+		lv = hclog.Info
+	case l.Enabled(context.Background(), slog.LevelWarn):
+		lv = hclog.Warn
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: lv, Output: hclogWriter{l}, DisableTime: true})
+}

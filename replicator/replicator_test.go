@@ -1,0 +1,395 @@
+package replicator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+
+	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
+)
+
+const testLedger = "00000000-0000-4000-8000-0000000000c1"
+
+// testNode is one member: a real Pebble ledger and a replicator on a
+// loopback port.
+type testNode struct {
+	id    string
+	dir   string
+	addr  string
+	store *pebblelog.Store
+	rep   *Replicator
+}
+
+// fast timeouts keep the tests short; they are still ten times the
+// loopback round trip on a busy machine.
+func testConfig(id string, tweak func(*Config)) Config {
+	c := Config{NodeID: id, RaftAddr: "127.0.0.1:0", HeartbeatTimeout: 300 * time.Millisecond,
+		ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+		MaintainInterval: 100 * time.Millisecond}
+	if tweak != nil {
+		tweak(&c)
+	}
+	return c
+}
+
+func startNode(t *testing.T, n *testNode, cfg Config) {
+	t.Helper()
+	if n.dir == "" {
+		n.dir = t.TempDir()
+	}
+	st, err := pebblelog.Open(pebblelog.Config{Dir: filepath.Join(n.dir, "ledger"), LedgerID: testLedger, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dir = filepath.Join(n.dir, "raft")
+	if n.addr != "" {
+		cfg.RaftAddr = n.addr
+	}
+	cfg.Info = func() NodeInfo {
+		return NodeInfo{HTTPURL: "http://" + n.id + ".test", VerifierKeys: []string{"key-" + n.id}}
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", n.id)
+	rep, err := Open(cfg, st)
+	if err != nil {
+		_ = st.Close()
+		t.Fatal(err)
+	}
+	n.store, n.rep, n.addr = st, rep, rep.Addr()
+	t.Cleanup(func() { n.stop(t) })
+}
+
+func (n *testNode) stop(t *testing.T) {
+	if n.rep == nil {
+		return
+	}
+	if err := n.rep.Close(); err != nil {
+		t.Errorf("close %s: %v", n.id, err)
+	}
+	if err := n.store.Close(); err != nil {
+		t.Errorf("close store %s: %v", n.id, err)
+	}
+	n.rep, n.store = nil, nil
+}
+
+// eventually polls cond until it holds or the deadline passes. It is for
+// raft's own state (leadership, configuration, log compaction), which raft
+// exposes no event for that a test could wait on without stealing it from
+// the replicator; replication progress is awaited with subscriptions.
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cluster starts n nodes: the first bootstraps, the others join through it
+// and are promoted once caught up.
+func cluster(t *testing.T, n int, tweak func(*Config)) []*testNode {
+	t.Helper()
+	nodes := make([]*testNode, n)
+	for i := range nodes {
+		nodes[i] = &testNode{id: fmt.Sprintf("n%d", i+1)}
+		cfg := testConfig(nodes[i].id, tweak)
+		cfg.Bootstrap = i == 0
+		startNode(t, nodes[i], cfg)
+		if i == 0 {
+			eventually(t, "n1 leads", 10*time.Second, func() bool { return nodes[0].rep.raft.State() == raft.Leader })
+			continue
+		}
+		if err := nodes[0].rep.Join(t.Context(), JoinRequest{NodeID: nodes[i].id, RaftAddr: nodes[i].addr, LedgerID: testLedger}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every node a voter", 20*time.Second, func() bool {
+		st, err := nodes[0].rep.Status(t.Context())
+		if err != nil {
+			return false
+		}
+		for _, s := range st.Servers {
+			if s.Suffrage != "voter" {
+				return false
+			}
+		}
+		return len(st.Servers) == n
+	})
+	return nodes
+}
+
+func appendOne(ctx context.Context, st *pebblelog.Store, stream string, i int) (events.Outcome, error) {
+	return st.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: stream, Events: []events.Proposed{{
+		ID: uuid.New(), Type: "Replicated", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Metadata: json.RawMessage(`{}`),
+	}}}}})
+}
+
+var errReached = errors.New("reached")
+
+// converged waits until every node has applied the leader's last event (a
+// subscription delivers it), then checks that every node holds the same
+// head and identical bytes.
+func converged(t *testing.T, nodes []*testNode, leader *testNode) {
+	t.Helper()
+	want := leader.store.Head()
+	for _, n := range nodes {
+		if want.Size == 0 {
+			break
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		err := n.store.Subscribe(ctx, want.Size-1, events.Filter{}, func(events.Event) error { return errReached })
+		cancel()
+		if !errors.Is(err, errReached) {
+			t.Fatalf("%s did not reach the leader's head %d: %v", n.id, want.Size, err)
+		}
+		if got := n.store.Head(); got != want {
+			t.Fatalf("%s head %+v, leader %+v", n.id, got, want)
+		}
+	}
+	ref, err := leader.store.ReadRaw(t.Context(), 0, want.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		got, err := n.store.ReadRaw(t.Context(), 0, want.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(ref, got) {
+			t.Fatalf("%s stores other bytes than the leader", n.id)
+		}
+	}
+}
+
+// TestReplicator_IdenticalBytes: concurrent appends through the leader's
+// store reach every node byte for byte, with identical heads; a follower's
+// own append is refused with the leader's address; linearizable reads are
+// served by the leader only.
+func TestReplicator_IdenticalBytes(t *testing.T) {
+	nodes := cluster(t, 3, nil)
+	leader := nodes[0]
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				if _, err := appendOne(t.Context(), leader.store, fmt.Sprintf("rep-%d", w%3), i); err != nil {
+					t.Errorf("append: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := leader.store.Head().Size; got != 320 {
+		t.Fatalf("leader head %d, want 320", got)
+	}
+	converged(t, nodes, leader)
+
+	_, err := appendOne(t.Context(), nodes[1].store, "rep-f", 0)
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) || nl.LeaderID != "n1" || nl.LeaderAddr != leader.addr || events.CodeOf(err) != CodeNotLeader {
+		t.Fatalf("append on a follower: %v, want not_leader naming n1 at %s", err, leader.addr)
+	}
+	if err := leader.rep.ReadBarrier(t.Context()); err != nil {
+		t.Fatalf("read barrier on the leader: %v", err)
+	}
+	if err := nodes[2].rep.ReadBarrier(t.Context()); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("read barrier on a follower: %v, want not_leader", err)
+	}
+	url, self, err := nodes[2].rep.Leader(t.Context())
+	if err != nil || self || url != "http://n1.test" {
+		t.Fatalf("Leader() on a follower = %q, %v, %v; want n1's URL", url, self, err)
+	}
+	if diff := cmp.Diff([]string{"key-n3", "key-n1", "key-n2"}, nodes[2].rep.Verifiers()); diff != "" {
+		t.Fatalf("verifiers (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplicator_OutcomeUnknownWhenLeadershipLost: a leader that loses its
+// quorum while an append is in flight answers outcome_unknown, and the
+// append is not retried blindly; after the quorum is back, a retry with the
+// same ids answers with one event, never two.
+func TestReplicator_OutcomeUnknownWhenLeadershipLost(t *testing.T) {
+	nodes := cluster(t, 3, nil)
+	leader := nodes[0]
+	if _, err := appendOne(t.Context(), leader.store, "lost", 0); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, nodes, leader)
+	nodes[1].stop(t)
+	nodes[2].stop(t)
+	req := events.AppendRequest{Streams: []events.StreamAppend{{Stream: "lost", Events: []events.Proposed{{
+		ID: uuid.New(), Type: "Lost", Data: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}}}}}
+	_, err := leader.store.Append(t.Context(), req)
+	if !errors.Is(err, events.ErrOutcomeUnknown) || events.CodeOf(err) != events.CodeOutcomeUnknown {
+		t.Fatalf("append without a quorum: %v, want outcome_unknown", err)
+	}
+	// Bring the followers back on their folders and addresses.
+	for _, n := range nodes[1:] {
+		startNode(t, n, testConfig(n.id, nil))
+	}
+	var leaderNode *testNode
+	eventually(t, "a leader", 20*time.Second, func() bool {
+		for _, n := range nodes {
+			if n.rep.raft.State() == raft.Leader {
+				leaderNode = n
+				return true
+			}
+		}
+		return false
+	})
+	var o events.Outcome
+	eventually(t, "the retry is answered", 20*time.Second, func() bool {
+		o, err = leaderNode.store.Append(t.Context(), req)
+		return err == nil
+	})
+	converged(t, nodes, leaderNode)
+	if evs, _ := leaderNode.store.ReadStream(t.Context(), "lost", events.ReadOptions{}); len(evs) != 2 {
+		t.Fatalf("stream holds %d events after the retry, want 2 (the first and the retried one, once)", len(evs))
+	}
+	_ = o
+}
+
+// TestReplicator_SnapshotInstall: a follower that was away while the leader
+// compacted its log past it catches up through a snapshot install, ends
+// with identical bytes, and goes on applying entries after it.
+func TestReplicator_SnapshotInstall(t *testing.T) {
+	small := func(c *Config) {
+		c.SnapshotThreshold, c.TrailingLogs, c.SnapshotInterval = 16, 4, 50*time.Millisecond
+	}
+	nodes := cluster(t, 3, small)
+	leader, lagging := nodes[0], nodes[2]
+	for i := range 10 {
+		if _, err := appendOne(t.Context(), leader.store, "snap", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	converged(t, nodes, leader)
+	applied := lagging.store.AppliedIndex()
+	lagging.stop(t)
+	for i := range 200 {
+		if _, err := appendOne(t.Context(), leader.store, "snap", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the leader compacts its log", 20*time.Second, func() bool {
+		first, _ := leader.rep.logs.FirstIndex()
+		return first > applied+1
+	})
+	startNode(t, lagging, testConfig(lagging.id, small))
+	converged(t, nodes, leader)
+	if got := lagging.rep.fsm.restores.Load(); got == 0 {
+		t.Fatal("the lagging follower caught up without a snapshot install")
+	}
+	for i := range 5 {
+		if _, err := appendOne(t.Context(), leader.store, "after", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	converged(t, nodes, leader)
+}
+
+// TestReplicator_MembershipRefusals covers every refusal code of the
+// membership operations.
+func TestReplicator_MembershipRefusals(t *testing.T) {
+	nodes := cluster(t, 2, nil)
+	leader := nodes[0]
+	cases := []struct {
+		name string
+		op   func() error
+		code string
+	}{
+		{"join with another ledger", func() error {
+			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: "other"})
+		}, CodeLedgerMismatch},
+		{"join with a taken id", func() error {
+			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n2", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
+		}, CodeMemberConflict},
+		{"join with a bad id", func() error {
+			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "a b", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
+		}, events.CodeInvalidField},
+		{"join with a bad address", func() error {
+			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "nowhere", LedgerID: testLedger})
+		}, events.CodeInvalidField},
+		{"join on a follower", func() error {
+			return nodes[1].rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
+		}, CodeNotLeader},
+		{"remove an unknown node", func() error { return leader.rep.Remove(t.Context(), "n9") }, CodeUnknownNode},
+		{"transfer to an unknown node", func() error { return leader.rep.TransferLeadership(t.Context(), "n9") }, CodeUnknownNode},
+		{"rejoin is a no-op", func() error {
+			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n2", RaftAddr: nodes[1].addr, LedgerID: testLedger})
+		}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := events.CodeOf(tc.op()); got != tc.code {
+				t.Fatalf("code %q, want %q", got, tc.code)
+			}
+		})
+	}
+	// A non-voter cannot take the leadership: add one that never catches
+	// up (nothing listens at its address) and try.
+	if err := leader.rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: testLedger}); err != nil {
+		t.Fatal(err)
+	}
+	if got := events.CodeOf(leader.rep.TransferLeadership(t.Context(), "n9")); got != CodeReplicationFailed {
+		t.Fatalf("transfer to a non-voter: code %q, want %q", got, CodeReplicationFailed)
+	}
+	if err := leader.rep.Remove(t.Context(), "n9"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicator_LeaderUnreachable: a follower that cannot reach the
+// leader's raft port cannot learn its HTTP address and says so.
+func TestReplicator_LeaderUnreachable(t *testing.T) {
+	nodes := cluster(t, 2, nil)
+	follower := &testNode{id: "n3"}
+	cfg := testConfig("n3", func(c *Config) { c.Peers = map[string]string{"n1": "127.0.0.1:9"} })
+	startNode(t, follower, cfg)
+	if err := nodes[0].rep.Join(t.Context(), JoinRequest{NodeID: "n3", RaftAddr: follower.addr, LedgerID: testLedger}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "n3 knows the leader", 10*time.Second, func() bool {
+		_, id := follower.rep.raft.LeaderWithID()
+		return id == "n1"
+	})
+	if _, _, err := follower.rep.Leader(t.Context()); events.CodeOf(err) != CodeLeaderUnreachable {
+		t.Fatalf("Leader(): %v, want leader_unreachable", err)
+	}
+}
+
+// TestReplicator_RemovedNodeStops: a removed member reports Done with
+// ErrRemoved, and the cluster keeps working without it.
+func TestReplicator_RemovedNodeStops(t *testing.T) {
+	nodes := cluster(t, 3, nil)
+	if err := nodes[0].rep.Remove(t.Context(), "n3"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-nodes[2].rep.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the removed node did not stop")
+	}
+	if !errors.Is(nodes[2].rep.Err(), ErrRemoved) {
+		t.Fatalf("Err() = %v, want ErrRemoved", nodes[2].rep.Err())
+	}
+	if _, err := appendOne(t.Context(), nodes[0].store, "after-remove", 0); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, nodes[:2], nodes[0])
+}
