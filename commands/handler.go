@@ -652,6 +652,11 @@ func (h *Handler) prior(ctx context.Context, p *prepared) (Result, error, bool) 
 	e0, err := h.log.EventByID(ctx, EventID(p.id, 0))
 	switch {
 	case err == nil:
+		// Only commands write the domain streams; an event that merely has
+		// the derived id elsewhere (a raw append) is not this command's.
+		if !events.IsReserved(e0.Stream) {
+			return Result{}, p.reused(e0.Position, ""), true
+		}
 		if err := p.sameCommand(e0.Metadata, e0.Position); err != nil {
 			return Result{}, err, true
 		}
@@ -681,6 +686,9 @@ func (h *Handler) prior(ctx context.Context, p *prepared) (Result, error, bool) 
 	case err != nil:
 		return Result{}, err, true
 	}
+	if e.Stream != RefusalsStream || e.Type != TypeCommandRefused {
+		return Result{}, p.reused(e.Position, ""), true
+	}
 	if err := p.sameCommand(e.Metadata, e.Position); err != nil {
 		return Result{}, err, true
 	}
@@ -691,9 +699,13 @@ func (h *Handler) prior(ctx context.Context, p *prepared) (Result, error, bool) 
 func (p *prepared) sameCommand(meta json.RawMessage, pos uint64) error {
 	var m Metadata
 	if err := json.Unmarshal(meta, &m); err != nil || m.CommandDigest != p.digest {
-		return &ConflictError{Code: CodeCommandIDReused,
-			Message: fmt.Sprintf("command id %s was already used at position %d by a command with another name, data or correlation id; use a new id for a new command", p.id, pos),
-			Details: map[string]any{"command_id": p.id.String(), "position": pos, "command": m.Command}}
+		return p.reused(pos, m.Command)
 	}
 	return nil
+}
+
+func (p *prepared) reused(pos uint64, command string) error {
+	return &ConflictError{Code: CodeCommandIDReused,
+		Message: fmt.Sprintf("command id %s was already used at position %d by a command with another name, data or correlation id; use a new id for a new command", p.id, pos),
+		Details: map[string]any{"command_id": p.id.String(), "position": pos, "command": command}}
 }

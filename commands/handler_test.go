@@ -164,6 +164,17 @@ func TestHandler_Idempotent(t *testing.T) {
 	if _, err = h.Handle(ctx, otherRefused); commandsCode(err) != commands.CodeCommandIDReused {
 		t.Fatalf("reused id of a refused command: %v", err)
 	}
+
+	// An event that merely carries a command's derived id outside the
+	// domain streams (a raw append) is never taken for its outcome.
+	squat := grant("a4", aggregates.ActionStartup, "provider-p", 1)
+	if _, err := s.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: "notes", Events: []events.Proposed{{
+		ID: commands.EventID(uuid.MustParse(squat.ID), 0), Type: "Note", Data: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Handle(ctx, squat); commandsCode(err) != commands.CodeCommandIDReused {
+		t.Fatalf("a squatted id: %v", err)
+	}
 }
 
 func commandsCode(err error) string { return events.CodeOf(err) }

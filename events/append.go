@@ -25,14 +25,16 @@ const (
 	MaxTextFieldLen = 256
 )
 
-// ReservedPrefixes are the domain streams' prefixes. The raw append API
-// refuses them (reserved_stream); only commands write there, after their
-// aggregate has decided.
-var ReservedPrefixes = []string{"provider-", "binding-", "approval-", "mission-", "measurement-", "claim-", "executor-"}
+// reservedPrefixes are the domain streams' prefixes, and "refusals" where
+// the commands layer records refused commands. The raw append API refuses
+// them (reserved_stream); only commands write there, after their aggregate
+// has decided, so nobody can forge a decision or a refusal.
+var reservedPrefixes = [...]string{"provider-", "binding-", "approval-", "mission-", "measurement-", "claim-", "executor-", "refusals"}
 
-// IsReserved reports whether stream belongs to a domain aggregate.
+// IsReserved reports whether stream belongs to a domain aggregate or is the
+// refusals stream.
 func IsReserved(stream string) bool {
-	for _, p := range ReservedPrefixes {
+	for _, p := range reservedPrefixes {
 		if strings.HasPrefix(stream, p) {
 			return true
 		}

@@ -5,7 +5,15 @@ import (
 	"path/filepath"
 
 	"github.com/greffe/greffe/commands"
+	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+)
+
+// The Pebble store is what the commands handler and the projections'
+// runners need from the log.
+var (
+	_ commands.Log       = (*pebblelog.Store)(nil)
+	_ projections.Source = (*pebblelog.Store)(nil)
 )
 
 // openDomain wires the domain: the command handler (the single writer of

@@ -89,6 +89,9 @@ func (m *measurements) Apply(e *events.Event) error {
 	case aggregates.TypeMeasurementClaimed:
 		fields(e.Data, claimKeys, v[:])
 		r.Claimed, r.Executor, r.LeaseUntil = true, str(v[0]), tm(v[1])
+	case aggregates.TypeMeasurementLeaseRenewed:
+		fields(e.Data, claimKeys, v[:])
+		r.LeaseUntil = tm(v[1])
 	case aggregates.TypeMeasurementUncertain:
 		r.Uncertain = true
 	case aggregates.TypeMeasurementRecorded:

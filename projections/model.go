@@ -67,6 +67,16 @@ type Spec struct {
 	New func(env Env) Model
 }
 
+// Every read model implements Model.
+var (
+	_ Model = (*approvals)(nil)
+	_ Model = (*audit)(nil)
+	_ Model = (*bindings)(nil)
+	_ Model = (*measurements)(nil)
+	_ Model = (*missions)(nil)
+	_ Model = (*readiness)(nil)
+)
+
 // Specs returns every read model, sorted by name. The slice is new on each
 // call (no package-level mutable state).
 func Specs() []Spec {

@@ -56,7 +56,10 @@ type fsm struct {
 	// a read barrier established. It only grows.
 	applied  atomic.Uint64
 	restores atomic.Uint64 // snapshots installed (status)
-	failed   atomic.Bool   // set after a fatal apply error: no more snapshots
+	// entries and entryBytes count the command entries taken in and their
+	// bytes, from which TrailingLogs is derived.
+	entries, entryBytes atomic.Uint64
+	failed              atomic.Bool // set after a fatal apply error: no more snapshots
 
 	mu struct {
 		sync.Mutex
@@ -103,6 +106,8 @@ func (f *fsm) applyOne(l *raft.Log) *applyResult {
 	if l.Type != raft.LogCommand {
 		return nil // a configuration entry: raft keeps it, the ledger has nothing to do
 	}
+	f.entries.Add(1)
+	f.entryBytes.Add(uint64(len(l.Data)))
 	if f.failed.Load() {
 		return &applyResult{err: fmt.Errorf("%w: this node's store failed; it stops", events.ErrOutcomeUnknown)}
 	}

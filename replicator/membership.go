@@ -39,6 +39,9 @@ type Status struct {
 	// SnapshotIndex is the raft index of this node's newest snapshot; the
 	// raft log before it (less TrailingLogs) is gone.
 	SnapshotIndex uint64 `json:"snapshot_index"`
+	// TrailingLogs is how many raft entries this node keeps after a
+	// snapshot (derived from the write rate unless fixed).
+	TrailingLogs uint64 `json:"trailing_logs"`
 	// Restores counts snapshots this node installed since it started.
 	Restores uint64         `json:"restores"`
 	Servers  []ServerStatus `json:"servers"`
@@ -96,6 +99,7 @@ func (p *Replicator) Status(ctx context.Context) (Status, error) {
 	if v, err := strconv.ParseUint(p.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
 		st.SnapshotIndex = v
 	}
+	st.TrailingLogs = p.raft.ReloadableConfig().TrailingLogs
 	infos := p.queryMembers(ctx, servers)
 	for _, s := range servers {
 		ss := ServerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage), Leader: s.ID == id}

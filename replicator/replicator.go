@@ -60,13 +60,22 @@ type Config struct {
 
 	// TrailingLogs is how many raft entries stay in the log after a
 	// snapshot, so that a follower that was away catches up from the log
-	// rather than by a snapshot install. Default 10240. Every entry is one
-	// group-commit batch: at the 3-node peak measured in docs/CLUSTER.md
-	// (about 150 entries/s) that is over a minute of writes, and hours at
-	// a typical control-plane rate; a follower down or partitioned for
-	// longer gets a snapshot. It also bounds the raft log on disk to
-	// TrailingLogs+SnapshotThreshold batches.
+	// rather than by a snapshot install, and so that an install finishes
+	// before the log has moved past it (no snapshot loop). Zero (the
+	// default) derives it from the write rate: the node keeps about
+	// TrailingBytes of log, counted in entries of the average size it
+	// applies, between 1024 and 262144 entries (trailingFor). Raft counts
+	// entries, but entries are group-commit batches whose size follows the
+	// load: 64 writers of one event make ~10-event entries, 64 writers of
+	// 100 events make ~2 MiB ones. A fixed count would keep minutes of
+	// history in one case and gigabytes in the other. Set it (tests) to fix
+	// the count.
 	TrailingLogs uint64
+	// TrailingBytes is the raft log kept after a snapshot when TrailingLogs
+	// is zero. Default 256 MiB: at the 3-node peak measured in
+	// docs/CLUSTER.md that is minutes of writes, and hours at control-plane
+	// rates.
+	TrailingBytes uint64
 	// SnapshotThreshold is how many entries past the last snapshot trigger
 	// the next one (checked every SnapshotInterval). Default 8192 (raft's).
 	// A snapshot streams the whole ledger to Dir/snapshots: its cost grows
@@ -115,8 +124,8 @@ func (c *Config) setDefaults() {
 	def(&c.SnapshotInterval, 2*time.Minute)
 	def(&c.ApplyTimeout, 5*time.Second)
 	def(&c.MaintainInterval, time.Second)
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = 10240
+	if c.TrailingBytes == 0 {
+		c.TrailingBytes = 256 << 20
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
@@ -192,6 +201,9 @@ type Replicator struct {
 	// hadState is whether raft state existed when the node started (a
 	// member restarting, not a new node).
 	hadState bool
+	// lastEntries and lastBytes are the FSM's counters at the last
+	// adaptTrailingLogs; owned by the maintain loop.
+	lastEntries, lastBytes uint64
 
 	pending chan *proposal
 	fatalCh chan error
@@ -243,7 +255,51 @@ const (
 	// promoteLag is how far (in raft entries) a non-voter may trail the
 	// leader's commit index and still be promoted.
 	promoteLag = 64
+	// Bounds of the derived TrailingLogs (Config.TrailingLogs zero), and
+	// its value before the first measurement.
+	minTrailingLogs     = 1024
+	maxTrailingLogs     = 1 << 18
+	initialTrailingLogs = 10240
+	// minSample is how many entries a maintain tick must see before their
+	// average size moves TrailingLogs.
+	minSample = 16
 )
+
+// trailingFor returns how many entries of avg bytes make about target
+// bytes of log, within [minTrailingLogs, maxTrailingLogs].
+func trailingFor(target, avg uint64) uint64 {
+	if avg == 0 {
+		return initialTrailingLogs
+	}
+	return min(max(target/avg, minTrailingLogs), maxTrailingLogs)
+}
+
+// adaptTrailingLogs re-derives TrailingLogs from the entries applied since
+// the last tick, when it is not fixed. It changes it only when it moves by
+// more than a quarter, so that it does not reload raft's configuration on
+// every tick.
+func (p *Replicator) adaptTrailingLogs() {
+	if p.cfg.TrailingLogs != 0 {
+		return
+	}
+	n, b := p.fsm.entries.Load(), p.fsm.entryBytes.Load()
+	dn, db := n-p.lastEntries, b-p.lastBytes
+	if dn < minSample {
+		return
+	}
+	p.lastEntries, p.lastBytes = n, b
+	want := trailingFor(p.cfg.TrailingBytes, db/dn)
+	rc := p.raft.ReloadableConfig()
+	if cur := rc.TrailingLogs; want*4 >= cur*3 && want*4 <= cur*5 {
+		return
+	}
+	rc.TrailingLogs = want
+	if err := p.raft.ReloadConfig(rc); err != nil {
+		p.cfg.Logger.Warn("trailing logs", "want", want, "err", err)
+		return
+	}
+	p.cfg.Logger.Debug("trailing logs derived from the write rate", "entries", want, "avg_entry_bytes", db/dn)
+}
 
 // ErrRemoved is the reason Done reports when this node was removed from the
 // cluster.
@@ -320,6 +376,10 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
 	rc.TrailingLogs, rc.SnapshotThreshold, rc.SnapshotInterval = cfg.TrailingLogs, cfg.SnapshotThreshold, cfg.SnapshotInterval
+	if cfg.TrailingLogs == 0 {
+		// Until entries have been measured: 10240 (raft's default).
+		rc.TrailingLogs = initialTrailingLogs
+	}
 	rc.BatchApplyCh = true
 	rc.ShutdownOnRemove = true
 	// The ledger is durable by itself: every batch is stored with its raft
@@ -534,6 +594,7 @@ func (p *Replicator) maintainLoop() {
 			_ = p.raft.Shutdown().Error()
 			p.stopped(err)
 		case <-tick.C:
+			p.adaptTrailingLogs()
 			if p.refreshPeers() {
 				p.cfg.Logger.Warn("this node is no longer a member of the cluster: stopping", "node", p.cfg.NodeID)
 				_ = p.raft.Shutdown().Error()

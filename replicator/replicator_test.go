@@ -217,6 +217,36 @@ func TestReplicator_IdenticalBytes(t *testing.T) {
 	if diff := cmp.Diff([]string{"key-n3", "key-n1", "key-n2"}, nodes[2].rep.Verifiers()); diff != "" {
 		t.Fatalf("verifiers (-want +got):\n%s", diff)
 	}
+	// Entries of a few hundred bytes: 256 MiB of log is more entries than
+	// the bound, so every node keeps the most the bound allows.
+	for _, n := range nodes {
+		eventually(t, n.id+" derives its trailing logs", 10*time.Second, func() bool {
+			st, err := n.rep.Status(t.Context())
+			return err == nil && st.TrailingLogs == maxTrailingLogs
+		})
+	}
+}
+
+// TestTrailingFor: TrailingLogs derived from the average entry size keeps
+// about the target bytes of log, within bounds.
+func TestTrailingFor(t *testing.T) {
+	cases := []struct {
+		name        string
+		target, avg uint64
+		want        uint64
+	}{
+		{"nothing measured", 256 << 20, 0, initialTrailingLogs},
+		{"tiny entries hit the upper bound", 256 << 20, 300, maxTrailingLogs},
+		{"mid-size entries", 256 << 20, 16 << 10, 16384},
+		{"huge entries hit the lower bound", 256 << 20, 2 << 20, minTrailingLogs},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := trailingFor(tc.target, tc.avg); got != tc.want {
+				t.Fatalf("trailingFor(%d, %d) = %d, want %d", tc.target, tc.avg, got, tc.want)
+			}
+		})
+	}
 }
 
 // TestReplicator_OutcomeUnknownWhenLeadershipLost: a leader that loses its

@@ -27,7 +27,7 @@ func registerClusterFlags(f *pflag.FlagSet, cc *node.ClusterConfig) {
 		"raft-heartbeat-timeout", "raft-election-timeout", "raft-lease-timeout"}
 	f.StringToStringVar(&cc.Raft.Peers, "raft-peer", nil, "ID=host:port: dial this address to reach node ID (repeatable)")
 	f.Uint64Var(&cc.Raft.SnapshotThreshold, "raft-snapshot-threshold", 0, "raft entries between snapshots (default 8192)")
-	f.Uint64Var(&cc.Raft.TrailingLogs, "raft-trailing-logs", 0, "raft entries kept after a snapshot (default 10240)")
+	f.Uint64Var(&cc.Raft.TrailingLogs, "raft-trailing-logs", 0, "raft entries kept after a snapshot (default: about 256 MiB of log, derived from the write rate)")
 	f.DurationVar(&cc.Raft.SnapshotInterval, "raft-snapshot-interval", 0, "how often the snapshot threshold is checked (default 2m)")
 	f.DurationVar(&cc.Raft.HeartbeatTimeout, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (default 1s)")
 	f.DurationVar(&cc.Raft.ElectionTimeout, "raft-election-timeout", 0, "raft election timeout (default 1s)")

@@ -1202,6 +1202,16 @@ func TestCluster_CLI(t *testing.T) {
 		{"transfer to an unknown node", []string{"cluster", "transfer-leader", "n9"}, exitRefused, replicator.CodeUnknownNode},
 		{"missing argument", []string{"cluster", "remove"}, exitCannot, "accepts 1 arg"},
 	}
+	// Cluster flags that contradict each other refuse to start.
+	for _, args := range [][]string{
+		{"--bootstrap"},
+		{"--raft-addr", "127.0.0.1:0", "--bootstrap", "--join", n1.URL()},
+	} {
+		code, out := cli(append([]string{"serve", "--data", t.TempDir(), "--http", "127.0.0.1:0"}, args...)...)
+		if code != exitCannot || !strings.Contains(out, "invalid cluster config") {
+			t.Fatalf("serve %v: exit %d, %q; want exit %d, invalid cluster config", args, code, out, exitCannot)
+		}
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// Through the follower: membership changes are forwarded.

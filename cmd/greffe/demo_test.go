@@ -79,10 +79,22 @@ func TestDemo_AndTheDomainCommands(t *testing.T) {
 
 	t.Run("matrix", func(t *testing.T) {
 		code, text, errs := greffe(t, "", "matrix", srv)
-		for _, want := range []string{"glm-local", "dorm-local (dormant)", "✗ not_probed", "✗ failed", "✗ limits_unknown", "✓ activation_ready"} {
+		for _, want := range []string{"glm-local", "dorm-local (dormant)", "✗ not_probed", "✗ failed", "✗ limits_unknown", "✗ stale", "no proving event"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("matrix lacks %q (exit %d, %s):\n%s", want, code, errs, text)
 			}
+		}
+		// When the first history ended, its provider was fresh.
+		code, text, _ = greffe(t, "", "matrix", "--time", "2026-03-01T09:00:40Z", srv)
+		row := ""
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, "glm-local ") {
+				row = l
+				break
+			}
+		}
+		if code != exitOK || strings.Count(row, "✓") != 4 || !strings.Contains(row, "✓ activation_ready") {
+			t.Errorf("matrix at 09:00:40: row %q\n%s", row, text)
 		}
 		code, js, _ := greffe(t, "", "matrix", "--json", "--at", "3", srv)
 		var o projections.Output

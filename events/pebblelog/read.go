@@ -59,6 +59,9 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 	}
 	defer it.Close()
 	out := make([]events.Event, 0, hi-lo)
+	// One arena holds the page's bytes (events alias it). It starts small
+	// and doubles, so a subscription woken for a few events does not pay
+	// for a large buffer.
 	var arena []byte
 	want := lo
 	for ok := it.First(); ok; ok = it.Next() {
@@ -68,7 +71,7 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 		}
 		v := it.Value()
 		if cap(arena)-len(arena) < len(v) {
-			arena = make([]byte, 0, max(len(v), 256<<10))
+			arena = make([]byte, 0, max(len(v), 2*cap(arena), 4<<10))
 		}
 		start := len(arena)
 		arena = append(arena, v...)

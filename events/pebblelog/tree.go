@@ -22,7 +22,8 @@ import (
 // leaves are acknowledged, so that a proof costs a few hashes instead of
 // Pebble reads and hundreds of hashes (BenchmarkInclusionProof):
 //
-//   - nodes of level >= 8, stored or folded (cleared when full);
+//   - nodes of level >= 8, stored or folded, and nodes of levels 4-7 of the
+//     partial tile at the right edge (cleared when full);
 //   - full leaf tiles (at most maxTileCache, a random one evicted when full):
 //     the siblings of levels 0-3 are folded from them;
 //   - the 16 level-4 nodes of full tiles ("summaries", cleared when full):
@@ -50,11 +51,12 @@ type edgeTile struct {
 }
 
 // Cache bounds. maxNodeCache nodes cost about 100 bytes each; a tile 8 KiB
-// (maxTileCache: 16 MiB); a summary 512 bytes (maxSumCache: 8 MiB, the
-// tiles of 4 million events).
+// (maxTileCache: 32 MiB, the tiles of a million events, filled by proofs
+// only); a summary 512 bytes (maxSumCache: 8 MiB, the tiles of 4 million
+// events).
 const (
 	maxNodeCache = 1 << 16
-	maxTileCache = 2048
+	maxTileCache = 4096
 	maxSumCache  = 1 << 14
 )
 
@@ -155,7 +157,7 @@ func (s *Store) ReadHashes(ctx context.Context, ids []compact.NodeID) ([][]byte,
 	size := s.Head().Size
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	r := treeReader{s: s, size: size, tiles: map[uint64][]byte{}}
+	r := treeReader{s: s, size: size, tiles: map[uint64][]byte{}, keepTiles: true}
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		if _, end := id.Coverage(); end > size {
@@ -196,10 +198,18 @@ type treeReader struct {
 	s     *Store
 	size  uint64
 	tiles map[uint64][]byte // leaf tile index -> concatenated leaf hashes
+	// keepTiles puts the full tiles read into the store's tile cache. Only
+	// proofs do: sequential reads of the log (pages, tiles served) would
+	// only churn it.
+	keepTiles bool
 }
 
 func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
-	if id.Level >= tileHeight {
+	// Nodes of level >= 4 are cached: a complete node never changes. (In
+	// the partial tile at the right edge, level-4 to 7 nodes are folded
+	// from up to 128 leaves, and nearly every proof at the head needs
+	// one.)
+	if id.Level >= sumLevel {
 		if h, ok := r.s.nodes.get(id); ok {
 			return h, nil
 		}
@@ -236,7 +246,7 @@ func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
 		return nil, err
 	}
 	h := fold(hashes)
-	if id.Level >= tileHeight {
+	if id.Level >= sumLevel {
 		r.s.nodes.put(id, h)
 	}
 	return h, nil
@@ -333,7 +343,9 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 				return nil, fmt.Errorf("leaf tile %d of %d bytes: %w", t, len(raw), events.ErrCorrupt)
 			}
 			tile = raw
-			r.s.nodes.putTile(r.s.db, t, tile)
+			if r.keepTiles {
+				r.s.nodes.putTile(r.s.db, t, tile)
+			}
 		}
 	} else {
 		need := (r.size - t*tileWidth) * 32
