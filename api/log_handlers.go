@@ -269,6 +269,9 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "streaming unsupported by this connection"})
 		return
 	}
+	// Tracked (for the metrics) before the client sees the response.
+	pos, untrack := s.subs.add(from)
+	defer untrack()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -286,8 +289,15 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	// only: writers never wait for it.
 	done := make(chan error, 1)
 	pending := make(chan events.Event, ssePending)
+	// The filter is applied here rather than by the store (which reads
+	// every event either way) so that pos, the metrics' view of how far
+	// behind the head this subscription is, advances past skipped events.
 	go func() {
-		done <- s.ledger.Subscribe(ctx, from, f, func(e events.Event) error {
+		done <- s.ledger.Subscribe(ctx, from, events.Filter{}, func(e events.Event) error {
+			pos.Store(e.Position + 1)
+			if !f.Match(&e) {
+				return nil
+			}
 			select {
 			case pending <- e:
 				return nil

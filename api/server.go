@@ -75,6 +75,8 @@ type Server struct {
 	// subscriptions end instead of holding shutdown until its deadline.
 	base       context.Context
 	cancelBase context.CancelFunc
+
+	subs subscriptions // the SSE subscriptions being served (subscriptions.go)
 }
 
 // New builds the server and its routes. It does not listen yet.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -22,6 +23,7 @@ import (
 
 var (
 	benchEvents  = flag.Int("audit.events", 1_000_000, "events in the log BenchmarkVerifyDir verifies")
+	benchDir     = flag.String("audit.dir", "", "keep the benchmark log in this folder and reuse it when it is there (the verifier key is kept next to it)")
 	benchCompact = flag.Bool("audit.compact", true, "compact the benchmark log's LSM before verifying (the shape of a node that ran a while after the writes; false: straight after a bulk load, L0-heavy)")
 )
 
@@ -33,7 +35,18 @@ var payload256 = json.RawMessage(`{"p":"` + strings.Repeat("x", 256-8) + `"}`)
 func buildBenchLog(b *testing.B, n int, signed bool) (string, note.Verifier) {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "ledger")
-	signer, verifier, _ := newKey(b, events.Origin(testLedger))
+	if *benchDir != "" {
+		dir = filepath.Join(*benchDir, fmt.Sprintf("ledger-%d-%t", n, signed))
+		if vkey, err := os.ReadFile(dir + ".vkey"); err == nil {
+			v, err := note.NewVerifier(string(vkey))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return dir, v
+		}
+		_ = os.RemoveAll(dir)
+	}
+	signer, verifier, vkey := newKey(b, events.Origin(testLedger))
 	s := openFixture(b, dir, testLedger, signer)
 	ctx := context.Background()
 	key := newExecutorKey(b)
@@ -44,16 +57,18 @@ func buildBenchLog(b *testing.B, n int, signed bool) (string, note.Verifier) {
 			b.Fatal(err)
 		}
 	}
-	env, err := events.SignData(ctx, "application/vnd.greffe.test+json", payload256, key.priv)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for i := 0; i < n; i += 1000 {
 		ps := make([]events.Proposed, min(1000, n-i))
 		for j := range ps {
 			ps[j] = events.Proposed{ID: uuid.New(), Type: "Bench", Data: payload256, Metadata: json.RawMessage(`{}`)}
 			if signed {
-				ps[j].Envelope = env
+				// Every event signs its own data: no two envelopes alike.
+				data := json.RawMessage(fmt.Sprintf(`{"i":"%09d","p":"%s"}`, i+j, strings.Repeat("x", 256-26)))
+				env, err := events.SignData(ctx, "application/vnd.greffe.test+json", data, key.priv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ps[j].Data, ps[j].Envelope = data, env
 			}
 		}
 		if _, err := s.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: fmt.Sprintf("bench-%d", (i/1000)%97), Events: ps}}}); err != nil {
@@ -76,6 +91,11 @@ func buildBenchLog(b *testing.B, n int, signed bool) (string, note.Verifier) {
 				b.Fatal(err)
 			}
 		})
+	}
+	if *benchDir != "" {
+		if err := os.WriteFile(dir+".vkey", []byte(vkey), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 	return dir, verifier
 }

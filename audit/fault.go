@@ -88,28 +88,30 @@ const (
 	KindServerCorrupt = "server_reports_corrupt"
 )
 
-// kindRank orders faults at the same position: the most fundamental first
-// (a missing or moved event explains a hash mismatch at its position).
-var kindRank = map[string]int{
-	KindStoreIdentity: 0, KindMalformedKey: 1, KindEventMissing: 2, KindEventBeyondHead: 3,
-	KindEventUndecodable: 4, KindPositionMismatch: 5, KindLeafHashMismatch: 6, KindLeafTileMissing: 7,
-	KindNodeHashMismatch: 8, KindNodeMissing: 9, KindUnexpectedEntry: 10, KindDuplicateEventID: 11,
-	KindStreamVersion: 12, KindRecordedAtBackwards: 13, KindSignatureInvalid: 14,
-	KindStreamIndexMismatch: 15, KindStreamIndexMissing: 16, KindIDIndexMismatch: 17, KindIDIndexMissing: 18,
-	KindStateMismatch: 19, KindServerCorrupt: 20, KindProofInvalid: 21,
-	KindCheckpointMalformed: 22, KindCheckpointSignature: 23,
-	KindCheckpointRoot: 25, KindCheckpointInconsistent: 26, KindRollback: 27, KindFork: 28,
+// kindOrder orders faults at the same position: the most fundamental
+// first (a missing or moved event explains a hash mismatch at its
+// position, which explains a checkpoint that does not match).
+var kindOrder = []string{
+	KindStoreIdentity, KindMalformedKey, KindEventMissing, KindCheckpointBeyondLog, KindEventBeyondHead,
+	KindEventUndecodable, KindPositionMismatch, KindLeafHashMismatch, KindLeafTileMissing,
+	KindNodeHashMismatch, KindNodeMissing, KindUnexpectedEntry, KindDuplicateEventID,
+	KindStreamVersion, KindRecordedAtBackwards, KindSignatureInvalid,
+	KindStreamIndexMismatch, KindStreamIndexMissing, KindIDIndexMismatch, KindIDIndexMissing,
+	KindStateMismatch, KindServerCorrupt, KindProofInvalid,
+	KindCheckpointMalformed, KindCheckpointSignature, KindCheckpointRoot, KindCheckpointInconsistent,
+	KindRollback, KindFork,
 }
 
-// Kinds returns every fault kind, in rank order.
-func Kinds() []string {
-	out := make([]string, 0, len(kindRank))
-	for k := range kindRank {
-		out = append(out, k)
+// rankOf returns a kind's place in kindOrder (unknown kinds last).
+func rankOf(kind string) int {
+	if i := slices.Index(kindOrder, kind); i >= 0 {
+		return i
 	}
-	slices.SortFunc(out, func(a, b string) int { return kindRank[a] - kindRank[b] })
-	return out
+	return len(kindOrder)
 }
+
+// Kinds returns every fault kind, most fundamental first.
+func Kinds() []string { return slices.Clone(kindOrder) }
 
 // NoPosition is the Position of a fault that no position can be blamed
 // for (a store-level problem such as a missing format record).
@@ -172,7 +174,7 @@ func compareFaults(a, b Fault) int {
 		}
 		return 1
 	}
-	if ra, rb := kindRank[a.Kind], kindRank[b.Kind]; ra != rb {
+	if ra, rb := rankOf(a.Kind), rankOf(b.Kind); ra != rb {
 		return ra - rb
 	}
 	if a.End != b.End {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/google/uuid"
 	"golang.org/x/mod/sumdb/note"
 
@@ -109,7 +111,7 @@ func buildLog(t testing.TB, n int, cps ...int) *fixture {
 // Pebble's own checksums stay valid, only the auditor can notice.
 func tamper(t testing.TB, dir string, fn func(db *pebble.DB)) {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	db, err := pebble.Open(dir, storeLikeOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +119,19 @@ func tamper(t testing.TB, dir string, fn func(db *pebble.DB)) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// storeLikeOptions are Pebble options like the store's own
+// (pebblelog.openPebble): uncompressed blocks, bloom filters. A compaction
+// done by a test then leaves tables like the node's.
+func storeLikeOptions() *pebble.Options {
+	opts := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		opts.Levels[i].FilterType = pebble.TableFilter
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.NoCompression }
+	}
+	return opts
 }
 
 func get(t testing.TB, db *pebble.DB, key []byte) []byte {

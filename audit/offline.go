@@ -18,6 +18,10 @@ import (
 // position 2^60 cannot make the auditor allocate for it.
 const slackSlots = 1 << 16
 
+// eventWindow is how many positions one iterator of the event scan covers
+// (see pebblelog.Inspector.ScanEvents): 64 Ki events, about 22 MiB.
+const eventWindow = 1 << 16
+
 // VerifyDir verifies the store of a stopped node offline: dir is the
 // Pebble folder (<data>/ledger). It opens it read-only (failing with
 // pebblelog.ErrLocked while a node holds it) and re-derives everything from
@@ -84,6 +88,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	var se streamEntries
 	var ids []idEntry
 	ig.Go(func() error {
+		se.ents = make([]streamEntry, 0, state.Size)
 		return in.Scan(ictx, pebblelog.SpaceStreams, func(e pebblelog.Entry) error {
 			stream, version, ok := pebblelog.ParseStreamKey(e.Key)
 			pos, okv := pebblelog.ParsePosition(e.Value)
@@ -111,12 +116,16 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 
 	// Replay the events.
 	var lastKey int64 = -1
-	rc := replayConfig{workers: cfg.Workers, sizeHint: state.Size, head: state.Size, maxSlots: max(state.Size, maxCheckpoint) + slackSlots}
+	head := state.Size
+	if meta.StateErr != nil {
+		head = maxCheckpoint // the best evidence of the head left
+	}
+	rc := replayConfig{workers: cfg.Workers, sizeHint: head, head: head, maxSlots: max(head, maxCheckpoint) + slackSlots}
 	if cfg.Progress != nil {
 		rc.progress = func(done uint64) { cfg.Progress(done, state.Size) }
 	}
 	r, err := replay(ctx, rc, fs, func(ctx context.Context, f *feeder) error {
-		err := in.Scan(ctx, pebblelog.SpaceEvents, func(e pebblelog.Entry) error {
+		err := in.ScanEvents(ctx, eventWindow, func(e pebblelog.Entry) error {
 			pos, ok := pebblelog.ParseEventKey(e.Key)
 			if !ok {
 				fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("event key %x", e.Key)})

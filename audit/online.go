@@ -30,9 +30,16 @@ import (
 // rebuilt tree, and a sample of events is looked up by id and by stream.
 //
 // The verification covers the log up to the node's latest checkpoint. A
-// returned error means it could not run (exit code 2).
+// returned error means it could not run (exit code 2). The client's idle
+// connections are closed on return.
 func VerifyServer(ctx context.Context, c *client.Client, cfg Config) (*Report, error) {
 	cfg.setDefaults()
+	// Concurrent requests make the transport dial connections that may end
+	// up never used; a server waits 5 s for such connections on a graceful
+	// shutdown. Close them when done.
+	if c.HTTP != nil {
+		defer c.HTTP.CloseIdleConnections()
+	}
 	start := time.Now()
 	fs := newFaults(cfg.MaxFaults)
 	rep := &Report{Source: c.Base}
@@ -173,21 +180,14 @@ func (o *online) feed(ctx context.Context, f *feeder) error {
 				}
 				continue
 			}
-			b := got[i-lo]
-			pos := first
-			for len(b) > 0 && pos < end {
-				if len(b) < 2 || len(b) < 2+int(binary.BigEndian.Uint16(b)) {
-					break
-				}
-				n := int(binary.BigEndian.Uint16(b))
-				if err := f.event(pos, b[2:2+n]); err != nil {
+			entries, rest := ParseEntryBundle(got[i-lo], int(end-first))
+			for k, e := range entries {
+				if err := f.event(first+uint64(k), e); err != nil {
 					return err
 				}
-				b = b[2+n:]
-				pos++
 			}
-			if pos < end || len(b) > 0 {
-				why := fmt.Sprintf("entry bundle %d holds %d entries, %d expected, and %d bytes that are not entries", i, pos-first, end-first, len(b))
+			if uint64(len(entries)) < end-first || rest > 0 {
+				why := fmt.Sprintf("entry bundle %d holds %d entries, %d expected, and %d bytes that are not entries", i, len(entries), end-first, rest)
 				if err := f.missingTail(end, why); err != nil {
 					return err
 				}
@@ -195,6 +195,22 @@ func (o *online) feed(ctx context.Context, f *feeder) error {
 		}
 	}
 	return nil
+}
+
+// ParseEntryBundle splits a C2SP tlog-tiles entry bundle (each entry a
+// big-endian uint16 length, then that many bytes) into at most max entries,
+// aliasing b. rest is the number of bytes left over: a truncated entry, or
+// more than max entries.
+func ParseEntryBundle(b []byte, max int) (entries [][]byte, rest int) {
+	for len(b) >= 2 && len(entries) < max {
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			break
+		}
+		entries = append(entries, b[2:2+n:2+n])
+		b = b[2+n:]
+	}
+	return entries, len(b)
 }
 
 // checkTiles fetches every hash tile of the checkpoint's tree and compares

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -153,15 +152,9 @@ func fetchEntry(ctx context.Context, c *client.Client, position, size uint64) ([
 	if err != nil {
 		return nil, fmt.Errorf("entry bundle %d: %w", idx, err)
 	}
-	for i := idx * layout.EntryBundleWidth; len(b) >= 2; i++ {
-		n := int(binary.BigEndian.Uint16(b))
-		if len(b) < 2+n {
-			break
-		}
-		if i == position {
-			return b[2 : 2+n], nil
-		}
-		b = b[2+n:]
+	entries, _ := ParseEntryBundle(b, layout.EntryBundleWidth)
+	if k := position - idx*layout.EntryBundleWidth; k < uint64(len(entries)) {
+		return entries[k], nil
 	}
 	return nil, &ProofError{Kind: KindProofInvalid, Detail: fmt.Sprintf("entry bundle %d does not hold position %d", idx, position)}
 }

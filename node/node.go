@@ -148,6 +148,10 @@ func Open(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := n.openObserve(); err != nil { // metrics, /readyz, dashboard (observe.go)
+		n.Close()
+		return nil, err
+	}
 	addr, err := srv.Listen()
 	if err != nil {
 		n.Close()

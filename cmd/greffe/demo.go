@@ -157,6 +157,8 @@ through HTTP (each command checked against its expected outcome), prints the
 readiness matrix and serves until interrupted (Ctrl-C). Explore it with
 greffe matrix, greffe cmd, greffe verify-projections or curl.`,
 		Args: cobra.NoArgs,
+		Annotations: map[string]string{noJSONAnnotation: "an interactive walkthrough that serves until interrupted; " +
+			"read its data as JSON from the node it serves (greffe matrix --json, greffe read --json, curl)"},
 		RunE: func(c *cobra.Command, _ []string) error {
 			return runDemo(c.Context(), cfg, c.OutOrStdout(), nil)
 		},

@@ -102,6 +102,9 @@ revoked; 2 could not run (usage, key file, node unreachable).`,
 			}
 			cfg := f.config(key)
 			cfg.Logger = slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
+			if f.r.json {
+				cfg.Logger = slog.New(slog.NewJSONHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
+			}
 			cfg.RegisterApproval, cfg.Lease, cfg.Concurrency = approval, cfgFlags.Lease, cfgFlags.Concurrency
 			cfg.NvidiaSMI, cfg.SnapshotTimeout, cfg.TempRoot = cfgFlags.NvidiaSMI, cfgFlags.SnapshotTimeout, cfgFlags.TempRoot
 			cfg.EnvAllowlist = append(executor.DefaultEnvAllowlist(), env...)
@@ -113,7 +116,14 @@ revoked; 2 could not run (usage, key file, node unreachable).`,
 			if err != nil {
 				return usageError{err}
 			}
-			printIdentity(c, f, x)
+			if f.r.json {
+				err = printJSON(c.OutOrStdout(), map[string]any{"executor_id": f.id, "host": f.hostID, "key_id": x.KeyID(), "public_key": x.PublicKey()})
+				if err != nil {
+					return err
+				}
+			} else {
+				printIdentity(c, f, x)
+			}
 			err = x.Run(c.Context())
 			if errors.Is(err, executor.ErrKeyRevoked) {
 				return &exitError{code: exitRefused, err: err}
@@ -211,6 +221,9 @@ func newExecutorRegisterCmd() *cobra.Command {
 			}
 			if err := x.Register(c.Context(), approval); err != nil {
 				return err
+			}
+			if f.r.json {
+				return printJSON(c.OutOrStdout(), map[string]any{"registered": true, "executor_id": f.id, "host": f.hostID, "key_id": x.KeyID()})
 			}
 			c.Printf("registered %s for executor %s on host %s\n", x.KeyID(), f.id, f.hostID)
 			return nil

@@ -94,7 +94,10 @@ func newKeysAddCmd() *cobra.Command {
 }
 
 func newKeysRetireCmd() *cobra.Command {
-	var data string
+	var (
+		data   string
+		asJSON bool
+	)
 	c := &cobra.Command{
 		Use:   "retire HASH --data DIR",
 		Short: "Retire a signing key (its hash as in `keys list`, or its verifier key): it signs no more but stays published",
@@ -107,11 +110,15 @@ func newKeysRetireCmd() *cobra.Command {
 			if err := node.RetireKey(data, origin, args[0]); err != nil {
 				return &exitError{exitRefused, err}
 			}
+			if asJSON {
+				return printJSON(c.OutOrStdout(), map[string]string{"retired": args[0], "origin": origin})
+			}
 			c.Printf("retired %s; restart the node: it stays published as a verifier and signs no more\n", args[0])
 			return nil
 		},
 	}
 	c.Flags().StringVar(&data, "data", node.DefaultDataDir, "the node's data folder")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 

@@ -107,6 +107,10 @@ func exitCodeOf(err error) int {
 
 type usageError struct{ error }
 
+// noJSONAnnotation marks a runnable command without a --json flag; its
+// value says why (a test holds every other command to --json).
+const noJSONAnnotation = "greffe/no-json"
+
 func isUsage(err error) bool {
 	var u usageError
 	return errors.As(err, &u)
@@ -114,10 +118,22 @@ func isUsage(err error) bool {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "greffe",
-		Short:         "greffe: the append-only, tamper-evident ledger of an AI control plane",
+		Use:   "greffe",
+		Short: "greffe: the append-only, tamper-evident ledger of an AI control plane",
+		Long: `greffe: the append-only, tamper-evident ledger of an AI control plane.
+
+Every command that prints a result takes --json. Long operations (verify,
+bench, apply, export, mirror) draw a progress bar on a terminal and print
+plain lines otherwise.
+
+Shell completion: greffe completion bash|zsh|fish|powershell prints a
+script; e.g. source <(greffe completion bash), or see
+greffe completion bash --help (docs/OPERATIONS.md).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Cobra's completion command, kept visible: operators discover it
+		// in greffe help.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: false, HiddenDefaultCmd: false},
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(

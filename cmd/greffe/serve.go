@@ -15,6 +15,7 @@ func newServeCmd() *cobra.Command {
 		cfg    node.Config
 		tokens string
 		level  string
+		asJSON bool
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -26,6 +27,9 @@ func newServeCmd() *cobra.Command {
 				return usageError{err}
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+			if asJSON {
+				cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+			}
 			if tokens != "" {
 				t, err := api.LoadTokens(tokens)
 				if err != nil {
@@ -37,7 +41,15 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c.Printf("greffe %s serving %s (data %s, ledger %s, %d events)\n", node.Version, n.URL(), cfg.DataDir, n.Store.LedgerID(), n.Store.Head().Size)
+			if asJSON {
+				if err := printJSON(c.OutOrStdout(), map[string]any{"version": node.Version, "url": n.URL(), "data": cfg.DataDir,
+					"ledger_id": n.Store.LedgerID(), "head": n.Store.Head().Size}); err != nil {
+					n.Close()
+					return err
+				}
+			} else {
+				c.Printf("greffe %s serving %s (data %s, ledger %s, %d events)\n", node.Version, n.URL(), cfg.DataDir, n.Store.LedgerID(), n.Store.Head().Size)
+			}
 			return n.Serve(c.Context())
 		},
 	}
@@ -49,6 +61,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.API.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
 	f.StringVar(&cfg.API.TLSKey, "tls-key", "", "TLS private key (PEM)")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&asJSON, "json", false, "print the start line as JSON and log JSON lines (to stderr)")
 	registerClusterFlags(f, &cfg.Cluster)
 	f.StringVar(&cfg.Ecosystem.GRPC.Addr, "grpc", "", "also serve the KurrentDB/EventStoreDB gRPC protocol on this address (loopback only), e.g. 127.0.0.1:2113")
 	f.StringSliceVar(&cfg.Ecosystem.Kafka.Brokers, "export-kafka-brokers", nil, "export the log to Kafka: bootstrap brokers HOST:PORT,... (with --export-kafka-topic)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -44,11 +45,13 @@ func (v *verifierFlags) parse() ([]note.Verifier, error) {
 
 func newVerifyCmd() *cobra.Command {
 	var (
-		r     remote
-		vf    verifierFlags
-		data  string
-		state string
-		cfg   audit.Config
+		r       remote
+		vf      verifierFlags
+		data    string
+		state   string
+		cfg     audit.Config
+		withPrj bool
+		prjTime string
 	)
 	c := &cobra.Command{
 		Use:   "verify (--data DIR | --server URL)",
@@ -109,15 +112,36 @@ is wrong with it are printed), 2 could not run.`,
 			if err != nil {
 				return &exitError{exitCannot, fmt.Errorf("verify could not run: %w", err)}
 			}
-			if r.json {
-				if err := printJSON(c.OutOrStdout(), rep); err != nil {
+			// --projections: rebuild every projection from position 0 and
+			// compare it with the live one (cmd/greffe/verify_projections.go),
+			// once the ledger is verified and its store released.
+			var prj *projectionsReport
+			if withPrj {
+				if prj, err = runProjections(c.Context(), r, data, prjTime); err != nil {
 					return err
 				}
-			} else {
-				printReport(c.OutOrStdout(), rep)
+			}
+			w := c.OutOrStdout()
+			switch {
+			case r.json && prj != nil:
+				err = printJSON(w, map[string]any{"ledger": rep, "projections": prj})
+			case r.json:
+				err = printJSON(w, rep)
+			default:
+				printReport(w, rep)
+				if prj != nil {
+					fmt.Fprintln(w)
+					printProjectionsReport(w, prj)
+				}
+			}
+			if err != nil {
+				return err
 			}
 			if !rep.Verified {
 				return &exitError{exitRefused, fmt.Errorf("%d fault(s) found; first: %s", rep.FaultCount, rep.First)}
+			}
+			if prj != nil && !prj.Verified {
+				return &exitError{exitRefused, errors.New("a live projection differs from its rebuild from position 0")}
 			}
 			return nil
 		},
@@ -130,7 +154,35 @@ is wrong with it are printed), 2 could not run.`,
 	f.IntVar(&cfg.IndexSample, "index-sample", 0, "online: events looked up by id and by stream through the read API (0: 1024; -1: all)")
 	f.IntVar(&cfg.ProofSample, "proof-sample", 0, "online: inclusion and consistency proofs fetched and checked (0: 64; -1: none)")
 	f.IntVar(&cfg.MaxFaults, "max-faults", 0, "faults listed in the report, lowest positions first (0: 100)")
+	f.BoolVar(&withPrj, "projections", false, "also rebuild every projection from position 0 and compare it byte for byte with the live one")
+	f.StringVar(&prjTime, "time", "", "with --projections: judge timed projections at this RFC 3339 time (default: now)")
 	return c
+}
+
+// runProjections runs verifyProjections (verify_projections.go) on the
+// same source as the ledger verification.
+func runProjections(ctx context.Context, r remote, data, at string) (*projectionsReport, error) {
+	t := time.Now().UTC()
+	if at != "" {
+		var err error
+		if t, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return nil, usageError{fmt.Errorf("--time: %w", err)}
+		}
+	}
+	var src liveProjections = remoteProjections{r.client()}
+	if data != "" {
+		off, err := openOffline(data)
+		if err != nil {
+			return nil, &exitError{exitCannot, err}
+		}
+		defer off.Close()
+		src = off
+	}
+	rep, err := verifyProjections(ctx, src, t)
+	if err != nil {
+		return nil, &exitError{exitCannot, fmt.Errorf("verify --projections could not run: %w", err)}
+	}
+	return rep, nil
 }
 
 // printReport writes the human summary of a verification.

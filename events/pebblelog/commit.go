@@ -72,6 +72,7 @@ type committer struct {
 	toSync   chan *inflight
 	proposer atomic.Pointer[Proposer]
 	tokens   chan struct{} // room downstream; the syncer returns one per batch
+	metrics  commitMetrics // latencies and batch sizes (metrics.go)
 }
 
 func newCommitter(s *Store) *committer {
@@ -119,6 +120,7 @@ func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outc
 		}
 	}
 	req := &appendReq{r: r, bytes: n, done: make(chan appendResp, 1)}
+	t0 := time.Now()
 	select {
 	case s.commit.in <- req:
 	case <-ctx.Done():
@@ -126,6 +128,7 @@ func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outc
 	}
 	select {
 	case resp := <-req.done:
+		s.commit.metrics.append.observe(time.Since(t0))
 		if resp.err != nil {
 			return events.Outcome{}, resp.err
 		}
@@ -313,7 +316,9 @@ func (c *committer) syncOne(ctx context.Context, f *inflight) {
 		case f.p != nil:
 			t0 := time.Now()
 			err := f.p.wb.SyncWait()
-			c.s.stats.syncNanos.Add(uint64(time.Since(t0)))
+			waited := time.Since(t0)
+			c.s.stats.syncNanos.Add(uint64(waited))
+			c.metrics.fsync.observe(waited)
 			f.p.wb.Close()
 			if err != nil {
 				// The batch is in the memtable but maybe not on disk.
@@ -324,11 +329,15 @@ func (c *committer) syncOne(ctx context.Context, f *inflight) {
 			c.s.publish(f.p.head)
 			c.s.stats.batches.Add(1)
 			c.s.stats.events.Add(uint64(f.p.nEvents))
+			c.metrics.batch.observe(f.p.nEvents)
 			c.respondAll(f.reqs, f.p.outcomes, nil)
 		default:
 			outcomes, err := f.wait(ctx)
 			if err == nil && len(outcomes) != len(f.reqs) {
 				err = fmt.Errorf("%w: replicated batch answered %d outcomes for %d appends", events.ErrOutcomeUnknown, len(outcomes), len(f.reqs))
+			}
+			if err == nil {
+				c.metrics.batch.observe(writtenEvents(outcomes))
 			}
 			c.respondAll(f.reqs, outcomes, err)
 		}

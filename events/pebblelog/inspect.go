@@ -160,6 +160,82 @@ func (in *Inspector) ScanFrom(ctx context.Context, space Space, start []byte, fn
 	return it.Error()
 }
 
+// ScanEvents calls fn for every entry of the event key space in key order,
+// like Scan, but reads it in windows of window positions, each with its own
+// iterator bounded to the window. A store closed right after a bulk load
+// keeps dozens of overlapping L0 tables (every flush holds events and index
+// keys), and one iterator over the whole space merges all of them at every
+// step; bounded to a window, an iterator drops the tables that hold no event
+// of it. Empty windows are skipped by seeking. A key that is not a
+// well-formed event key between windows ends the windowing: the rest of the
+// space is scanned in one go, so no key is ever missed.
+func (in *Inspector) ScanEvents(ctx context.Context, window uint64, fn func(Entry) error) error {
+	if window == 0 {
+		return in.Scan(ctx, SpaceEvents, fn)
+	}
+	end := []byte{prefixEvent + 1}
+	// Keys before position 0 (only malformed ones can be there).
+	if err := in.scanBounds(ctx, []byte{prefixEvent}, eventKey(0), fn); err != nil {
+		return err
+	}
+	for next := uint64(0); ; {
+		k, ok, err := in.firstFrom(eventKey(next), end)
+		if err != nil || !ok {
+			return err
+		}
+		p, valid := ParseEventKey(k)
+		if !valid {
+			return in.scanBounds(ctx, eventKey(next), end, fn)
+		}
+		lo := p - p%window
+		hi := lo + window
+		if hi < lo { // the last window of the key space
+			return in.scanBounds(ctx, eventKey(max(lo, next)), end, fn)
+		}
+		if err := in.scanBounds(ctx, eventKey(max(lo, next)), eventKey(hi), fn); err != nil {
+			return err
+		}
+		next = hi
+	}
+}
+
+// firstFrom returns (a copy of) the first key in [lower, upper).
+func (in *Inspector) firstFrom(lower, upper []byte) ([]byte, bool, error) {
+	it, err := in.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, false, err
+	}
+	defer it.Close()
+	if !it.First() {
+		return nil, false, it.Error()
+	}
+	return append([]byte(nil), it.Key()...), true, nil
+}
+
+// scanBounds calls fn for every entry in [lower, upper).
+func (in *Inspector) scanBounds(ctx context.Context, lower, upper []byte, fn func(Entry) error) error {
+	it, err := in.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok, n := it.First(), 0; ok; ok, n = it.Next(), n+1 {
+		if n&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("read event space: %w", err)
+		}
+		if err := fn(Entry{Key: it.Key(), Value: v}); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
 // Meta is the store's metadata as recorded. A field that is missing or
 // does not parse is reported in the matching error field rather than
 // failing the whole read, so that an auditor can say what is wrong.

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/node"
+)
+
+const auditLedger = "00000000-0000-4000-8000-0000000000c1"
+
+// auditNode runs a node of ledger auditLedger on data with a fixed clock
+// (two nodes fed the same appends store the same bytes), optionally with
+// the signing keys of another data folder. stop closes it.
+func auditNode(t *testing.T, data, keysFrom string) (n *node.Node, stop func()) {
+	t.Helper()
+	if keysFrom != "" {
+		if err := os.CopyFS(filepath.Join(data, "keys"), os.DirFS(filepath.Join(keysFrom, "keys"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := node.Config{DataDir: data, LedgerID: auditLedger, API: api.Config{Addr: "127.0.0.1:0"}}
+	cfg.Store.Clock = func() time.Time { return time.Unix(1_700_000_000, 0) }
+	cfg.Store.CheckpointInterval = -1
+	n, err := node.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	var stopped bool
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return n, stop
+}
+
+// appendSeq appends events [from, to) one per call, ids derived from seed.
+func appendSeq(t *testing.T, url, seed string, from, to int) {
+	t.Helper()
+	c := client.New(url, "")
+	for i := from; i < to; i++ {
+		id := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%s-%d", seed, i))
+		if _, err := c.Append(t.Context(), fmt.Sprintf("v-%d", i%2), events.ExpectAny,
+			[]client.EventIn{{ID: id.String(), Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCLI_VerifyOnlineAndOffline(t *testing.T) {
+	data := t.TempDir()
+	n, stop := auditNode(t, data, "")
+	srv := "--server=" + n.URL()
+	appendSeq(t, n.URL(), "a", 0, 300)
+
+	code, out, errs := runCLI(t, "", "verify", srv)
+	if code != exitOK || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "events      300 in 2 streams") {
+		t.Fatalf("verify --server: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, _ = runCLI(t, "", "verify", srv, "--json")
+	var rep audit.Report
+	if err := json.Unmarshal([]byte(out), &rep); code != exitOK || err != nil || !rep.Verified || rep.Events != 300 {
+		t.Fatalf("verify --json: %d %v %s", code, err, out)
+	}
+	code, out, errs = runCLI(t, "", "verify", srv, "--projections")
+	if code != exitOK || !strings.Contains(out, "VERIFIED\n") || !strings.Contains(out, "every live projection equals its rebuild") {
+		t.Fatalf("verify --projections: %d\n%s\n%s", code, out, errs)
+	}
+	// The data folder is held by the running node: could not run.
+	if code, _, errs := runCLI(t, "", "verify", "--data", data); code != exitCannot || !strings.Contains(errs, "stop the node") {
+		t.Fatalf("verify --data of a running node: %d %s", code, errs)
+	}
+	stop()
+	if code, out, errs := runCLI(t, "", "verify", "--data", data, "--projections"); code != exitOK || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "every live projection") {
+		t.Fatalf("verify --data --projections: %d\n%s\n%s", code, out, errs)
+	}
+
+	// One byte of one event, changed through Pebble: fault at its position.
+	dir := node.LedgerDir(data)
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := pebblelog.EventKey(41)
+	v, closer, err := db.Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv := append([]byte(nil), v...)
+	closer.Close()
+	nv[bytes.Index(nv, []byte(`{"i":41}`))+5] ^= 1 // 41 -> 51: still canonical, another hash
+	if err := db.Set(k, nv, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI(t, "", "verify", "--data", data)
+	if code != exitRefused || !strings.Contains(out, "FAULT       position 41: leaf_hash_mismatch") {
+		t.Fatalf("tampered: %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestCLI_VerifyStateCatchesFork(t *testing.T) {
+	dataA := t.TempDir()
+	a, _ := auditNode(t, dataA, "")
+	appendSeq(t, a.URL(), "orig", 0, 10)
+	state := filepath.Join(t.TempDir(), "auditor.json")
+	if code, out, errs := runCLI(t, "", "verify", "--server", a.URL(), "--state", state); code != exitOK || !strings.Contains(out, "first run") {
+		t.Fatalf("first run: %d\n%s\n%s", code, out, errs)
+	}
+	b, _ := auditNode(t, t.TempDir(), dataA)
+	appendSeq(t, b.URL(), "orig", 0, 6)
+	appendSeq(t, b.URL(), "forged", 6, 15)
+	code, out, errs := runCLI(t, "", "verify", "--server", b.URL(), "--state", state)
+	if code != exitRefused || !strings.Contains(out, "position 6 (checkpoint of size 10): fork_detected") || !strings.Contains(out, "evidence    "+state+".evidence/consistency-10-15.json") {
+		t.Fatalf("forked log: %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestCLI_Prove(t *testing.T) {
+	n, _ := auditNode(t, t.TempDir(), "")
+	appendSeq(t, n.URL(), "p", 0, 20)
+	srv := "--server=" + n.URL()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"inclusion at the latest checkpoint", []string{"prove", "inclusion", "--position", "7", srv}, exitOK, "position 7 is in the tree of size 20: VERIFIED"},
+		{"inclusion at a past size", []string{"prove", "inclusion", "--position", "7", "--size", "9", srv}, exitOK, "tree of size 9: VERIFIED"},
+		{"consistency", []string{"prove", "consistency", "--from", "5", "--to", "18", srv}, exitOK, "the tree of size 18 extends the tree of size 5: VERIFIED"},
+		{"consistency from the empty tree", []string{"prove", "consistency", "--from", "0", srv}, exitOK, "proof     0 hashes"},
+		{"a position beyond the tree", []string{"prove", "inclusion", "--position", "25", srv}, exitCannot, ""},
+		{"no position", []string{"prove", "inclusion", srv}, exitCannot, ""},
+		{"a verifier of another ledger", []string{"prove", "inclusion", "--position", "1", srv, "--verifier", "greffe/other+12345678+AUkD5IHfkZcdEjQP2mXNpkBnrIjKhOXfzxNl3LDjk0xx"}, exitCannot, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(t, "", tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.out) {
+				t.Errorf("exit %d, want %d\n%s\n%s", code, tc.code, out, errs)
+			}
+		})
+	}
+	// A node whose proofs are altered in transit: exit 1, nothing printed.
+	lying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Get(n.URL() + r.URL.String())
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var out client.InclusionOut
+		if r.URL.Path != "/v1/proof/inclusion" {
+			w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+			w.WriteHeader(resp.StatusCode)
+			_, _ = copyBody(w, resp)
+			return
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		out.Hashes[0][0] ^= 1
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	defer lying.Close()
+	code, out, errs := runCLI(t, "", "prove", "inclusion", "--position", "7", "--server", lying.URL)
+	if code != exitRefused || out != "" || !strings.Contains(errs, audit.KindProofInvalid) {
+		t.Errorf("altered proof: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// quietPebble drops Pebble's logs.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)           {}
+func (quietPebble) Errorf(string, ...any)          {}
+func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+
+func copyBody(w http.ResponseWriter, resp *http.Response) (int64, error) {
+	var n int64
+	buf := make([]byte, 32<<10)
+	for {
+		k, err := resp.Body.Read(buf)
+		if k > 0 {
+			m, werr := w.Write(buf[:k])
+			n += int64(m)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err != nil {
+			return n, nil
+		}
+	}
+}
+
+func TestCLI_Keys(t *testing.T) {
+	data := t.TempDir()
+	_, stop := auditNode(t, data, "")
+	stop()
+	code, out, _ := runCLI(t, "", "keys", "list", "--data", data, "--json")
+	var keys []node.KeyInfo
+	if err := json.Unmarshal([]byte(out), &keys); code != exitOK || err != nil || len(keys) != 1 {
+		t.Fatalf("keys list: %d %v %s", code, err, out)
+	}
+	if code, _, errs := runCLI(t, "", "keys", "retire", keys[0].Hash, "--data", data); code != exitRefused || !strings.Contains(errs, "last active key") {
+		t.Fatalf("retiring the last key: %d %s", code, errs)
+	}
+	if code, out, _ := runCLI(t, "", "keys", "add", "--data", data); code != exitOK || !strings.Contains(out, "added greffe/"+auditLedger+"+") {
+		t.Fatalf("keys add: %d %s", code, out)
+	}
+	if code, _, errs := runCLI(t, "", "keys", "retire", keys[0].Hash, "--data", data); code != exitOK {
+		t.Fatalf("keys retire: %d %s", code, errs)
+	}
+	code, out, _ = runCLI(t, "", "keys", "list", "--data", data)
+	if code != exitOK || !strings.Contains(out, keys[0].Hash+"  retired") || strings.Count(out, "active") != 1 {
+		t.Fatalf("keys list after rotation: %d\n%s", code, out)
+	}
+	// A folder without keys takes the origin of its ledger.
+	_ = os.RemoveAll(filepath.Join(data, "keys"))
+	if code, out, errs := runCLI(t, "", "keys", "add", "--data", data); code != exitOK || !strings.Contains(out, auditLedger) {
+		t.Fatalf("keys add to a folder without keys: %d %s %s", code, out, errs)
+	}
+}
+
+func TestCLI_VerifyUsage(t *testing.T) {
+	if code, _, errs := runCLI(t, "", "verify", "--data", "x", "--server", "http://127.0.0.1:1"); code != exitCannot || !strings.Contains(errs, "not both") {
+		t.Errorf("both sources: %d %s", code, errs)
+	}
+	if code, _, _ := runCLI(t, "", "verify", "--server", "http://127.0.0.1:1"); code != exitCannot {
+		t.Errorf("unreachable node: %d", code)
+	}
+	if code, _, _ := runCLI(t, "", "verify", "--data", t.TempDir()+"/none"); code != exitCannot {
+		t.Errorf("missing data folder: %d", code)
+	}
+}
