@@ -16,6 +16,8 @@
 //
 // The package holds verification logic only (no flags, no output format).
 // It may import events, events/pebblelog (its read-only Inspector),
-// aggregates (stream prefixes), client, and the transparency-dev and x/mod
-// note libraries; it must not import api, node or cmd.
+// aggregates (stream prefixes), client, the transparency-dev libraries
+// (merkle, formats, tessera's tile layout), x/mod's note, x/sync's errgroup
+// and the DSSE library; it must not import api, node or cmd
+// (TestLint_Imports).
 package audit

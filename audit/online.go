@@ -26,8 +26,8 @@ import (
 // nothing the node says about itself beyond the verifier keys (and those
 // only when cfg.Verifiers is empty): every entry is hashed, the tree is
 // rebuilt and compared with the served tiles, the checkpoint's signature
-// and root are checked, a sample of served proofs is checked against the
-// rebuilt tree, and a sample of events is looked up by id and by stream.
+// and root are checked, a sample of served proofs must reach the signed
+// root, and a sample of events is looked up by id and by stream.
 //
 // The verification covers the log up to the node's latest checkpoint. A
 // returned error means it could not run (exit code 2). The client's idle
@@ -72,6 +72,9 @@ func VerifyServer(ctx context.Context, c *client.Client, cfg Config) (*Report, e
 	size := info.Head.Size
 	if oc.parsed {
 		size = oc.size
+	}
+	if size > maxOnlineEvents {
+		return nil, fmt.Errorf("%w: the node claims a log of %d events, more than an online verification fetches (%d); verify its data offline", ErrConfig, size, uint64(maxOnlineEvents))
 	}
 
 	o := &online{c: c, cfg: cfg, fs: fs, size: size}
@@ -118,6 +121,11 @@ func VerifyServer(ctx context.Context, c *client.Client, cfg Config) (*Report, e
 	rep.finish(fs, start)
 	return rep, nil
 }
+
+// maxOnlineEvents bounds the log an online verification fetches (and
+// holds in memory, about 150 bytes per event): a node claiming more is
+// verified offline, from its data.
+const maxOnlineEvents = 1 << 32
 
 // online holds one server verification.
 type online struct {

@@ -230,7 +230,8 @@ func hashChunk(c *chunk) {
 var errMissing = errors.New("missing")
 
 // replayed is what the replay leaves for the index, tree and checkpoint
-// checks: the recomputed tree and, per position, the stream and event id.
+// checks: the recomputed tree and, per position, the stream, version and
+// event id.
 type replayed struct {
 	tree      *tree
 	streamOf  []uint32   // per position: stream number, or noStream
@@ -242,7 +243,6 @@ type replayed struct {
 	lastAt    int64    // recorded_at of the last decodable event
 	sigs      int      // signatures checked
 	dropped   uint64   // events beyond maxSlots, not replayed
-	decodable uint64
 }
 
 // size returns the number of positions replayed.
@@ -398,7 +398,6 @@ func (c *consumer) event(pos uint64, s *slim) error {
 		}
 		return nil
 	}
-	r.decodable++
 	if s.position != pos {
 		c.fs.add(Fault{Kind: KindPositionMismatch, Position: int64(pos),
 			Detail: fmt.Sprintf("the event stored at position %d encodes position %d (events moved or swapped)", pos, s.position)})
