@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
@@ -201,4 +203,40 @@ func TempDir(parent string) (string, error) {
 		return "", err
 	}
 	return filepath.Clean(d), nil
+}
+
+// PebbleSyncRate measures the storage engine alone under dir: a bare Pebble
+// database committing one 500-byte batch at a time with Sync, for d. The
+// gap between FsyncRate and this is Pebble's write-ahead log (its own
+// flush goroutine and record framing); the gap between this and a single
+// writer's events/s is greffe's.
+func PebbleSyncRate(dir string, d time.Duration) (float64, error) {
+	db, err := pebble.Open(filepath.Join(dir, "pebble-baseline"), &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		_ = db.Close()
+		_ = os.RemoveAll(filepath.Join(dir, "pebble-baseline"))
+	}()
+	val := make([]byte, 500)
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		key := binary.BigEndian.AppendUint64([]byte("k"), uint64(n))
+		if err := db.Set(key, val, pebble.Sync); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// quiet discards Pebble's informational logs during the baseline.
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)  {}
+func (quiet) Errorf(string, ...any) {}
+func (quiet) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
 }

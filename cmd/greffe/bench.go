@@ -58,6 +58,10 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			engine, err := bench.PebbleSyncRate(d, fsyncFor)
+			if err != nil {
+				return err
+			}
 			var t bench.Target
 			if embedded {
 				s, err := pebblelog.Open(pebblelog.Config{Dir: d, CheckpointInterval: -1})
@@ -79,12 +83,13 @@ func newBenchCmd() *cobra.Command {
 				fmt.Fprintln(c.OutOrStdout())
 			}
 			if r.json {
-				return printJSON(c.OutOrStdout(), map[string]any{"result": res, "disk_fsync_per_sec": fsync, "embedded": embedded})
+				return printJSON(c.OutOrStdout(), map[string]any{"result": res, "disk_fsync_per_sec": fsync, "pebble_sync_commits_per_sec": engine, "embedded": embedded})
 			}
 			c.Println(res.String())
 			c.Printf("disk baseline: %.0f fsyncs/s (300-byte write + fdatasync, in %s)\n", fsync, d)
+			c.Printf("engine baseline: %.0f synced Pebble commits/s (one 500-byte key each)\n", engine)
 			if cfg.Writers == 1 && cfg.EventsPerAppend == 1 {
-				c.Printf("single-writer efficiency: %.0f%% of the disk's fsync rate\n", 100*res.EventsPerSec/fsync)
+				c.Printf("single-writer efficiency: %.0f%% of the disk's fsync rate, %.0f%% of Pebble's synced commit rate\n", 100*res.EventsPerSec/fsync, 100*res.EventsPerSec/engine)
 			}
 			if res.FirstError != "" {
 				c.Printf("first error: %s\n", res.FirstError)

@@ -72,6 +72,9 @@ type committer struct {
 	toSync   chan *inflight
 	proposer atomic.Pointer[Proposer]
 	tokens   chan struct{} // room downstream; the syncer returns one per batch
+	// lastReqs is the number of appends in the last local batch; owned by
+	// the sequencer. A lone writer (batches of one) takes commitNow.
+	lastReqs int
 	metrics  commitMetrics // latencies and batch sizes (metrics.go)
 }
 
@@ -276,7 +279,12 @@ func (c *committer) seal(o *openBatch) {
 		o.bb.abort()
 		c.s.fail(o.err)
 		f.err = fmt.Errorf("%w: %v", errStoreFailed, o.err)
+	case len(o.reqs) == 1 && c.lastReqs <= 1 && len(c.in) == 0 && len(c.tokens) == pipelineDepth-1:
+		c.lastReqs = 1
+		c.commitNow(o)
+		return
 	default:
+		c.lastReqs = len(o.reqs)
 		f.p, f.err = c.s.applyLocal(o.bb)
 	}
 	c.toSync <- f
@@ -309,39 +317,74 @@ func (c *committer) syncLoop(ctx context.Context) {
 }
 
 func (c *committer) syncOne(ctx context.Context, f *inflight) {
-	{
-		switch {
-		case f.err != nil:
-			c.respondAll(f.reqs, nil, f.err)
-		case f.p != nil:
-			t0 := time.Now()
-			err := f.p.wb.SyncWait()
-			waited := time.Since(t0)
-			c.s.stats.syncNanos.Add(uint64(waited))
-			c.metrics.fsync.observe(waited)
-			f.p.wb.Close()
-			if err != nil {
-				// The batch is in the memtable but maybe not on disk.
-				c.s.fail(err)
-				c.respondAll(f.reqs, nil, fmt.Errorf("%w: fsync: %v", events.ErrOutcomeUnknown, err))
-				return
-			}
-			c.s.publish(f.p.head)
-			c.s.stats.batches.Add(1)
-			c.s.stats.events.Add(uint64(f.p.nEvents))
-			c.metrics.batch.observe(f.p.nEvents)
-			c.respondAll(f.reqs, f.p.outcomes, nil)
-		default:
-			outcomes, err := f.wait(ctx)
-			if err == nil && len(outcomes) != len(f.reqs) {
-				err = fmt.Errorf("%w: replicated batch answered %d outcomes for %d appends", events.ErrOutcomeUnknown, len(outcomes), len(f.reqs))
-			}
-			if err == nil {
-				c.metrics.batch.observe(writtenEvents(outcomes))
-			}
-			c.respondAll(f.reqs, outcomes, err)
+	switch {
+	case f.err != nil:
+		c.respondAll(f.reqs, nil, f.err)
+	case f.p != nil:
+		t0 := time.Now()
+		err := f.p.wb.SyncWait()
+		c.finishLocal(f, time.Since(t0), err)
+	default:
+		outcomes, err := f.wait(ctx)
+		if err == nil && len(outcomes) != len(f.reqs) {
+			err = fmt.Errorf("%w: replicated batch answered %d outcomes for %d appends", events.ErrOutcomeUnknown, len(outcomes), len(f.reqs))
+		}
+		if err == nil {
+			c.metrics.batch.observe(writtenEvents(outcomes))
+		}
+		c.respondAll(f.reqs, outcomes, err)
+	}
+}
+
+// finishLocal answers a local batch once its fsync returned (err nil) or
+// failed: it advances the acknowledged head, counts, and answers.
+func (c *committer) finishLocal(f *inflight, waited time.Duration, err error) {
+	c.s.stats.syncNanos.Add(uint64(waited))
+	c.metrics.fsync.observe(waited)
+	f.p.wb.Close()
+	if err != nil {
+		// The batch is in the memtable but maybe not on disk.
+		c.s.fail(err)
+		c.respondAll(f.reqs, nil, fmt.Errorf("%w: fsync: %v", events.ErrOutcomeUnknown, err))
+		return
+	}
+	c.s.publish(f.p.head)
+	c.s.stats.batches.Add(1)
+	c.s.stats.events.Add(uint64(f.p.nEvents))
+	c.metrics.batch.observe(f.p.nEvents)
+	c.respondAll(f.reqs, f.p.outcomes, nil)
+}
+
+// commitNow commits a batch synchronously on the sequencer when a lone
+// writer is appending (this batch and the last held one append, nothing is
+// queued or in flight): it then waits for one fsync and no hand-off to the
+// syncer (measured: 2.1-2.4k -> 2.6-2.9k appends/s with one writer). Under
+// concurrency the pipelined path is taken instead, so that preparing the
+// next batch overlaps this fsync (taking commitNow there cost a quarter of
+// the throughput with 64 writers).
+// REQUIRES: the batch's token is taken and no other batch is in flight.
+func (c *committer) commitNow(o *openBatch) {
+	f := &inflight{reqs: o.reqs}
+	c.s.dbMu.RLock()
+	p, err := o.bb.seal()
+	var waited time.Duration
+	if err == nil {
+		t0 := time.Now()
+		err = c.s.db.Apply(p.wb, pebble.Sync)
+		waited = time.Since(t0)
+		if err == nil {
+			c.s.install(p)
 		}
 	}
+	c.s.dbMu.RUnlock()
+	if p == nil {
+		c.s.fail(err)
+		c.respondAll(f.reqs, nil, fmt.Errorf("%w: %v", errStoreFailed, err))
+	} else {
+		f.p = p
+		c.finishLocal(f, waited, err)
+	}
+	c.tokens <- struct{}{}
 }
 
 func (c *committer) respondAll(reqs []*appendReq, outcomes []events.Outcome, err error) {
