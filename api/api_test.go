@@ -29,7 +29,7 @@ type testNode struct {
 	verifier note.Verifier
 }
 
-func startNode(t *testing.T, tokens *api.Tokens) *testNode {
+func startNode(t testing.TB, tokens *api.Tokens) *testNode {
 	t.Helper()
 	s, err := pebblelog.Open(pebblelog.Config{Dir: t.TempDir(), LedgerID: "api-test", CheckpointInterval: -1})
 	if err != nil {
