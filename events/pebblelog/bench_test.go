@@ -61,7 +61,7 @@ func benchAppend(b *testing.B, writers, perAppend int) {
 //
 //	go test ./events/pebblelog -run x -bench Append -benchtime 5s
 func BenchmarkAppend(b *testing.B) {
-	for _, c := range []struct{ writers, per int }{{1, 1}, {64, 1}, {64, 10}, {16, 100}} {
+	for _, c := range []struct{ writers, per int }{{1, 1}, {64, 1}, {64, 10}, {64, 100}, {16, 100}} {
 		b.Run(fmt.Sprintf("writers=%d/per=%d", c.writers, c.per), func(b *testing.B) { benchAppend(b, c.writers, c.per) })
 	}
 }
