@@ -55,7 +55,14 @@ func (n *Node) watchLeases() {
 	if _, settable := n.Commands.Clock().(commands.SettableClock); settable {
 		return
 	}
-	lw := startLeaseWatcher(n.Store, n.Commands, n.cfg.Logger, leasePollInterval)
+	// In a cluster only the leader marks: a follower's command would be
+	// refused with not_leader every tick, and the leader's watcher sees the
+	// same log.
+	var active func() bool
+	if rep := n.Replicator(); rep != nil {
+		active = rep.IsLeader
+	}
+	lw := startLeaseWatcher(n.Store, n.Commands, n.cfg.Logger, leasePollInterval, active)
 	n.closers = append([]func() error{lw.Close}, n.closers...)
 }
 
@@ -65,6 +72,9 @@ var leaseNamespace = uuid.MustParse("2c7f3f8e-5d0b-4f5e-9a51-6c1f0d6a7e21")
 // leaseWatcher is started by Open and stopped by Close. Its only state
 // lives in its goroutine.
 type leaseWatcher struct {
+	// active reports whether this watcher should mark expired leases now
+	// (nil: always, a single node).
+	active func() bool
 	log    events.Subscriber
 	cmds   *commands.Handler
 	logger *slog.Logger
@@ -84,9 +94,9 @@ type leaseUpdate struct {
 
 // startLeaseWatcher starts following log from position 0 (a restarted node
 // finds the leases still open).
-func startLeaseWatcher(log events.Subscriber, cmds *commands.Handler, logger *slog.Logger, poll time.Duration) *leaseWatcher {
+func startLeaseWatcher(log events.Subscriber, cmds *commands.Handler, logger *slog.Logger, poll time.Duration, active func() bool) *leaseWatcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &leaseWatcher{log: log, cmds: cmds, logger: logger, poll: poll, cancel: cancel}
+	w := &leaseWatcher{log: log, cmds: cmds, logger: logger, poll: poll, cancel: cancel, active: active}
 	updates := make(chan leaseUpdate, leaseUpdates)
 	w.wg.Add(2)
 	go func() {
@@ -190,6 +200,9 @@ func (w *leaseWatcher) watch(ctx context.Context, in <-chan leaseUpdate) {
 // measurement has its result); a lease_held refusal means a renewal is on
 // its way, and a failure is tried again at the next tick.
 func (w *leaseWatcher) mark(ctx context.Context, id string, until time.Time) bool {
+	if w.active != nil && !w.active() {
+		return false // not the leader: keep the lease pending, another node marks it
+	}
 	data, err := json.Marshal(aggregates.MarkMeasurementUncertain{MeasurementID: id})
 	if err != nil {
 		return false

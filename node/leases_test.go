@@ -28,7 +28,7 @@ func openLeaseNode(t *testing.T, dir string, clock *commands.ManualClock) *Node 
 	if err != nil {
 		t.Fatal(err)
 	}
-	lw := startLeaseWatcher(n.Store, n.Commands, n.cfg.Logger, 5*time.Millisecond)
+	lw := startLeaseWatcher(n.Store, n.Commands, n.cfg.Logger, 5*time.Millisecond, nil)
 	n.closers = append([]func() error{lw.Close}, n.closers...)
 	return n
 }

@@ -258,6 +258,12 @@ func (p *Replicator) translateOp(err error) error {
 	return errorf(CodeReplicationFailed, http.StatusServiceUnavailable, err, "raft refused the operation")
 }
 
+// IsLeader reports whether this node is the raft leader right now (a
+// local view, without a round trip: a deposed leader may still believe it
+// for up to an election timeout). Use it for work only the leader should
+// start, never as a read barrier (ReadBarrier is that).
+func (p *Replicator) IsLeader() bool { return p.raft.State() == raft.Leader }
+
 func (p *Replicator) requireLeader() error {
 	if p.raft.State() != raft.Leader {
 		return p.notLeader()

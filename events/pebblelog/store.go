@@ -280,8 +280,16 @@ func (s *Store) loadOrInit() error {
 	if s.cfg.LedgerID != "" && s.cfg.LedgerID != string(id) {
 		return fmt.Errorf("store holds ledger %q, config asks for %q: %w", id, s.cfg.LedgerID, ErrIncompatible)
 	}
-	s.ledgerID = string(id)
-	s.origin = events.Origin(s.ledgerID)
+	// The identity is set once, at the first open; a reopen (a snapshot
+	// restore) must find the same ledger and leaves the fields alone, since
+	// LedgerID and Origin are read without a lock.
+	switch {
+	case s.ledgerID == "":
+		s.ledgerID = string(id)
+		s.origin = events.Origin(s.ledgerID)
+	case s.ledgerID != string(id):
+		return fmt.Errorf("reopened store holds ledger %q, not %q: %w", id, s.ledgerID, ErrIncompatible)
+	}
 	return s.loadState()
 }
 
