@@ -1,5 +1,7 @@
 package aggregates
 
+import "github.com/greffe/greffe/events"
+
 // Stream prefixes of the aggregates. They are the events package's reserved
 // prefixes: the raw append API refuses them, so only these deciders (through
 // the commands layer) write there.
@@ -10,7 +12,7 @@ const (
 	MissionPrefix     = "mission-"
 	MeasurementPrefix = "measurement-"
 	ClaimPrefix       = "claim-"
-	ExecutorPrefix    = "executor-"
+	ExecutorPrefix    = events.KeyStreamPrefix // key events count only there
 )
 
 // ProviderStream returns "provider-<name>".

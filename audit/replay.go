@@ -13,7 +13,6 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/events"
 )
 
@@ -434,22 +433,11 @@ func (c *consumer) event(pos uint64, s *slim) error {
 	}
 	// The ring changes after this position: an event is never verified by
 	// a key it registers itself.
-	if IsKeyEvent(s.stream, s.typ) {
+	if events.IsKeyEvent(s.stream, s.typ) {
 		e := events.Event{Stream: s.stream, Type: s.typ, Data: s.data}
 		c.ring.Apply(&e)
 	}
 	return nil
-}
-
-// IsKeyEvent reports whether an event of stream and type registers or
-// revokes a key allowed to sign events. Only the executor streams count:
-// the raw append API refuses them (only the Measurement aggregate writes
-// there, after its gates), so an event of the same type written to another
-// stream registers nothing. The node's key ring (node/keyring.go) folds
-// exactly the same events, so the edge and the auditor agree.
-func IsKeyEvent(stream, typ string) bool {
-	return strings.HasPrefix(stream, aggregates.ExecutorPrefix) &&
-		(typ == events.TypeExecutorKeyRegistered || typ == events.TypeExecutorKeyRevoked)
 }
 
 // signatures resolves each signature's key in the ring as it stands at pos

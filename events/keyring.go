@@ -3,6 +3,7 @@ package events
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"strings"
 )
 
 // Event types that register and revoke the keys allowed to sign events. They
@@ -13,6 +14,19 @@ const (
 	TypeExecutorKeyRegistered = "ExecutorKeyRegistered"
 	TypeExecutorKeyRevoked    = "ExecutorKeyRevoked"
 )
+
+// KeyStreamPrefix is the prefix of the streams whose key events count: the
+// executor streams, written only by the Measurement aggregate after its
+// gates (the raw append API refuses them as reserved).
+const KeyStreamPrefix = "executor-"
+
+// IsKeyEvent reports whether an event of stream and typ registers or revokes
+// a key allowed to sign events. An event of the same type in another stream
+// registers nothing, so the node's edge check, the auditor and the executor
+// fold exactly the same events.
+func IsKeyEvent(stream, typ string) bool {
+	return strings.HasPrefix(stream, KeyStreamPrefix) && (typ == TypeExecutorKeyRegistered || typ == TypeExecutorKeyRevoked)
+}
 
 // KeyRegisteredData is the data of ExecutorKeyRegistered. PublicKey is the raw
 // 32-byte ed25519 key (base64 in JSON); KeyID must equal KeyID(PublicKey).
@@ -46,10 +60,14 @@ type ringKey struct {
 // NewKeyRing returns an empty key ring.
 func NewKeyRing() *KeyRing { return &KeyRing{keys: map[string]*ringKey{}} }
 
-// Apply folds e if it registers or revokes a key, and reports whether it did.
-// A registration whose key id does not match its key is ignored (the
-// aggregate refuses it; a tampered log shows up as an unknown key).
+// Apply folds e if it registers or revokes a key (IsKeyEvent), and reports
+// whether it did. A registration whose key id does not match its key is
+// ignored (the aggregate refuses it; a tampered log shows up as an unknown
+// key).
 func (k *KeyRing) Apply(e *Event) bool {
+	if !IsKeyEvent(e.Stream, e.Type) {
+		return false
+	}
 	switch e.Type {
 	case TypeExecutorKeyRegistered:
 		var d KeyRegisteredData

