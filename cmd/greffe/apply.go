@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -139,7 +138,7 @@ func applyOne(c *cobra.Command, cl *client.Client, h fixtures.History, withTime,
 	errw := c.ErrOrStderr()
 	if progress {
 		o.Progress = func(done, total int, _ *fixtures.Line) {
-			fmt.Fprintf(errw, "\r%s %s %d/%d   ", bar(time.Duration(done), time.Duration(total)), h.Name, done, total)
+			fmt.Fprintf(errw, "\r%s %s %d/%d   ", bar(done, total), h.Name, done, total)
 		}
 	}
 	rep, err := fixtures.Run(c.Context(), cl, h, o)

@@ -114,10 +114,14 @@ func isTerminal(w any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// bar draws a 20-cell progress bar for elapsed/total.
-func bar(elapsed, total time.Duration) string {
-	n := int(20 * elapsed / max(total, 1))
-	n = min(max(n, 0), 20)
+// bar draws a 20-cell progress bar for done out of total (events, commands,
+// or nanoseconds of a timed run); done beyond total draws a full bar.
+func bar[N ~int64 | ~uint64 | ~int](done, total N) string {
+	n := 20
+	if done < total {
+		n = int(20 * float64(done) / float64(total))
+	}
+	n = max(n, 0)
 	b := []byte("[                    ]")
 	for i := range n {
 		b[1+i] = '='

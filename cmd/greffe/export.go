@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -82,7 +81,7 @@ func newExportKafkaCmd() *cobra.Command {
 // below the head seen at start, then a count once past it.
 func exportLine(exported, total uint64) string {
 	// bar takes durations; counts scale the same way.
-	return fmt.Sprintf("\r%s %d/%d events exported   ", bar(time.Duration(min(exported, total)), time.Duration(total)), exported, total)
+	return fmt.Sprintf("\r%s %d/%d events exported   ", bar(exported, total), exported, total)
 }
 
 func printExport(w io.Writer, asJSON bool, from, exported uint64, ex *kafka.Exporter) error {

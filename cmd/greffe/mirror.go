@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
@@ -70,7 +69,7 @@ func newMirrorKurrentCmd() *cobra.Command {
 			progress := !r.json && isTerminal(out)
 			if progress {
 				cfg.Progress = func(n uint64) {
-					fmt.Fprintf(out, "\r%s %d/%d events mirrored   ", bar(time.Duration(min(n, total)), time.Duration(total)), n, total)
+					fmt.Fprintf(out, "\r%s %d/%d events mirrored   ", bar(n, total), n, total)
 				}
 			}
 			m, err := kurrent.New(cfg, httpSource{cl}, target)

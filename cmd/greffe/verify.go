@@ -87,8 +87,7 @@ is wrong with it are printed), 2 could not run.`,
 					if total == 0 {
 						total = max(done, 1)
 					}
-					// bar() draws elapsed/total; positions stand in for time.
-					fmt.Fprintf(errw, "\r%s %d/%d events, %.0f events/s   ", bar(time.Duration(done), time.Duration(total)), done, total, float64(done)/time.Since(start).Seconds())
+					fmt.Fprintf(errw, "\r%s %d/%d events, %.0f events/s   ", bar(done, total), done, total, float64(done)/time.Since(start).Seconds())
 				}
 			}
 			var rep *audit.Report
