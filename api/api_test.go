@@ -99,6 +99,7 @@ func TestAPI_AppendRefusals(t *testing.T) {
 		{"ok", "/v1/streams/orders", `{"expected_version": 0, "events": [{"type": "B", "data": {"n": 1}}]}`, 200, "", ""},
 		{"wrong expected version", "/v1/streams/orders", `{"expected_version": 7, "events": [{"type": "B"}]}`, 409, "wrong_expected_version", ""},
 		{"reserved stream", "/v1/streams/approval-1", `{"events": [{"type": "ApprovalGranted"}]}`, 403, "reserved_stream", "stream"},
+		{"refusals stream", "/v1/streams/refusals", `{"events": [{"type": "CommandRefused"}]}`, 403, "reserved_stream", "stream"},
 		{"reserved in multi", "/v1/append", `{"appends": [{"stream": "ok", "events": [{"type": "A"}]}, {"stream": "mission-9", "events": [{"type": "A"}]}]}`, 403, "reserved_stream", "appends[1].stream"},
 		{"malformed json", "/v1/streams/orders", `{"events": [`, 400, "malformed_json", ""},
 		{"unknown field", "/v1/streams/orders", `{"events": [{"type": "A"}], "expected": "any"}`, 400, "unknown_field", "expected"},
