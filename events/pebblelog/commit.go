@@ -72,10 +72,16 @@ type committer struct {
 	toSync   chan *inflight
 	proposer atomic.Pointer[Proposer]
 	tokens   chan struct{} // room downstream; the syncer returns one per batch
-	// lastReqs is the number of appends in the last local batch; owned by
-	// the sequencer. A lone writer (batches of one) takes commitNow.
+	// mu is held by whoever forms and seals local batches: the sequencer
+	// from its first request until the batch is sealed, or a lone writer
+	// committing on its own goroutine (tryDirect).
+	mu sync.Mutex
+	// lastReqs is the number of appends in the last local batch. A lone
+	// writer (batches of one) takes commitNow. Guarded by mu.
 	lastReqs int
-	metrics  commitMetrics // latencies and batch sizes (metrics.go)
+	// stopped is set by Close once the goroutines are gone. Guarded by mu.
+	stopped bool
+	metrics commitMetrics // latencies and batch sizes (metrics.go)
 }
 
 func newCommitter(s *Store) *committer {
@@ -124,10 +130,12 @@ func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outc
 	}
 	req := &appendReq{r: r, bytes: n, done: make(chan appendResp, 1)}
 	t0 := time.Now()
-	select {
-	case s.commit.in <- req:
-	case <-ctx.Done():
-		return events.Outcome{}, ctx.Err() // not queued: nothing written
+	if !s.commit.tryDirect(req) {
+		select {
+		case s.commit.in <- req:
+		case <-ctx.Done():
+			return events.Outcome{}, ctx.Err() // not queued: nothing written
+		}
 	}
 	select {
 	case resp := <-req.done:
@@ -142,6 +150,41 @@ func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outc
 	case <-ctx.Done():
 		return events.Outcome{}, fmt.Errorf("%w: %w", events.ErrOutcomeUnknown, ctx.Err())
 	}
+}
+
+// tryDirect commits req on the caller's goroutine when it is a lone writer:
+// local mode, nothing queued, nothing being formed or in flight, and the
+// last batch held one append too. It saves the two goroutine hand-offs of
+// the sequencer (the writer's request and its answer), which are a tenth of
+// a single writer's fsync-bound latency (greffe bench --writers 1: 76 -> 8x %
+// of the disk's fsync rate). It reports whether it took req; the answer
+// arrives on req.done either way. Anything else goes through the sequencer,
+// which waits on mu meanwhile, as it waited on commitNow before.
+func (c *committer) tryDirect(req *appendReq) bool {
+	if c.proposer.Load() != nil || len(c.in) != 0 || !c.mu.TryLock() {
+		return false
+	}
+	defer c.mu.Unlock()
+	if c.stopped || c.lastReqs > 1 || len(c.in) != 0 {
+		return false
+	}
+	select {
+	case <-c.tokens: // the only local token: no batch in flight
+	default:
+		return false
+	}
+	o := c.openBatch()
+	o.add(req)
+	c.seal(o) // commitNow unless a writer arrived meanwhile
+	return true
+}
+
+// stop waits for a direct commit in progress and refuses later ones. Close
+// calls it after the sequencer and syncer are gone.
+func (c *committer) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 }
 
 // errStoreFailed is returned after an fsync failure: Pebble's state is no
@@ -168,6 +211,7 @@ func (c *committer) sequence(ctx context.Context) {
 				c.drainClosed()
 				return
 			}
+			c.mu.Lock()
 			open = c.openBatch()
 			open.add(first)
 		}
@@ -193,8 +237,10 @@ func (c *committer) sequence(ctx context.Context) {
 		case <-tokens:
 			c.seal(open)
 			open = nil
+			c.mu.Unlock()
 		case <-ctx.Done():
 			open.fail(events.ErrClosed)
+			c.mu.Unlock()
 			c.drainClosed()
 			return
 		}
@@ -257,8 +303,8 @@ func (c *committer) handOff(ctx context.Context, o *openBatch, tokens chan struc
 	c.seal(o)
 }
 
-// seal hands a formed batch to the syncer. REQUIRES: a token was taken; the
-// syncer returns it when the batch is answered.
+// seal hands a formed batch to the syncer. REQUIRES: c.mu held; a token was
+// taken, which the syncer returns when the batch is answered.
 func (c *committer) seal(o *openBatch) {
 	f := &inflight{reqs: o.reqs}
 	switch {

@@ -484,6 +484,7 @@ func (s *Store) Close() error {
 	}
 	s.cancel()
 	s.wg.Wait()
+	s.commit.stop()
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	// Wake subscribers so they notice the close.
