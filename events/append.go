@@ -2,7 +2,6 @@ package events
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -117,9 +116,11 @@ func validateText(field, code, s string, min, max int) error {
 }
 
 // isJSONObject reports whether b is one valid JSON object (whitespace around
-// it allowed, since the bytes are stored exactly as received).
+// it allowed, since the bytes are stored exactly as received). It runs on
+// every event's data and metadata, so it uses ValidJSON, which gives
+// json.Valid's answer several times faster.
 func isJSONObject(b []byte) bool {
-	if !json.Valid(b) {
+	if !ValidJSON(b) {
 		return false
 	}
 	for _, c := range b {

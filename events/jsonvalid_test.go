@@ -1,0 +1,340 @@
+package events
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// nested returns depth arrays (or objects, each holding its child under the
+// key "a") around a null.
+func nested(depth int, objects bool) string {
+	if objects {
+		return strings.Repeat(`{"a":`, depth) + "null" + strings.Repeat("}", depth)
+	}
+	return strings.Repeat("[", depth) + "null" + strings.Repeat("]", depth)
+}
+
+// alternating nests depth containers, object and array in turn, so that the
+// container kinds cross the 64-bit words of ValidJSON's stack.
+func alternating(depth int) string {
+	var open, close strings.Builder
+	for d := 0; d < depth; d++ {
+		if d%2 == 0 {
+			open.WriteString(`{"k":`)
+		} else {
+			open.WriteString("[1,")
+		}
+	}
+	for d := depth - 1; d >= 0; d-- {
+		if d%2 == 0 {
+			close.WriteString("}")
+		} else {
+			close.WriteString("]")
+		}
+	}
+	return open.String() + "0" + close.String()
+}
+
+// validJSONCases are the grammar's corners, each with the answer json.Valid
+// gives (checked against it in TestValidJSON).
+var validJSONCases = []struct {
+	name string
+	in   string
+	want bool
+}{
+	// Empty input and whitespace.
+	{"empty", "", false},
+	{"only spaces", "   ", false},
+	{"only newline", "\n", false},
+	{"space around", " {} ", true},
+	{"all four whitespace", "\t\r\n {\t\r\n \"a\"\t\r\n :\t\r\n 1\t\r\n ,\t\r\n \"b\" : [\t\r\n 1\t\r\n ,\t\r\n 2\t\r\n ]\t\r\n }\t\r\n ", true},
+	{"form feed is not whitespace", "\f{}", false},
+	{"vertical tab is not whitespace", "{}\v", false},
+	{"nbsp is not whitespace", "\u00a0{}", false},
+	{"NUL after value", "{}\x00", false},
+	{"BOM before value", "\ufeff{}", false},
+
+	// Literals.
+	{"true", "true", true},
+	{"false", "false", true},
+	{"null", "null", true},
+	{"True", "True", false},
+	{"tru", "tru", false},
+	{"fals", "fals", false},
+	{"nul", "nul", false},
+	{"truex", "truex", false},
+	{"nullnull", "nullnull", false},
+	{"literals in array", "[true,false,null]", true},
+	{"literal glued", "[truefalse]", false},
+	{"NaN", "NaN", false},
+	{"Infinity", "Infinity", false},
+
+	// Numbers.
+	{"zero", "0", true},
+	{"minus zero", "-0", true},
+	{"integer", "1234567890", true},
+	{"negative", "-42", true},
+	{"leading zero", "01", false},
+	{"minus leading zero", "-01", false},
+	{"double zero", "00", false},
+	{"plus sign", "+1", false},
+	{"lone minus", "-", false},
+	{"minus minus", "--1", false},
+	{"minus space", "- 1", false},
+	{"fraction", "3.25", true},
+	{"zero fraction", "0.5", true},
+	{"leading dot", ".5", false},
+	{"trailing dot", "1.", false},
+	{"dot exponent", "1.e5", false},
+	{"two dots", "1.2.3", false},
+	{"exponent", "1e5", true},
+	{"exponent upper", "1E5", true},
+	{"exponent plus", "1e+5", true},
+	{"exponent minus", "1e-5", true},
+	{"exponent zeros", "1e007", true},
+	{"fraction exponent", "-0.0e-0", true},
+	{"bare exponent", "1e", false},
+	{"exponent sign only", "1e+", false},
+	{"exponent double sign", "1e+-5", false},
+	{"exponent fraction", "1e5.5", false},
+	{"bare e", "e5", false},
+	{"hex", "0x10", false},
+	{"big number", "123456789012345678901234567890e999999", true},
+	{"number then letter", "1a", false},
+	{"numbers in array", "[0,-0,1.5,-2e3,0E-0]", true},
+	{"leading zero in array", "[01]", false},
+	{"number then brace", "1}", false},
+
+	// Strings and escapes.
+	{"empty string", `""`, true},
+	{"string", `"hello"`, true},
+	{"unterminated", `"hello`, false},
+	{"lone quote", `"`, false},
+	{"all simple escapes", `"\" \\ \/ \b \f \n \r \t"`, true},
+	{"escape a", `"\a"`, false},
+	{"escape v", `"\v"`, false},
+	{"escape 0", `"\0"`, false},
+	{"escape x", `"\x41"`, false},
+	{"escape quote single", `"\'"`, false},
+	{"escape upper U", `"\U0041"`, false},
+	{"backslash at end", `"\`, false},
+	{"escaped closing quote", `"\"`, false},
+	{"unicode escape", `"\u0041"`, true},
+	{"unicode escape mixed case hex", `"\uaBcD\uFfFf\u0000"`, true},
+	{"unicode escape short", `"\u004"`, false},
+	{"unicode escape non-hex", `"\u00G1"`, false},
+	{"unicode escape at end", `"\u00`, false},
+	{"surrogate pair", `"\ud83d\ude00"`, true},
+	{"lone high surrogate", `"\ud800"`, true},
+	{"lone low surrogate", `"\udc00"`, true},
+	{"reversed surrogates", `"\udc00\ud800"`, true},
+	{"control byte NUL", "\"a\x00b\"", false},
+	{"control byte 0x1f", "\"a\x1fb\"", false},
+	{"raw tab in string", "\"a\tb\"", false},
+	{"raw newline in string", "\"a\nb\"", false},
+	{"DEL in string", "\"a\x7fb\"", true},
+	{"space in string", `" "`, true},
+	{"UTF-8 in string", `"héllo, 世界 😀"`, true},
+	{"invalid UTF-8 byte", "\"\xff\"", true},
+	{"lone continuation byte", "\"\x80\"", true},
+	{"truncated UTF-8", "\"\xe4\xb8\"", true},
+	{"overlong UTF-8", "\"\xc0\xaf\"", true},
+	{"UTF-16 surrogate in UTF-8", "\"\xed\xa0\x80\"", true},
+	{"invalid UTF-8 outside string", "\xff", false},
+	{"long plain string", `"` + strings.Repeat("abcdefgh", 50) + `"`, true},
+	{"quote at each word offset", `["` + strings.Repeat("x", 7) + `","` + strings.Repeat("y", 9) + `","` + strings.Repeat("z", 16) + `"]`, true},
+	{"control byte deep in long string", `"` + strings.Repeat("a", 37) + "\x01" + strings.Repeat("a", 20) + `"`, false},
+	{"escape deep in long string", `"` + strings.Repeat("a", 29) + `\n` + strings.Repeat("a", 20) + `"`, true},
+	{"high bytes then quote", "\"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\"", true},
+	{"single quotes", `'a'`, false},
+	{"string then string", `"a""b"`, false},
+
+	// Objects and arrays.
+	{"empty object", "{}", true},
+	{"empty array", "[]", true},
+	{"object", `{"a":1,"b":[true,{"c":null}],"d":"e"}`, true},
+	{"array", `[1,"a",[],{}]`, true},
+	{"unclosed object", "{", false},
+	{"unclosed array", "[", false},
+	{"unopened object", "}", false},
+	{"unopened array", "]", false},
+	{"mismatched close", "[}", false},
+	{"mismatched close object", `{"a":1]`, false},
+	{"object trailing comma", `{"a":1,}`, false},
+	{"array trailing comma", "[1,]", false},
+	{"array leading comma", "[,1]", false},
+	{"array double comma", "[1,,2]", false},
+	{"object leading comma", `{,"a":1}`, false},
+	{"missing comma", "[1 2]", false},
+	{"missing colon", `{"a" 1}`, false},
+	{"double colon", `{"a"::1}`, false},
+	{"missing value", `{"a":}`, false},
+	{"missing key", `{:1}`, false},
+	{"number key", `{1:1}`, false},
+	{"bare key", `{a:1}`, false},
+	{"literal key", `{null:1}`, false},
+	{"key only", `{"a"}`, false},
+	{"unclosed after member", `{"a":1`, false},
+	{"unclosed after comma", `[1,`, false},
+	{"bad key escape", `{"\q":1}`, false},
+	{"duplicate keys", `{"a":1,"a":2}`, true},
+	{"comment", "{} // x", false},
+	{"block comment", "/* x */ {}", false},
+
+	// Trailing bytes and more than one value.
+	{"two objects", "{}{}", false},
+	{"two objects spaced", "{} {}", false},
+	{"two numbers", "1 2", false},
+	{"two strings spaced", `"a" "b"`, false},
+	{"trailing garbage", `{"a":1}x`, false},
+	{"trailing comma", "{},", false},
+	{"trailing close", "{}}", false},
+	{"trailing NUL", "1\x00", false},
+
+	// Nesting: json.Valid refuses more than 10000 open containers.
+	{"arrays 10000 deep", nested(10000, false), true},
+	{"arrays 10001 deep", nested(10001, false), false},
+	{"objects 10000 deep", nested(10000, true), true},
+	{"objects 10001 deep", nested(10001, true), false},
+	{"alternating 10000 deep", alternating(10000), true},
+	{"alternating 10001 deep", alternating(10001), false},
+	{"alternating 130 deep", alternating(130), true},
+	{"arrays 10001 deep unclosed", strings.Repeat("[", 10001), false},
+	{"siblings at depth 10000", strings.Repeat("[", 9999) + "[1],[2],[3]" + strings.Repeat("]", 9999), true},
+	{"wrong close deep down", strings.Repeat("[", 100) + strings.Repeat(`{"a":1}`, 1) + strings.Repeat("]", 99) + "}", false},
+}
+
+func TestValidJSON(t *testing.T) {
+	for _, tc := range validJSONCases {
+		name := tc.name
+		b := []byte(tc.in)
+		if std := json.Valid(b); std != tc.want {
+			t.Errorf("%s: json.Valid(%.40q) = %v, the table says %v", name, tc.in, std, tc.want)
+		}
+		if got := ValidJSON(b); got != tc.want {
+			t.Errorf("%s: ValidJSON(%.40q) = %v, want %v", name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestValidJSONPrefixes checks every prefix of some valid documents, where a
+// validator that reads past the end or accepts a cut-off value would show.
+func TestValidJSONPrefixes(t *testing.T) {
+	for _, doc := range []string{
+		realisticJSON,
+		`{"a":[1,-2.5e+3,true,false,null,"\u00e9\n\"x\""],"b":{}}`,
+		`"` + strings.Repeat("é", 20) + `\ud83d\ude00"`,
+	} {
+		for n := 0; n <= len(doc); n++ {
+			b := []byte(doc[:n])
+			if got, want := ValidJSON(b), json.Valid(b); got != want {
+				t.Errorf("ValidJSON(%q) = %v, json.Valid says %v", b, got, want)
+			}
+		}
+	}
+}
+
+// TestValidJSONAllocs keeps ValidJSON off the heap, deep nesting included.
+func TestValidJSONAllocs(t *testing.T) {
+	deep := []byte(alternating(10000))
+	if n := testing.AllocsPerRun(10, func() { ValidJSON(deep) }); n != 0 {
+		t.Errorf("ValidJSON allocates %v times per call, want 0", n)
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, tc := range validJSONCases {
+		if len(tc.in) < 1000 { // the deep ones would only slow the fuzzer
+			f.Add([]byte(tc.in))
+		}
+	}
+	f.Add([]byte(realisticJSON))
+	f.Add([]byte(nested(70, false)))
+	f.Add([]byte(alternating(70)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := ValidJSON(b), json.Valid(b); got != want {
+			t.Errorf("ValidJSON(%q) = %v, json.Valid says %v", b, got, want)
+		}
+	})
+}
+
+// realisticJSON is a ~2 KB event payload: nested objects and arrays, mostly
+// short strings, some numbers, escapes and non-ASCII text.
+const realisticJSON = `{
+  "order_id": "ord_01J8Z6Q4M3V7K2X9T5R1B8N6C4",
+  "customer": {
+    "id": "cus_5f2a9c7e1d3b",
+    "name": "Amélie Durand",
+    "email": "amelie.durand@example.com",
+    "tier": "gold",
+    "address": {
+      "line1": "12 rue des Lilas",
+      "line2": null,
+      "city": "Lyon",
+      "postal_code": "69003",
+      "country": "FR",
+      "geo": {"lat": 45.7578, "lon": 4.8320}
+    },
+    "marketing_opt_in": false
+  },
+  "items": [
+    {"sku": "TSHIRT-BLK-M", "title": "T-shirt \"Basique\" noir, taille M", "qty": 2, "unit_price": {"amount": 1999, "currency": "EUR"}, "tags": ["apparel", "cotton", "summer"]},
+    {"sku": "MUG-CER-350", "title": "Mug céramique 350 ml", "qty": 1, "unit_price": {"amount": 1250, "currency": "EUR"}, "tags": ["kitchen"]},
+    {"sku": "BOOK-9782070612758", "title": "Le Petit Prince", "qty": 1, "unit_price": {"amount": 795, "currency": "EUR"}, "tags": ["books", "classic", "fr"]},
+    {"sku": "GIFT-WRAP", "title": "Emballage cadeau", "qty": 1, "unit_price": {"amount": 350, "currency": "EUR"}, "tags": []}
+  ],
+  "discounts": [
+    {"code": "SUMMER24", "kind": "percent", "value": 10, "applies_to": ["TSHIRT-BLK-M"]},
+    {"code": "WELCOME", "kind": "fixed", "value": 500, "applies_to": []}
+  ],
+  "totals": {"subtotal": 6393, "discount": 900, "shipping": 490, "tax": 1197.6, "grand_total": 7180.6, "currency": "EUR"},
+  "payment": {
+    "method": "card",
+    "card": {"brand": "visa", "last4": "4242", "exp_month": 9, "exp_year": 2027, "three_d_secure": true},
+    "captured_at": "2024-07-14T09:26:53.589Z",
+    "processor_ref": "pi_3PcXyZ2eZvKYlo2C1a2b3c4d"
+  },
+  "shipping": {
+    "carrier": "colissimo",
+    "service": "domicile-sans-signature",
+    "tracking": "6A12345678901",
+    "estimated_delivery": "2024-07-17",
+    "instructions": "Laisser au gardien si absent.\nCode porte : 4821B"
+  },
+  "notes": "Client fidèle \u2014 premier achat en 2019. Emoji: \ud83c\udf89",
+  "attempts": [1, 2, 3],
+  "flags": {"fraud_score": 0.03, "manual_review": false, "source": "web", "ab_bucket": -1, "ratio": 1.5e-3}
+}`
+
+func BenchmarkValidJSON(b *testing.B) {
+	small := []byte(`{"p":"` + strings.Repeat("x", 256-len(`{"p":""}`)) + `"}`)
+	inputs := []struct {
+		name string
+		doc  []byte
+	}{
+		{"object256B", small},
+		{"realistic2KB", []byte(realisticJSON)},
+	}
+	impls := []struct {
+		name  string
+		valid func([]byte) bool
+	}{
+		{"ValidJSON", ValidJSON},
+		{"json.Valid", json.Valid},
+	}
+	for _, in := range inputs {
+		for _, impl := range impls {
+			b.Run(in.name+"/"+impl.name, func(b *testing.B) {
+				if !impl.valid(in.doc) {
+					b.Fatalf("%s refuses the %s input", impl.name, in.name)
+				}
+				b.SetBytes(int64(len(in.doc)))
+				b.ReportAllocs()
+				for b.Loop() {
+					impl.valid(in.doc)
+				}
+			})
+		}
+	}
+}
