@@ -61,7 +61,7 @@ func ToProposed(base string, in []client.EventIn, actor string) ([]events.Propos
 
 func (s *Server) appendStream(w http.ResponseWriter, r *http.Request) {
 	var body client.StreamAppendIn
-	if err := decodeBody(w, r, &body); err != nil {
+	if err := decodeStreamAppend(w, r, &body); err != nil { // api/appendbody.go
 		writeError(w, err)
 		return
 	}

@@ -78,9 +78,12 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 func (c *Client) raw(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
+		b, ok := body.(jsonBody) // pre-encoded (client/fastwire.go)
+		if !ok {
+			var err error
+			if b, err = json.Marshal(body); err != nil {
+				return nil, err
+			}
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -131,7 +134,8 @@ func CodeOf(err error) string {
 // Append appends events to one stream.
 func (c *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []EventIn) (AppendOut, error) {
 	var out AppendOut
-	err := c.Do(ctx, http.MethodPost, "/v1/streams/"+url.PathEscape(stream), StreamAppendIn{ExpectedVersion: expected, Events: evs}, &out)
+	body := streamAppendBody(StreamAppendIn{ExpectedVersion: expected, Events: evs}) // client/fastwire.go
+	err := c.doAppend(ctx, http.MethodPost, "/v1/streams/"+url.PathEscape(stream), body, &out)
 	return out, err
 }
 

@@ -1,0 +1,517 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Append is the request clients send most, and reflection-based
+// encoding/json was a large share of its CPU on both ends of the wire. This
+// file holds hand-written codecs for its two bodies: encodeStreamAppend for
+// the request and fastDecodeAppendOut for the response. encoding/json is the
+// reference for both. The encoder produces exactly json.Marshal's bytes (so
+// a node stores the same data bytes whichever path ran) and hands anything
+// it is not sure about to json.Marshal; the decoder accepts only the plain
+// shape the node writes and hands anything else to encoding/json.
+// FuzzEncodeStreamAppend and FuzzFastDecodeAppendOut check both claims.
+
+// jsonBody is a request body that is already JSON: raw sends it as is.
+type jsonBody []byte
+
+// streamAppendBody returns the body for in: its JSON when the fast encoder
+// handles it, else in itself, which raw then passes to json.Marshal (so
+// errors, e.g. for invalid data, are those of json.Marshal).
+func streamAppendBody(in StreamAppendIn) any {
+	if b, ok := encodeStreamAppend(in); ok {
+		return jsonBody(b)
+	}
+	return in
+}
+
+// encodeStreamAppend returns json.Marshal(in), or false when in has
+// something only json.Marshal should handle: an event with an Envelope, or
+// data or metadata that is not valid JSON (json.Marshal then gives the
+// error).
+func encodeStreamAppend(in StreamAppendIn) ([]byte, bool) {
+	// Size the buffer for the plain case: keys, quotes and separators
+	// around each field (escaping and fallbacks may still grow it).
+	size := 64 + len(in.Stream)
+	for i := range in.Events {
+		e := &in.Events[i]
+		if e.Envelope != nil {
+			return nil, false
+		}
+		size += 12 + len(e.Type) // {"type":""},
+		if e.ID != "" {
+			size += 8 + len(e.ID)
+		}
+		if len(e.Data) > 0 {
+			size += 8 + len(e.Data)
+		}
+		if len(e.Metadata) > 0 {
+			size += 12 + len(e.Metadata)
+		}
+		if e.CorrelationID != "" {
+			size += 20 + len(e.CorrelationID)
+		}
+		if e.CausationID != "" {
+			size += 18 + len(e.CausationID)
+		}
+	}
+	b := make([]byte, 0, size)
+	b = append(b, '{')
+	if in.Stream != "" {
+		b = append(b, `"stream":`...)
+		b = appendJSONString(b, in.Stream)
+		b = append(b, ',')
+	}
+	x, err := in.ExpectedVersion.MarshalJSON()
+	if err != nil || !plainJSON(x) {
+		return nil, false
+	}
+	b = append(b, `"expected_version":`...)
+	b = append(b, x...)
+	b = append(b, `,"events":`...)
+	if in.Events == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range in.Events {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendEventIn(b, &in.Events[i]); !ok {
+				return nil, false
+			}
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
+}
+
+// appendEventIn appends one event in json.Marshal's field order, omitting
+// what omitempty omits. Envelope was checked nil by the caller.
+func appendEventIn(b []byte, e *EventIn) ([]byte, bool) {
+	b = append(b, '{')
+	if e.ID != "" {
+		b = append(b, `"id":`...)
+		b = appendJSONString(b, e.ID)
+		b = append(b, ',')
+	}
+	b = append(b, `"type":`...)
+	b = appendJSONString(b, e.Type)
+	var ok bool
+	if len(e.Data) > 0 {
+		b = append(b, `,"data":`...)
+		if b, ok = appendRawJSON(b, e.Data); !ok {
+			return nil, false
+		}
+	}
+	if len(e.Metadata) > 0 {
+		b = append(b, `,"metadata":`...)
+		if b, ok = appendRawJSON(b, e.Metadata); !ok {
+			return nil, false
+		}
+	}
+	if e.CorrelationID != "" {
+		b = append(b, `,"correlation_id":`...)
+		b = appendJSONString(b, e.CorrelationID)
+	}
+	if e.CausationID != "" {
+		b = append(b, `,"causation_id":`...)
+		b = appendJSONString(b, e.CausationID)
+	}
+	return append(b, '}'), true
+}
+
+// appendRawJSON appends a json.RawMessage as json.Marshal does: json.Marshal
+// compacts it and escapes <, >, &, U+2028 and U+2029, so raw bytes are
+// copied only when that changes nothing; otherwise json.Marshal of the
+// value itself gives the exact bytes. False when raw is not valid JSON.
+func appendRawJSON(b, raw []byte) ([]byte, bool) {
+	if !events.ValidJSON(raw) {
+		return nil, false
+	}
+	if plainJSON(raw) {
+		return append(b, raw...), true
+	}
+	m, err := json.Marshal(json.RawMessage(raw))
+	if err != nil {
+		return nil, false
+	}
+	return append(b, m...), true
+}
+
+// plainJSON reports whether valid JSON v is left unchanged by json.Marshal's
+// compaction: no whitespace outside strings and nothing it escapes (<, >,
+// &, U+2028, U+2029).
+func plainJSON(v []byte) bool {
+	inString := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '"':
+			inString = !inString
+		case '\\':
+			i++ // only inside strings in valid JSON; skip the escaped byte
+		case ' ', '\t', '\n', '\r':
+			if !inString {
+				return false
+			}
+		case '<', '>', '&':
+			return false
+		case 0xE2:
+			if i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// appendJSONString appends s quoted as json.Marshal quotes it. Strings with
+// anything json.Marshal escapes (", \, control bytes, <, >, &, U+2028,
+// U+2029, invalid UTF-8) are quoted by json.Marshal itself.
+func appendJSONString(b []byte, s string) []byte {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			continue
+		}
+		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return appendMarshaledString(b, s)
+		}
+	}
+	if !ascii && (!utf8.ValidString(s) || strings.ContainsRune(s, '\u2028') || strings.ContainsRune(s, '\u2029')) {
+		return appendMarshaledString(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func appendMarshaledString(b []byte, s string) []byte {
+	m, _ := json.Marshal(s) // never fails for a string
+	return append(b, m...)
+}
+
+// doAppend sends an append and decodes its AppendOut, with the fast decoder
+// in front of encoding/json.
+func (c *Client) doAppend(ctx context.Context, method, path string, body any, out *AppendOut) error {
+	resp, err := c.raw(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := decodeAppendOut(resp.Body, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// bufPool holds response buffers: nothing decoded aliases them.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// decodeAppendOut decodes a response into *out (which must be zero) as
+// json.NewDecoder(r).Decode(out) does, trying fastDecodeAppendOut first.
+func decodeAppendOut(r io.Reader, out *AppendOut) error {
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			bufPool.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		// Replay the bytes read, then the error: the decoder sees the same
+		// stream it would have read from r.
+		return json.NewDecoder(io.MultiReader(bytes.NewReader(buf.Bytes()), failingReader{err})).Decode(out)
+	}
+	if v, ok := fastDecodeAppendOut(buf.Bytes()); ok {
+		*out = v
+		return nil
+	}
+	return json.NewDecoder(bytes.NewReader(buf.Bytes())).Decode(out)
+}
+
+// failingReader is a reader that only fails.
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
+
+// fastDecodeAppendOut decodes b as json.Unmarshal would decode it into an
+// AppendOut, or returns false when b is not the plain shape it handles: the
+// exact keys events and duplicate at the top and id, stream, version,
+// position, leaf_hash, recorded_at in an event, each at most once; strings
+// without escapes, control bytes or invalid UTF-8; integers without sign,
+// fraction, exponent or leading zero; no null; nothing after the value but
+// whitespace. Each field is converted by the same function encoding/json
+// uses: uuid's UnmarshalText, base64.StdEncoding, time.Time's UnmarshalJSON.
+func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
+	var out AppendOut
+	p := wireScanner{b: b}
+	if !p.consume('{') {
+		return AppendOut{}, false
+	}
+	var seen uint8
+	if !p.consume('}') {
+		for {
+			key, ok := p.str()
+			if !ok || !p.consume(':') {
+				return AppendOut{}, false
+			}
+			var bit uint8
+			switch string(key) {
+			case "events":
+				bit = 1
+				if out.Events, ok = p.appendedEvents(); !ok {
+					return AppendOut{}, false
+				}
+			case "duplicate":
+				bit = 2
+				if out.Duplicate, ok = p.boolean(); !ok {
+					return AppendOut{}, false
+				}
+			default:
+				return AppendOut{}, false
+			}
+			if seen&bit != 0 {
+				return AppendOut{}, false
+			}
+			seen |= bit
+			if p.consume(',') {
+				continue
+			}
+			if p.consume('}') {
+				break
+			}
+			return AppendOut{}, false
+		}
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return AppendOut{}, false
+	}
+	return out, true
+}
+
+func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
+	if !p.consume('[') {
+		return nil, false
+	}
+	evs := []AppendedEvent{} // "[]" decodes to an empty, non-nil slice
+	if p.consume(']') {
+		return evs, true
+	}
+	var hashes []byte // one allocation for many leaf hashes
+	for {
+		var e AppendedEvent
+		prevStream := ""
+		if len(evs) > 0 {
+			prevStream = evs[len(evs)-1].Stream
+		}
+		if !p.consume('{') {
+			return nil, false
+		}
+		var seen uint8
+		if !p.consume('}') {
+			for {
+				key, ok := p.str()
+				if !ok || !p.consume(':') {
+					return nil, false
+				}
+				var bit uint8
+				switch string(key) {
+				case "id":
+					bit = 1
+					s, ok := p.str()
+					if !ok || e.ID.UnmarshalText(s) != nil {
+						return nil, false
+					}
+				case "stream":
+					bit = 2
+					s, ok := p.str()
+					if !ok {
+						return nil, false
+					}
+					if string(s) == prevStream {
+						e.Stream = prevStream // an append's events usually share a stream
+					} else {
+						e.Stream = string(s)
+					}
+				case "version":
+					bit = 4
+					if e.Version, ok = p.uint(); !ok {
+						return nil, false
+					}
+				case "position":
+					bit = 8
+					if e.Position, ok = p.uint(); !ok {
+						return nil, false
+					}
+				case "leaf_hash":
+					bit = 16
+					s, ok := p.str()
+					if !ok {
+						return nil, false
+					}
+					// As encoding/json: decode into DecodedLen bytes, keep
+					// what was written; "" gives an empty, non-nil slice.
+					n := base64.StdEncoding.DecodedLen(len(s))
+					if cap(hashes)-len(hashes) < n {
+						hashes = make([]byte, 0, max(n, 32*64))
+					}
+					dst := hashes[len(hashes) : len(hashes)+n : len(hashes)+n]
+					m, err := base64.StdEncoding.Decode(dst, s)
+					if err != nil {
+						return nil, false
+					}
+					if m == 0 {
+						e.LeafHash = []byte{}
+						break
+					}
+					e.LeafHash = dst[:m:m]
+					hashes = hashes[:len(hashes)+m]
+				case "recorded_at":
+					bit = 32
+					start := p.ws()
+					if _, ok := p.str(); !ok || e.RecordedAt.UnmarshalJSON(p.b[start:p.i]) != nil {
+						return nil, false
+					}
+				default:
+					return nil, false
+				}
+				if seen&bit != 0 {
+					return nil, false
+				}
+				seen |= bit
+				if p.consume(',') {
+					continue
+				}
+				if p.consume('}') {
+					break
+				}
+				return nil, false
+			}
+		}
+		evs = append(evs, e)
+		if p.consume(',') {
+			continue
+		}
+		if p.consume(']') {
+			return evs, true
+		}
+		return nil, false
+	}
+}
+
+// wireScanner reads the JSON of b from offset i. Every method skips leading
+// whitespace and reports false rather than guessing.
+type wireScanner struct {
+	b []byte
+	i int
+}
+
+// ws skips JSON whitespace and returns the new offset.
+func (p *wireScanner) ws() int {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return p.i
+		}
+	}
+	return p.i
+}
+
+// consume skips whitespace and then c, if c is next.
+func (p *wireScanner) consume(c byte) bool {
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string without escapes, control bytes or invalid UTF-8 and
+// returns its contents (which are then exactly what encoding/json decodes).
+func (p *wireScanner) str() ([]byte, bool) {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, false
+	}
+	start := p.i + 1
+	ascii := true
+	for j := start; j < len(p.b); j++ {
+		switch c := p.b[j]; {
+		case c == '"':
+			s := p.b[start:j]
+			if !ascii && !utf8.Valid(s) {
+				return nil, false
+			}
+			p.i = j + 1
+			return s, true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// uint reads a non-negative integer without leading zeros, sign, fraction
+// or exponent that fits a uint64.
+func (p *wireScanner) uint() (uint64, bool) {
+	start := p.ws()
+	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+		p.i++
+	}
+	n := p.i - start
+	if n == 0 || (n > 1 && p.b[start] == '0') || !p.atDelim() {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(p.b[start:p.i]), 10, 64)
+	return v, err == nil
+}
+
+// boolean reads true or false.
+func (p *wireScanner) boolean() (bool, bool) {
+	p.ws()
+	switch rest := p.b[p.i:]; {
+	case bytes.HasPrefix(rest, []byte("true")):
+		p.i += 4
+		return true, p.atDelim()
+	case bytes.HasPrefix(rest, []byte("false")):
+		p.i += 5
+		return false, p.atDelim()
+	}
+	return false, false
+}
+
+// atDelim reports whether a number or literal may end here.
+func (p *wireScanner) atDelim() bool {
+	if p.i == len(p.b) {
+		return true
+	}
+	switch p.b[p.i] {
+	case ' ', '\t', '\n', '\r', ',', '}', ']':
+		return true
+	}
+	return false
+}

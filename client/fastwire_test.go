@@ -1,0 +1,318 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/events"
+)
+
+func TestEncodeStreamAppend(t *testing.T) {
+	ev := func(e EventIn) []EventIn { return []EventIn{e} }
+	tests := []struct {
+		name     string
+		in       StreamAppendIn
+		fallback bool // whether the fast encoder must hand it to json.Marshal
+	}{
+		{"nil events", StreamAppendIn{}, false},
+		{"empty events", StreamAppendIn{Events: []EventIn{}}, false},
+		{"plain", StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":1}`)})}, false},
+		{"all fields", StreamAppendIn{Stream: "s-1", ExpectedVersion: events.ExpectVersion(7), Events: ev(EventIn{
+			ID: "0b6e8a57-2f0d-4f3e-9d7e-6c1a2b3c4d5e", Type: "T", Data: json.RawMessage(`[1,"a b",{"c":null}]`),
+			Metadata: json.RawMessage(`{"m":"x"}`), CorrelationID: "c", CausationID: "d"})}, false},
+		{"no_stream", StreamAppendIn{ExpectedVersion: events.ExpectNoStream, Events: ev(EventIn{Type: "T"})}, false},
+		{"exists", StreamAppendIn{ExpectedVersion: events.ExpectExists, Events: ev(EventIn{Type: "T"})}, false},
+		{"unknown kind", StreamAppendIn{ExpectedVersion: events.Expected{Kind: 9}}, false},
+		{"unicode", StreamAppendIn{Stream: "flux-é", Events: ev(EventIn{Type: "Événement ✓ 😀", Data: json.RawMessage(`"ü"`)})}, false},
+		{"escaped strings", StreamAppendIn{Stream: "a\"b\\c\n\x01<>&\u2028\u2029\xff", Events: ev(EventIn{Type: "<T>", CorrelationID: "\t"})}, false},
+		{"data with whitespace", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(" { \"a\" : [ 1 , 2 ] }\n")})}, false},
+		{"data with html", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":"<b>&\u2028"}`)})}, false},
+		{"data with raw U+2028", StreamAppendIn{Events: ev(EventIn{Type: "T", Metadata: json.RawMessage("\"\u2028\u2029\"")})}, false},
+		{"data with escapes", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":"\"\\ \u0041"}`)})}, false},
+		{"data invalid utf-8 in string", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage("\"\xff\"")})}, false},
+		{"invalid data", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":}`)})}, true},
+		{"invalid metadata", StreamAppendIn{Events: ev(EventIn{Type: "T", Metadata: json.RawMessage(`nul`)})}, true},
+		{"envelope", StreamAppendIn{Events: ev(EventIn{Type: "T", Envelope: &events.Envelope{PayloadType: "x"}})}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := encodeStreamAppend(tc.in)
+			want, err := json.Marshal(tc.in)
+			if ok == tc.fallback {
+				t.Fatalf("fast encoder handled = %v, want %v", ok, !tc.fallback)
+			}
+			if !ok {
+				return
+			}
+			if err != nil {
+				t.Fatalf("fast encoder handled a value json.Marshal refuses: %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("fast encoder:\n%s\njson.Marshal:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestStreamAppendBodyError checks that a value the fast encoder declines
+// still gets json.Marshal's error.
+func TestStreamAppendBodyError(t *testing.T) {
+	in := StreamAppendIn{Events: []EventIn{{Type: "T", Data: json.RawMessage(`{`)}}}
+	if _, ok := streamAppendBody(in).(jsonBody); ok {
+		t.Fatal("invalid data was pre-encoded")
+	}
+	if _, err := json.Marshal(in); err == nil {
+		t.Fatal("json.Marshal accepted invalid data")
+	}
+}
+
+func FuzzEncodeStreamAppend(f *testing.F) {
+	f.Add("", uint8(0), uint64(0), "", "T", []byte(`{"a":1}`), []byte(nil), "", "")
+	f.Add("orders-1", uint8(1), uint64(0), "0b6e8a57-2f0d-4f3e-9d7e-6c1a2b3c4d5e", "Created", []byte(`{"name":"x","n":[1,2.5,true,null]}`), []byte(`{"trace":"y"}`), "c", "d")
+	f.Add("s", uint8(2), uint64(0), "", "Événement ✓", []byte(`"ü"`), []byte(`[]`), "", "")
+	f.Add("s", uint8(3), uint64(42), "", "T", []byte(" { \"a\" : 1 }\n"), []byte(`{"h":"<&>"}`), "<c>", "\u2028")
+	f.Add("a\"b", uint8(0), uint64(0), "\x01", "T\xff", []byte(`{"s":"a\"b\\ \u0041"}`), []byte("\"\u2029\""), "", "")
+	f.Add("", uint8(9), uint64(0), "", "", []byte(`{"a":}`), []byte(`1`), "", "")
+	f.Fuzz(func(t *testing.T, stream string, kind uint8, version uint64, id, typ string, data, meta []byte, corr, caus string) {
+		in := StreamAppendIn{Stream: stream, ExpectedVersion: events.Expected{Kind: events.ExpectedKind(kind % 5), Version: version},
+			Events: []EventIn{
+				{ID: id, Type: typ, Data: data, Metadata: meta, CorrelationID: corr, CausationID: caus},
+				{Type: typ, Data: meta, Metadata: data},
+			}}
+		if kind&0x80 != 0 {
+			in.Events = nil
+		}
+		got, ok := encodeStreamAppend(in)
+		if !ok {
+			return
+		}
+		want, err := json.Marshal(in)
+		if err != nil {
+			t.Fatalf("fast encoder handled a value json.Marshal refuses: %v", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("fast encoder:\n%q\njson.Marshal:\n%q", got, want)
+		}
+	})
+}
+
+// serverBody encodes out as the node does (api's writeJSON: a json.Encoder
+// with its defaults, then a newline).
+func serverBody(t testing.TB, out AppendOut) []byte {
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(out); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// sampleOut builds an AppendOut as api's appendOut does from stored events.
+func sampleOut(n int, stream string, at time.Time) AppendOut {
+	out := AppendOut{Events: make([]AppendedEvent, n)}
+	for i := range out.Events {
+		var h [32]byte
+		for j := range h {
+			h[j] = byte(i*31 + j)
+		}
+		out.Events[i] = AppendedEvent{ID: uuid.New(), Stream: stream, Version: uint64(i), Position: uint64(1000 + i),
+			LeafHash: h[:], RecordedAt: at.Add(time.Duration(i) * time.Microsecond)}
+	}
+	return out
+}
+
+// timeExact compares times including their location, which cmp's default
+// (time.Time's Equal method) ignores.
+var timeExact = cmp.Comparer(func(a, b time.Time) bool {
+	an, ao := a.Zone()
+	bn, bo := b.Zone()
+	return a.Equal(b) && an == bn && ao == bo && a.Location().String() == b.Location().String()
+})
+
+func TestFastDecodeAppendOut(t *testing.T) {
+	utc := time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.UTC)
+	fromServer := []struct {
+		name string
+		out  AppendOut
+	}{
+		{"one", sampleOut(1, "s", utc)},
+		{"hundred", sampleOut(100, "bench-3", utc)},
+		{"whole seconds", sampleOut(3, "s", utc.Truncate(time.Second))},
+		{"fixed zone", sampleOut(2, "s", utc.In(time.FixedZone("", 2*3600+30*60)))},
+		{"unicode stream", sampleOut(2, "flux-é✓", utc)},
+		{"html stream", sampleOut(2, "a<b>&c", utc)}, // escaped by the encoder: slow path
+		{"duplicate", func() AppendOut { o := sampleOut(2, "s", utc); o.Duplicate = true; return o }()},
+		{"empty", AppendOut{Events: []AppendedEvent{}}},
+		{"nil events", AppendOut{}},
+		{"zero event", AppendOut{Events: make([]AppendedEvent, 1)}},
+	}
+	for _, tc := range fromServer {
+		t.Run(tc.name, func(t *testing.T) {
+			body := serverBody(t, tc.out)
+			var want AppendOut
+			if err := json.NewDecoder(bytes.NewReader(body)).Decode(&want); err != nil {
+				t.Fatal(err)
+			}
+			var got AppendOut
+			if err := decodeAppendOut(bytes.NewReader(body), &got); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got, timeExact); d != "" {
+				t.Fatalf("differs from encoding/json (-json +fast):\n%s", d)
+			}
+		})
+	}
+	// The shape the node writes must take the fast path.
+	if _, ok := fastDecodeAppendOut(serverBody(t, sampleOut(100, "bench-3", utc))); !ok {
+		t.Fatal("fast decoder declined the node's own output")
+	}
+
+	raw := []struct {
+		name, body string
+		accept     bool
+	}{
+		{"whitespace", " {\n \"events\" : [ { \"version\" : 0 , \"position\" : 12 } ] , \"duplicate\" : false } \n\t", true},
+		{"empty leaf hash", `{"events":[{"leaf_hash":""}]}`, true},
+		{"short base64", `{"events":[{"leaf_hash":"AA=="}]}`, true},
+		{"uuid forms", `{"events":[{"id":"{0b6e8a57-2f0d-4f3e-9d7e-6c1a2b3c4d5e}"},{"id":"0b6e8a572f0d4f3e9d7e6c1a2b3c4d5e"}]}`, true},
+		{"time offset", `{"events":[{"recorded_at":"2026-03-14T15:09:26.5+02:00"}]}`, true},
+		{"time no fraction", `{"events":[{"recorded_at":"2026-03-14T15:09:26Z"}]}`, true},
+		{"max uint64", `{"events":[{"version":18446744073709551615}]}`, true},
+
+		{"null", `null`, false},
+		{"null events", `{"events":null}`, false},
+		{"null time", `{"events":[{"recorded_at":null}]}`, false},
+		{"null leaf hash", `{"events":[{"leaf_hash":null}]}`, false},
+		{"bad base64", `{"events":[{"leaf_hash":"A"}]}`, false},
+		{"bad base64 padding", `{"events":[{"leaf_hash":"AAA"}]}`, false},
+		{"bad uuid", `{"events":[{"id":"nope"}]}`, false},
+		{"bad time", `{"events":[{"recorded_at":"yesterday"}]}`, false},
+		{"time not a string", `{"events":[{"recorded_at":1}]}`, false},
+		{"negative", `{"events":[{"version":-1}]}`, false},
+		{"float", `{"events":[{"version":1.0}]}`, false},
+		{"leading zero", `{"events":[{"version":01}]}`, false},
+		{"overflow", `{"events":[{"version":18446744073709551616}]}`, false},
+		{"unknown key", `{"events":[],"next":1}`, false},
+		{"case variant", `{"Events":[]}`, false},
+		{"duplicate key", `{"duplicate":true,"duplicate":false}`, false},
+		{"escaped stream", `{"events":[{"stream":"a\u003cb"}]}`, false},
+		{"trailing data", `{} {}`, false},
+		{"truncated", `{"events":[`, false},
+		{"bad literal", `{"duplicate":tru}`, false},
+		{"literal run-on", `{"duplicate":truex}`, false},
+	}
+	for _, tc := range raw {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := fastDecodeAppendOut([]byte(tc.body))
+			if ok != tc.accept {
+				t.Fatalf("fast decoder accepted = %v, want %v", ok, tc.accept)
+			}
+			if !ok {
+				return
+			}
+			var want AppendOut
+			if err := json.Unmarshal([]byte(tc.body), &want); err != nil {
+				t.Fatalf("fast decoder accepted a body encoding/json refuses: %v", err)
+			}
+			if d := cmp.Diff(want, got, timeExact); d != "" {
+				t.Fatalf("differs from encoding/json (-json +fast):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestDecodeAppendOutErrors checks that decodeAppendOut fails where
+// json.Decoder.Decode fails, with the same error, and like it ignores what
+// follows the first value.
+func TestDecodeAppendOutErrors(t *testing.T) {
+	lost := errors.New("connection lost")
+	for _, tc := range []struct {
+		name string
+		r    func() io.Reader
+	}{
+		{"syntax", func() io.Reader { return strings.NewReader(`{"events":[}`) }},
+		{"type", func() io.Reader { return strings.NewReader(`{"events":[{"version":"x"}]}`) }},
+		{"empty", func() io.Reader { return strings.NewReader(``) }},
+		{"trailing ignored", func() io.Reader { return strings.NewReader(`{"duplicate":true} garbage`) }},
+		{"read error mid-value", func() io.Reader {
+			return io.MultiReader(strings.NewReader(`{"events":[`), failingReader{lost})
+		}},
+		{"read error after value", func() io.Reader {
+			return io.MultiReader(strings.NewReader(`{"duplicate":true}`), failingReader{lost})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want, got AppendOut
+			wantErr := json.NewDecoder(tc.r()).Decode(&want)
+			gotErr := decodeAppendOut(tc.r(), &got)
+			if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
+				t.Fatalf("error %v, want %v", gotErr, wantErr)
+			}
+			if d := cmp.Diff(want, got, timeExact); d != "" {
+				t.Fatalf("differs (-json +fast):\n%s", d)
+			}
+		})
+	}
+}
+
+func FuzzFastDecodeAppendOut(f *testing.F) {
+	utc := time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.UTC)
+	f.Add(serverBody(f, sampleOut(2, "s", utc)))
+	f.Add(serverBody(f, sampleOut(1, "flux-é", utc.In(time.FixedZone("", -5*3600)))))
+	f.Add(serverBody(f, AppendOut{Events: []AppendedEvent{}, Duplicate: true}))
+	f.Add([]byte(`{"events":[{"id":"0b6e8a572f0d4f3e9d7e6c1a2b3c4d5e","leaf_hash":"AA==","recorded_at":"2026-03-14T15:09:26+02:00","version":0}]}`))
+	f.Add([]byte(` { "duplicate" : false , "events" : [ ] } `))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := fastDecodeAppendOut(body)
+		if !ok {
+			return
+		}
+		var want AppendOut
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", body, err)
+		}
+		if d := cmp.Diff(want, got, timeExact); d != "" {
+			t.Fatalf("differs from encoding/json on %q (-json +fast):\n%s", body, d)
+		}
+	})
+}
+
+// BenchmarkAppendCodecs compares the fast codecs with encoding/json on a
+// 100-event append of 256-byte payloads and its response.
+func BenchmarkAppendCodecs(b *testing.B) {
+	payload := json.RawMessage(`{"k":"` + strings.Repeat("v", 248) + `"}`)
+	in := StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: make([]EventIn, 100)}
+	for i := range in.Events {
+		in.Events[i] = EventIn{Type: "BenchEvent", Data: payload}
+	}
+	resp := serverBody(b, sampleOut(100, "bench-3", time.Now().UTC()))
+	b.Run("encode/fast", func(b *testing.B) {
+		for b.Loop() {
+			encodeStreamAppend(in)
+		}
+	})
+	b.Run("encode/json", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = json.Marshal(in)
+		}
+	})
+	b.Run("decode/fast", func(b *testing.B) {
+		for b.Loop() {
+			var out AppendOut
+			_ = decodeAppendOut(bytes.NewReader(resp), &out)
+		}
+	})
+	b.Run("decode/json", func(b *testing.B) {
+		for b.Loop() {
+			var out AppendOut
+			_ = json.NewDecoder(bytes.NewReader(resp)).Decode(&out)
+		}
+	})
+}
