@@ -36,6 +36,13 @@ type Config struct {
 	// Progress, when set, is called about once a second with the events
 	// acknowledged so far.
 	Progress func(done uint64, elapsed time.Duration)
+	// Rounds splits the load into that many equal rounds (default 1), and
+	// Between, when set, runs before each round and after the last one,
+	// with no load: greffe bench measures the disk's fsync rate there, so
+	// that a baseline that drifts over the run is sampled all along it
+	// rather than only before it.
+	Rounds  int
+	Between func() error
 }
 
 // Result of a run.
@@ -84,19 +91,65 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 	if cfg.Duration <= 0 {
 		cfg.Duration = 10 * time.Second
 	}
+	cfg.Rounds = max(cfg.Rounds, 1)
+	var r runState
+	r.lat = make([]histogram, cfg.Writers)
+	r.streams = make([]string, cfg.Writers)
+	for w := range r.streams {
+		r.streams[w] = fmt.Sprintf("bench-%s-%d", uuid.NewString()[:8], w)
+	}
+	var between error
+	for range cfg.Rounds {
+		if cfg.Between != nil && between == nil {
+			between = cfg.Between()
+		}
+		r.round(ctx, t, cfg, cfg.Duration/time.Duration(cfg.Rounds))
+	}
+	if cfg.Between != nil && between == nil {
+		between = cfg.Between()
+	}
+	var all histogram
+	for i := range r.lat {
+		all.merge(&r.lat[i])
+	}
+	done := r.done.Load()
+	res := Result{Writers: cfg.Writers, EventsPerAppend: cfg.EventsPerAppend, PayloadBytes: cfg.PayloadBytes,
+		Events: done, Appends: all.n, Elapsed: r.elapsed, EventsPerSec: float64(done) / r.elapsed.Seconds(),
+		P50: all.quantile(0.50), P99: all.quantile(0.99), P999: all.quantile(0.999), Errors: r.errs.Load()}
+	if e, ok := r.firstErr.Load().(string); ok {
+		res.FirstError = e
+	}
+	if between != nil && res.FirstError == "" {
+		res.FirstError = "between rounds: " + between.Error()
+	}
+	res.PeakRSS = peakRSS()
+	return res
+}
+
+// runState is what the rounds of one Run share: counters, per-writer
+// latency histograms and streams, and the loaded time.
+type runState struct {
+	done, errs atomic.Uint64
+	firstErr   atomic.Value
+	lat        []histogram
+	streams    []string
+	elapsed    time.Duration
+}
+
+// round loads t with cfg.Writers writers for d (or until ctx ends).
+func (r *runState) round(ctx context.Context, t Target, cfg Config, d time.Duration) {
 	payload := Payload(cfg.PayloadBytes)
-	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var done, errs atomic.Uint64
-	var firstErr atomic.Value
-	lat := make([]histogram, cfg.Writers)
+	done, errs, firstErr, lat := &r.done, &r.errs, &r.firstErr, r.lat
 	start := time.Now()
+	defer func() { r.elapsed += time.Since(start) }()
 	var wg sync.WaitGroup
 	for w := range cfg.Writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stream := fmt.Sprintf("bench-%s-%d", uuid.NewString()[:8], w)
+			stream := r.streams[w]
 			for ctx.Err() == nil {
 				evs := make([]events.Proposed, cfg.EventsPerAppend)
 				for i := range evs {
@@ -128,25 +181,12 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 				case <-ctx.Done():
 					return
 				case <-tk.C:
-					cfg.Progress(done.Load(), time.Since(start))
+					cfg.Progress(done.Load(), r.elapsed+time.Since(start))
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	var all histogram
-	for i := range lat {
-		all.merge(&lat[i])
-	}
-	r := Result{Writers: cfg.Writers, EventsPerAppend: cfg.EventsPerAppend, PayloadBytes: cfg.PayloadBytes,
-		Events: done.Load(), Appends: all.n, Elapsed: elapsed, EventsPerSec: float64(done.Load()) / elapsed.Seconds(),
-		P50: all.quantile(0.50), P99: all.quantile(0.99), P999: all.quantile(0.999), Errors: errs.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		r.FirstError = e
-	}
-	r.PeakRSS = peakRSS()
-	return r
 }
 
 // peakRSS reads VmHWM from /proc/self/status (Linux), in bytes.

@@ -42,6 +42,7 @@ func newBenchCmd() *cobra.Command {
 		embedded bool
 		dir      string
 		fsyncFor time.Duration
+		rounds   int
 	)
 	c := &cobra.Command{
 		Use:   "bench",
@@ -54,8 +55,15 @@ func newBenchCmd() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(d)
-			fsync, err := bench.FsyncRate(d, fsyncFor)
-			if err != nil {
+			// The disk's fsync rate drifts by tens of percent over seconds
+			// on shared machines: it is sampled between the rounds of the
+			// load and after the last, and the run is compared with the
+			// mean of the samples.
+			cfg.Rounds = max(rounds, 1)
+			var samples []float64
+			cfg.Between = func() error {
+				r, err := bench.FsyncRate(d, fsyncFor/time.Duration(cfg.Rounds+1))
+				samples = append(samples, r)
 				return err
 			}
 			engine, err := bench.PebbleSyncRate(d, fsyncFor)
@@ -82,22 +90,17 @@ func newBenchCmd() *cobra.Command {
 			if cfg.Progress != nil {
 				fmt.Fprintln(c.OutOrStdout())
 			}
-			// The disk's fsync rate drifts by tens of percent over seconds
-			// on shared machines: it is measured before and after the run,
-			// and the run is compared with the mean of the two.
-			fsyncAfter, err := bench.FsyncRate(d, fsyncFor)
-			if err != nil {
-				return err
+			fsync := 0.0
+			for _, r := range samples {
+				fsync += r / float64(len(samples))
 			}
-			fsyncBefore := fsync
-			fsync = (fsyncBefore + fsyncAfter) / 2
 			if r.json {
 				return printJSON(c.OutOrStdout(), map[string]any{"result": res, "disk_fsync_per_sec": fsync,
-					"disk_fsync_per_sec_before": fsyncBefore, "disk_fsync_per_sec_after": fsyncAfter,
-					"pebble_sync_commits_per_sec": engine, "embedded": embedded})
+					"disk_fsync_per_sec_samples": samples, "pebble_sync_commits_per_sec": engine, "embedded": embedded})
 			}
 			c.Println(res.String())
-			c.Printf("disk baseline: %.0f fsyncs/s (300-byte write + fdatasync, in %s; %.0f before the run, %.0f after)\n", fsync, d, fsyncBefore, fsyncAfter)
+			c.Printf("disk baseline: %.0f fsyncs/s (300-byte write + fdatasync, in %s; mean of %d samples between the %d rounds of the load: %.0f)\n",
+				fsync, d, len(samples), cfg.Rounds, samples)
 			c.Printf("engine baseline: %.0f synced Pebble commits/s (one 500-byte key each)\n", engine)
 			if cfg.Writers == 1 && cfg.EventsPerAppend == 1 {
 				c.Printf("single-writer efficiency: %.0f%% of the disk's fsync rate, %.0f%% of Pebble's synced commit rate\n", 100*res.EventsPerSec/fsync, 100*res.EventsPerSec/engine)
@@ -116,7 +119,8 @@ func newBenchCmd() *cobra.Command {
 	f.IntVar(&cfg.EventsPerAppend, "events-per-append", 1, "events per append call")
 	f.IntVar(&cfg.PayloadBytes, "payload", 256, "bytes of each event's data")
 	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to load")
-	f.DurationVar(&fsyncFor, "fsync-baseline", 2*time.Second, "how long to measure the disk's fsync rate")
+	f.DurationVar(&fsyncFor, "fsync-baseline", 2*time.Second, "how long to measure the disk's fsync rate, in all")
+	f.IntVar(&rounds, "rounds", 4, "split the load into this many rounds, sampling the disk's fsync rate between them")
 	return c
 }
 
