@@ -3,6 +3,7 @@ package pebblelog
 import (
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 )
@@ -18,16 +19,19 @@ import (
 // while the store runs; Open sizes the first part from the id index it
 // scans. Memory: about 1.25 bytes per id (10 bits) across parts.
 //
-// Owned by the single applier; not safe for concurrent use.
+// One goroutine adds (the applier); any number may ask mayContain at the
+// same time (EventByID answers most lookups of absent ids from it, e.g. a
+// command's check for a prior refusal): bits are set and read atomically,
+// and a new part is published by swapping the list.
 type idFilter struct {
 	seed  maphash.Seed
-	parts []*bloomPart
+	parts atomic.Pointer[[]*bloomPart]
 }
 
 type bloomPart struct {
-	bits     []uint64
+	bits     []atomic.Uint64
 	mask     uint64 // number of bits - 1 (a power of two)
-	n, limit int
+	n, limit int    // owned by the adder
 }
 
 // bloomHashes is k, the number of probes; 7 is optimal for 10 bits per key
@@ -36,13 +40,14 @@ const bloomHashes = 7
 
 func newIDFilter(capacity int) *idFilter {
 	f := &idFilter{seed: maphash.MakeSeed()}
-	f.parts = append(f.parts, newBloomPart(max(capacity, 1<<16)))
+	parts := []*bloomPart{newBloomPart(max(capacity, 1<<16))}
+	f.parts.Store(&parts)
 	return f
 }
 
 func newBloomPart(capacity int) *bloomPart {
 	nbits := uint64(1) << bits.Len64(uint64(capacity)*10-1)
-	return &bloomPart{bits: make([]uint64, nbits/64), mask: nbits - 1, limit: capacity}
+	return &bloomPart{bits: make([]atomic.Uint64, nbits/64), mask: nbits - 1, limit: capacity}
 }
 
 func (f *idFilter) hash(id uuid.UUID) (uint64, uint64) {
@@ -50,17 +55,19 @@ func (f *idFilter) hash(id uuid.UUID) (uint64, uint64) {
 	return h, bits.RotateLeft64(h, 32) | 1
 }
 
-// add records id.
+// add records id. Only one goroutine may add.
 func (f *idFilter) add(id uuid.UUID) {
-	last := f.parts[len(f.parts)-1]
+	parts := *f.parts.Load()
+	last := parts[len(parts)-1]
 	if last.n >= last.limit {
 		last = newBloomPart(last.limit * 2)
-		f.parts = append(f.parts, last)
+		grown := append(parts[:len(parts):len(parts)], last)
+		f.parts.Store(&grown)
 	}
 	h1, h2 := f.hash(id)
 	for i := uint64(0); i < bloomHashes; i++ {
 		b := (h1 + i*h2) & last.mask
-		last.bits[b/64] |= 1 << (b % 64)
+		last.bits[b/64].Or(1 << (b % 64))
 	}
 	last.n++
 }
@@ -68,11 +75,11 @@ func (f *idFilter) add(id uuid.UUID) {
 // mayContain reports false only when id was certainly never added.
 func (f *idFilter) mayContain(id uuid.UUID) bool {
 	h1, h2 := f.hash(id)
-	for _, p := range f.parts {
+	for _, p := range *f.parts.Load() {
 		hit := true
 		for i := uint64(0); i < bloomHashes; i++ {
 			b := (h1 + i*h2) & p.mask
-			if p.bits[b/64]&(1<<(b%64)) == 0 {
+			if p.bits[b/64].Load()&(1<<(b%64)) == 0 {
 				hit = false
 				break
 			}
