@@ -6,10 +6,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/jsonscan"
 )
 
 // The single-stream append body (POST /v1/streams/{stream}) is the hottest
@@ -88,22 +88,22 @@ const maxRawDepth = 1000
 // append to one cannot overwrite the next).
 func fastDecodeStreamAppend(body []byte) (client.StreamAppendIn, bool) {
 	var out client.StreamAppendIn
-	p := fastScanner{b: body}
-	if !p.consume('{') {
+	p := fastScanner{jsonscan.Scanner{B: body}}
+	if !p.Consume('{') {
 		return out, false
 	}
 	var seen uint8
-	if !p.consume('}') {
+	if !p.Consume('}') {
 		for {
-			key, ok := p.str()
-			if !ok || !p.consume(':') {
+			key, ok := p.PlainString()
+			if !ok || !p.Consume(':') {
 				return out, false
 			}
 			var bit uint8
 			switch string(key) {
 			case "stream":
 				bit = 1
-				s, ok := p.str()
+				s, ok := p.PlainString()
 				if !ok {
 					return out, false
 				}
@@ -128,26 +128,25 @@ func fastDecodeStreamAppend(body []byte) (client.StreamAppendIn, bool) {
 				return out, false
 			}
 			seen |= bit
-			if p.consume(',') {
+			if p.Consume(',') {
 				continue
 			}
-			if p.consume('}') {
+			if p.Consume('}') {
 				break
 			}
 			return out, false
 		}
 	}
-	p.ws()
-	return out, p.i == len(p.b)
+	return out, p.End()
 }
 
 // events decodes the events array.
 func (p *fastScanner) events() ([]client.EventIn, bool) {
-	if !p.consume('[') {
+	if !p.Consume('[') {
 		return nil, false
 	}
 	evs := []client.EventIn{} // "[]" decodes to an empty, non-nil slice
-	if p.consume(']') {
+	if p.Consume(']') {
 		return evs, true
 	}
 	for {
@@ -155,28 +154,28 @@ func (p *fastScanner) events() ([]client.EventIn, bool) {
 		if len(evs) > 0 {
 			prev = evs[len(evs)-1]
 		}
-		if !p.consume('{') {
+		if !p.Consume('{') {
 			return nil, false
 		}
 		var seen uint8
-		if !p.consume('}') {
+		if !p.Consume('}') {
 			for {
-				key, ok := p.str()
-				if !ok || !p.consume(':') {
+				key, ok := p.PlainString()
+				if !ok || !p.Consume(':') {
 					return nil, false
 				}
 				var bit uint8
 				switch string(key) {
 				case "id":
 					bit = 1
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok {
 						return nil, false
 					}
 					e.ID = string(s)
 				case "type":
 					bit = 2
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok {
 						return nil, false
 					}
@@ -193,14 +192,14 @@ func (p *fastScanner) events() ([]client.EventIn, bool) {
 					}
 				case "correlation_id":
 					bit = 16
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok {
 						return nil, false
 					}
 					e.CorrelationID = internString(s, prev.CorrelationID)
 				case "causation_id":
 					bit = 32
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok {
 						return nil, false
 					}
@@ -212,81 +211,29 @@ func (p *fastScanner) events() ([]client.EventIn, bool) {
 					return nil, false
 				}
 				seen |= bit
-				if p.consume(',') {
+				if p.Consume(',') {
 					continue
 				}
-				if p.consume('}') {
+				if p.Consume('}') {
 					break
 				}
 				return nil, false
 			}
 		}
 		evs = append(evs, e)
-		if p.consume(',') {
+		if p.Consume(',') {
 			continue
 		}
-		if p.consume(']') {
+		if p.Consume(']') {
 			return evs, true
 		}
 		return nil, false
 	}
 }
 
-// fastScanner reads the JSON of b from offset i. Every method skips leading
-// whitespace and reports false rather than guessing.
-type fastScanner struct {
-	b []byte
-	i int
-}
-
-// ws skips JSON whitespace.
-func (p *fastScanner) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// consume skips whitespace and then c, if c is next.
-func (p *fastScanner) consume(c byte) bool {
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// str reads a string without escapes, control bytes or invalid UTF-8 and
-// returns its contents (which are then exactly what encoding/json decodes).
-func (p *fastScanner) str() ([]byte, bool) {
-	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return nil, false
-	}
-	start := p.i + 1
-	ascii := true
-	for j := start; j < len(p.b); j++ {
-		switch c := p.b[j]; {
-		case c == '"':
-			s := p.b[start:j]
-			if !ascii && !utf8.Valid(s) {
-				return nil, false
-			}
-			p.i = j + 1
-			return s, true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, false
-}
+// fastScanner is the shared cursor with the append body's own readers
+// (events, expectedRaw, rawValue) on top.
+type fastScanner struct{ jsonscan.Scanner }
 
 // internString returns prev when s equals it (no allocation: events of one append
 // usually share their type), else a copy of s.
@@ -298,107 +245,36 @@ func internString(s []byte, prev string) string {
 }
 
 // expectedRaw returns the bytes of an expected_version value: a string (as
-// str accepts it, quotes included) or a non-negative integer without
-// leading zeros, sign, fraction or exponent.
+// PlainString accepts it, quotes included) or a non-negative integer
+// without leading zeros, sign, fraction or exponent, whatever its size
+// (ExpectedVersion.UnmarshalJSON then decides).
 func (p *fastScanner) expectedRaw() ([]byte, bool) {
-	p.ws()
-	start := p.i
-	if p.i < len(p.b) && p.b[p.i] == '"' {
-		if _, ok := p.str(); !ok {
+	p.Space()
+	start := p.I
+	if p.I < len(p.B) && p.B[p.I] == '"' {
+		if _, ok := p.PlainString(); !ok {
 			return nil, false
 		}
-		return p.b[start:p.i], true
+		return p.B[start:p.I], true
 	}
-	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
-		p.i++
-	}
-	n := p.i - start
-	if n == 0 || (n > 1 && p.b[start] == '0') || !p.atDelim() {
-		return nil, false
-	}
-	return p.b[start:p.i], true
-}
-
-// atDelim reports whether a number or literal may end here.
-func (p *fastScanner) atDelim() bool {
-	if p.i == len(p.b) {
-		return true
-	}
-	switch p.b[p.i] {
-	case ' ', '\t', '\n', '\r', ',', '}', ']':
-		return true
-	}
-	return false
+	return p.Digits()
 }
 
 // rawValue returns the bytes of any JSON value except null, exactly as
 // encoding/json hands them to json.RawMessage (no surrounding whitespace),
 // capped so that appending to it reallocates.
 func (p *fastScanner) rawValue() (json.RawMessage, bool) {
-	p.ws()
-	start := p.i
-	if !p.skipValue() {
+	p.Space()
+	start := p.I
+	if !p.SkipValue(maxRawDepth) {
 		return nil, false
 	}
-	v := p.b[start:p.i:p.i]
+	v := p.B[start:p.I:p.I]
 	if string(v) == "null" {
 		return nil, false
 	}
-	if !events.ValidJSON(v) {
+	if !events.ValidJSON(v) { // SkipValue only matched brackets and strings
 		return nil, false
 	}
 	return v, true
-}
-
-// skipValue moves past one value by matching brackets and strings only;
-// rawValue's events.ValidJSON does the real validation.
-func (p *fastScanner) skipValue() bool {
-	if p.i >= len(p.b) {
-		return false
-	}
-	switch p.b[p.i] {
-	case '{', '[':
-		depth := 0
-		for p.i < len(p.b) {
-			switch p.b[p.i] {
-			case '{', '[':
-				if depth++; depth > maxRawDepth {
-					return false
-				}
-			case '}', ']':
-				if depth--; depth == 0 {
-					p.i++
-					return true
-				}
-			case '"':
-				if !p.skipString() {
-					return false
-				}
-				continue
-			}
-			p.i++
-		}
-		return false
-	case '"':
-		return p.skipString()
-	}
-	start := p.i
-	for p.i < len(p.b) && !p.atDelim() {
-		p.i++
-	}
-	return p.i > start
-}
-
-// skipString moves past a string, escapes included, starting at its quote.
-func (p *fastScanner) skipString() bool {
-	for j := p.i + 1; j < len(p.b); j++ {
-		switch p.b[j] {
-		case '\\':
-			j++
-		case '"':
-			p.i = j + 1
-			return true
-		}
-	}
-	return false
 }

@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/jsonscan"
 )
 
 // Append is the request clients send most, and reflection-based
@@ -262,15 +262,15 @@ func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
 // uses: uuid's UnmarshalText, base64.StdEncoding, time.Time's UnmarshalJSON.
 func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
 	var out AppendOut
-	p := wireScanner{b: b}
-	if !p.consume('{') {
+	p := wireScanner{jsonscan.Scanner{B: b}}
+	if !p.Consume('{') {
 		return AppendOut{}, false
 	}
 	var seen uint8
-	if !p.consume('}') {
+	if !p.Consume('}') {
 		for {
-			key, ok := p.str()
-			if !ok || !p.consume(':') {
+			key, ok := p.PlainString()
+			if !ok || !p.Consume(':') {
 				return AppendOut{}, false
 			}
 			var bit uint8
@@ -282,7 +282,7 @@ func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
 				}
 			case "duplicate":
 				bit = 2
-				if out.Duplicate, ok = p.boolean(); !ok {
+				if out.Duplicate, ok = p.Bool(); !ok {
 					return AppendOut{}, false
 				}
 			default:
@@ -292,28 +292,27 @@ func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
 				return AppendOut{}, false
 			}
 			seen |= bit
-			if p.consume(',') {
+			if p.Consume(',') {
 				continue
 			}
-			if p.consume('}') {
+			if p.Consume('}') {
 				break
 			}
 			return AppendOut{}, false
 		}
 	}
-	p.ws()
-	if p.i != len(p.b) {
+	if !p.End() {
 		return AppendOut{}, false
 	}
 	return out, true
 }
 
 func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
-	if !p.consume('[') {
+	if !p.Consume('[') {
 		return nil, false
 	}
 	evs := []AppendedEvent{} // "[]" decodes to an empty, non-nil slice
-	if p.consume(']') {
+	if p.Consume(']') {
 		return evs, true
 	}
 	var hashes []byte // one allocation for many leaf hashes
@@ -323,27 +322,27 @@ func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
 		if len(evs) > 0 {
 			prevStream = evs[len(evs)-1].Stream
 		}
-		if !p.consume('{') {
+		if !p.Consume('{') {
 			return nil, false
 		}
 		var seen uint8
-		if !p.consume('}') {
+		if !p.Consume('}') {
 			for {
-				key, ok := p.str()
-				if !ok || !p.consume(':') {
+				key, ok := p.PlainString()
+				if !ok || !p.Consume(':') {
 					return nil, false
 				}
 				var bit uint8
 				switch string(key) {
 				case "id":
 					bit = 1
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok || e.ID.UnmarshalText(s) != nil {
 						return nil, false
 					}
 				case "stream":
 					bit = 2
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok {
 						return nil, false
 					}
@@ -354,17 +353,17 @@ func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
 					}
 				case "version":
 					bit = 4
-					if e.Version, ok = p.uint(); !ok {
+					if e.Version, ok = p.Uint(); !ok {
 						return nil, false
 					}
 				case "position":
 					bit = 8
-					if e.Position, ok = p.uint(); !ok {
+					if e.Position, ok = p.Uint(); !ok {
 						return nil, false
 					}
 				case "leaf_hash":
 					bit = 16
-					s, ok := p.str()
+					s, ok := p.PlainString()
 					if !ok {
 						return nil, false
 					}
@@ -387,8 +386,9 @@ func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
 					hashes = hashes[:len(hashes)+m]
 				case "recorded_at":
 					bit = 32
-					start := p.ws()
-					if _, ok := p.str(); !ok || e.RecordedAt.UnmarshalJSON(p.b[start:p.i]) != nil {
+					p.Space()
+					start := p.I
+					if _, ok := p.PlainString(); !ok || e.RecordedAt.UnmarshalJSON(p.B[start:p.I]) != nil {
 						return nil, false
 					}
 				default:
@@ -398,120 +398,26 @@ func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
 					return nil, false
 				}
 				seen |= bit
-				if p.consume(',') {
+				if p.Consume(',') {
 					continue
 				}
-				if p.consume('}') {
+				if p.Consume('}') {
 					break
 				}
 				return nil, false
 			}
 		}
 		evs = append(evs, e)
-		if p.consume(',') {
+		if p.Consume(',') {
 			continue
 		}
-		if p.consume(']') {
+		if p.Consume(']') {
 			return evs, true
 		}
 		return nil, false
 	}
 }
 
-// wireScanner reads the JSON of b from offset i. Every method skips leading
-// whitespace and reports false rather than guessing.
-type wireScanner struct {
-	b []byte
-	i int
-}
-
-// ws skips JSON whitespace and returns the new offset.
-func (p *wireScanner) ws() int {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return p.i
-		}
-	}
-	return p.i
-}
-
-// consume skips whitespace and then c, if c is next.
-func (p *wireScanner) consume(c byte) bool {
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// str reads a string without escapes, control bytes or invalid UTF-8 and
-// returns its contents (which are then exactly what encoding/json decodes).
-func (p *wireScanner) str() ([]byte, bool) {
-	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return nil, false
-	}
-	start := p.i + 1
-	ascii := true
-	for j := start; j < len(p.b); j++ {
-		switch c := p.b[j]; {
-		case c == '"':
-			s := p.b[start:j]
-			if !ascii && !utf8.Valid(s) {
-				return nil, false
-			}
-			p.i = j + 1
-			return s, true
-		case c == '\\' || c < 0x20:
-			return nil, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, false
-}
-
-// uint reads a non-negative integer without leading zeros, sign, fraction
-// or exponent that fits a uint64.
-func (p *wireScanner) uint() (uint64, bool) {
-	start := p.ws()
-	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
-		p.i++
-	}
-	n := p.i - start
-	if n == 0 || (n > 1 && p.b[start] == '0') || !p.atDelim() {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(p.b[start:p.i]), 10, 64)
-	return v, err == nil
-}
-
-// boolean reads true or false.
-func (p *wireScanner) boolean() (bool, bool) {
-	p.ws()
-	switch rest := p.b[p.i:]; {
-	case bytes.HasPrefix(rest, []byte("true")):
-		p.i += 4
-		return true, p.atDelim()
-	case bytes.HasPrefix(rest, []byte("false")):
-		p.i += 5
-		return false, p.atDelim()
-	}
-	return false, false
-}
-
-// atDelim reports whether a number or literal may end here.
-func (p *wireScanner) atDelim() bool {
-	if p.i == len(p.b) {
-		return true
-	}
-	switch p.b[p.i] {
-	case ' ', '\t', '\n', '\r', ',', '}', ']':
-		return true
-	}
-	return false
-}
+// wireScanner is the shared cursor with the append answer's own reader
+// (appendedEvents) on top.
+type wireScanner struct{ jsonscan.Scanner }
