@@ -133,6 +133,24 @@ func DefaultPolicy() Policy {
 	}
 }
 
+// ParsePolicy reads a policy file: a JSON object whose fields override those
+// of DefaultPolicy (an absent field keeps its default; an empty file is the
+// default policy). It is decoded as strictly as command data: unknown,
+// duplicate or wrongly cased keys and wrong types are refused with their
+// JSON path under "policy" (e.g. "policy.budgets.corrections"). The result
+// is then validated. Errors wrap ErrInvalidPolicy.
+func ParsePolicy(data []byte) (Policy, error) {
+	p := DefaultPolicy()
+	if err := decodeStrict(data, &p); err != nil {
+		var ie *InvalidCommandError
+		if errors.As(err, &ie) {
+			return p, fmt.Errorf("%w: %s: %s", ErrInvalidPolicy, "policy"+strings.TrimPrefix(ie.Path, "data"), ie.Reason)
+		}
+		return p, fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
+	}
+	return p, p.Validate()
+}
+
 // ErrInvalidPolicy is wrapped by Policy.Validate's error.
 var ErrInvalidPolicy = errors.New("invalid policy")
 

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/node"
 )
@@ -14,6 +16,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		cfg    node.Config
 		tokens string
+		policy string
 		level  string
 		asJSON bool
 	)
@@ -29,6 +32,17 @@ func newServeCmd() *cobra.Command {
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 			if asJSON {
 				cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+			}
+			if policy != "" {
+				b, err := os.ReadFile(policy)
+				if err != nil {
+					return usageError{fmt.Errorf("--policy: %w", err)}
+				}
+				p, err := aggregates.ParsePolicy(b)
+				if err != nil {
+					return usageError{fmt.Errorf("--policy %s: %w; GET /v1/policy shows every field and its default", policy, err)}
+				}
+				cfg.Policy = &p
 			}
 			if tokens != "" {
 				t, err := api.LoadTokens(tokens)
@@ -57,6 +71,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data", node.DefaultDataDir, "data folder (created on first start)")
 	f.StringVar(&cfg.API.Addr, "http", "127.0.0.1:7070", "HTTP listen address")
 	f.StringVar(&cfg.NodeID, "node-id", "n1", "this node's id")
+	f.StringVar(&policy, "policy", "", "JSON file of the node's policy (budgets, freshness windows, admission screens): the fields it names override the defaults of GET /v1/policy")
 	f.StringVar(&tokens, "tokens", "", "JSON file of bearer tokens [{name, role, token}]; required to listen beyond loopback")
 	f.StringVar(&cfg.API.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
 	f.StringVar(&cfg.API.TLSKey, "tls-key", "", "TLS private key (PEM)")
