@@ -76,6 +76,23 @@ func NewTokens(list []Token) (*Tokens, error) {
 // Enabled reports whether tokens are configured.
 func (t *Tokens) Enabled() bool { return t != nil && len(t.entries) > 0 }
 
+// Identify returns the principal of a token presented with its name, as
+// other surfaces send them (the gRPC surface's esdb://NAME:TOKEN@host): ok
+// only when the token is known and was issued under that name.
+func (t *Tokens) Identify(name, token string) (Principal, bool) {
+	if !t.Enabled() {
+		return Principal{}, false
+	}
+	e, ok := t.identify(token)
+	if !ok || e.name != name {
+		return Principal{}, false
+	}
+	return Principal{Name: e.name, Role: e.role}, true
+}
+
+// MayAppend reports whether p may append raw events (POST /v1/streams).
+func (p Principal) MayAppend() bool { return p.Role == RoleWriter || p.Role == RoleAdmin }
+
 // identify returns the entry of a presented token. Every entry is compared
 // in constant time (over SHA-256 digests, so lengths do not leak either).
 func (t *Tokens) identify(presented string) (tokenEntry, bool) {

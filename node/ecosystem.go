@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 
 	"github.com/greffe/greffe/api/kurrentgrpc"
 	"github.com/greffe/greffe/replicator/kafka"
@@ -37,6 +39,11 @@ var errKafkaPair = errors.New("node: the Kafka export needs both brokers and a t
 // and served at once (so a bad address fails Open), and the exporter runs
 // on its own goroutine. Both are stopped by Close before the store closes.
 //
+// errGRPCTokensWithoutTLS: a node with tokens asks gRPC clients for them,
+// and KurrentDB clients send credentials over TLS only; without TLS every
+// call would be refused.
+var errGRPCTokensWithoutTLS = errors.New("--grpc on a node with --tokens needs --tls-cert and --tls-key: KurrentDB clients send their credentials over TLS only")
+
 // REQUIRES: n.Store is open.
 func (n *Node) openEcosystem() error {
 	cfg := n.cfg.Ecosystem
@@ -48,6 +55,25 @@ func (n *Node) openEcosystem() error {
 		gc := cfg.GRPC
 		gc.Version = Version
 		gc.Logger = n.cfg.Logger.With("component", "grpc")
+		// The HTTP API's TLS certificate and tokens protect the gRPC
+		// surface too: a token's name and value are the user and password
+		// of esdb://NAME:TOKEN@host?tls=true.
+		if n.cfg.API.TLSCert != "" && gc.TLS == nil {
+			cert, err := tls.LoadX509KeyPair(n.cfg.API.TLSCert, n.cfg.API.TLSKey)
+			if err != nil {
+				return fmt.Errorf("grpc tls: %w", err)
+			}
+			gc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		}
+		if n.cfg.API.Tokens.Enabled() && gc.TLS == nil {
+			return errGRPCTokensWithoutTLS
+		}
+		if tokens := n.cfg.API.Tokens; tokens.Enabled() && gc.Authenticate == nil {
+			gc.Authenticate = func(user, password string) (kurrentgrpc.Principal, bool) {
+				p, ok := tokens.Identify(user, password)
+				return kurrentgrpc.Principal{Name: p.Name, MayAppend: p.MayAppend()}, ok
+			}
+		}
 		srv, err := kurrentgrpc.New(gc, n.Store)
 		if err != nil {
 			return err

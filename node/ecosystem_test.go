@@ -2,8 +2,18 @@ package node
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +24,7 @@ import (
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/api/kurrentgrpc"
+	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/replicator/kafka"
 )
 
@@ -97,5 +108,102 @@ func TestNode_EcosystemRefusesHalfAKafkaConfig(t *testing.T) {
 		Ecosystem: EcosystemConfig{Kafka: kafka.Config{Topic: "ledger"}}})
 	if !errors.Is(err, errKafkaPair) {
 		t.Fatalf("Open: %v, want %v", err, errKafkaPair)
+	}
+}
+
+// TestNode_GRPCUsesTheAPITokensAndTLS: the node's gRPC surface serves the
+// HTTP API's certificate and accepts its tokens as esdb:// user and
+// password; the writer's appends are recorded under its token's name and a
+// reader's are refused.
+func TestNode_GRPCUsesTheAPITokensAndTLS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	tokens, err := api.NewTokens([]api.Token{{Name: "ci", Role: api.RoleWriter, Token: "writer-token-0123456789"},
+		{Name: "dash", Role: api.RoleReader, Token: "reader-token-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Open(Config{DataDir: filepath.Join(dir, "data"),
+		API:       api.Config{Addr: "127.0.0.1:0", Tokens: tokens, TLSCert: certFile, TLSKey: keyFile},
+		Ecosystem: EcosystemConfig{GRPC: kurrentgrpc.Config{Addr: "127.0.0.1:0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	client := func(userinfo string) *esdb.Client {
+		cfg, err := esdb.ParseConnectionString(fmt.Sprintf("esdb://%s@%s?tls=true&tlsVerifyCert=false", userinfo, n.Ecosystem.GRPC.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Logger = esdb.NoopLogging()
+		c, err := esdb.NewClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	event := esdb.EventData{EventType: "OrderPlaced", ContentType: esdb.ContentTypeJson, Data: []byte(`{"qty":1}`)}
+	if _, err := client("ci:writer-token-0123456789").AppendToStream(ctx, "orders-1", esdb.AppendToStreamOptions{}, event); err != nil {
+		t.Fatalf("writer's append: %v", err)
+	}
+	var esErr *esdb.Error
+	_, err = client("dash:reader-token-0123456789").AppendToStream(ctx, "orders-1", esdb.AppendToStreamOptions{}, event)
+	if !errors.As(err, &esErr) || esErr.Code() != esdb.ErrorCodeAccessDenied {
+		t.Fatalf("reader's append: %v, want ErrorCodeAccessDenied", err)
+	}
+	evs, err := n.Store.ReadStream(ctx, "orders-1", events.ReadOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Actor != "ci" {
+		t.Fatalf("orders-1 holds %d events (first actor %q); want 1 appended by \"ci\"", len(evs), evs[0].Actor)
+	}
+}
+
+// writeSelfSigned writes a PEM certificate and key for 127.0.0.1.
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "greffe test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNode_GRPCWithTokensNeedsTLS: tokens without TLS would make the gRPC
+// surface refuse every client (they send credentials over TLS only), so the
+// node refuses to open.
+func TestNode_GRPCWithTokensNeedsTLS(t *testing.T) {
+	tokens, err := api.NewTokens([]api.Token{{Name: "ci", Role: api.RoleWriter, Token: "writer-token-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Open(Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens},
+		Ecosystem: EcosystemConfig{GRPC: kurrentgrpc.Config{Addr: "127.0.0.1:0"}}})
+	if err == nil {
+		n.Close()
+		t.Fatal("a node with tokens opened a gRPC surface without TLS")
+	}
+	if !errors.Is(err, errGRPCTokensWithoutTLS) {
+		t.Fatalf("Open: %v, want errGRPCTokensWithoutTLS", err)
 	}
 }

@@ -35,6 +35,10 @@ func (svc *streamsService) Append(call streams.Streams_AppendServer) error {
 }
 
 func (svc *streamsService) append(ctx context.Context, call streams.Streams_AppendServer) (*streams.AppendResp, error) {
+	who := svc.s.principal(ctx)
+	if !who.MayAppend {
+		return nil, refusef(CodeForbidden, "%s may read but not append; use a token whose role is writer", who.Name)
+	}
 	first, err := call.Recv()
 	if err != nil {
 		return nil, err
@@ -84,7 +88,7 @@ func (svc *streamsService) append(ctx context.Context, call streams.Streams_Appe
 		if size > events.MaxAppendBytes {
 			return nil, refusef(events.CodeAppendTooLarge, "the append carries more than %d bytes; split it", events.MaxAppendBytes)
 		}
-		p, err := svc.proposed(pm)
+		p, err := svc.proposed(pm, who.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +120,7 @@ func (svc *streamsService) append(ctx context.Context, call streams.Streams_Appe
 // KurrentDB's "$correlationId" and "$causationId" metadata, when they are
 // strings, also fill the envelope's correlation and causation ids so that
 // the audit trail groups them; the metadata bytes stay as received.
-func (svc *streamsService) proposed(pm *streams.AppendReq_ProposedMessage) (events.Proposed, error) {
+func (svc *streamsService) proposed(pm *streams.AppendReq_ProposedMessage, actor string) (events.Proposed, error) {
 	id, err := fromProtoUUID(pm.GetId())
 	if err != nil {
 		return events.Proposed{}, err
@@ -128,7 +132,7 @@ func (svc *streamsService) proposed(pm *streams.AppendReq_ProposedMessage) (even
 	if len(meta) == 0 {
 		meta = []byte("{}")
 	}
-	p := events.Proposed{ID: id, Type: pm.GetMetadata()[metaType], Data: data, Metadata: meta, Actor: svc.s.cfg.Actor}
+	p := events.Proposed{ID: id, Type: pm.GetMetadata()[metaType], Data: data, Metadata: meta, Actor: actor}
 	var ids struct {
 		Correlation any `json:"$correlationId"`
 		Causation   any `json:"$causationId"`

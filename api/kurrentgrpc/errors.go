@@ -51,8 +51,10 @@ func refusef(code, format string, args ...any) *Error {
 // AlreadyExists → resource already exists, NotFound → resource not found).
 func grpcCode(code string) codes.Code {
 	switch code {
-	case events.CodeReservedStream:
+	case events.CodeReservedStream, CodeForbidden:
 		return codes.PermissionDenied
+	case CodeUnauthorized:
+		return codes.Unauthenticated
 	case events.CodeDuplicateEventID:
 		return codes.AlreadyExists
 	case events.CodeNotFound, events.CodeStreamNotFound:

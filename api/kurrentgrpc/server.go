@@ -2,6 +2,7 @@ package kurrentgrpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/greffe/greffe/events"
@@ -26,9 +28,15 @@ import (
 // Config configures the gRPC surface. Zero values mean defaults.
 type Config struct {
 	// Addr is the listen address, e.g. 127.0.0.1:2113. Default
-	// 127.0.0.1:2113 (KurrentDB's port). The surface has no authentication
-	// yet, so only loopback addresses are accepted (ErrInsecure).
+	// 127.0.0.1:2113 (KurrentDB's port). Without both TLS and Authenticate
+	// only loopback addresses are accepted (ErrInsecure).
 	Addr string
+	// TLS, when set, serves TLS (clients connect with ?tls=true).
+	TLS *tls.Config
+	// Authenticate, when set, checks every Streams call's credentials
+	// (auth.go); the principal's name is recorded as the actor of what it
+	// appends. Nil: no authentication, every call appends as Actor.
+	Authenticate Authenticator
 	// Version is reported by ServerFeatures.GetSupportedMethods. Clients
 	// parse it as MAJOR.MINOR.PATCH numbers, so it must be one. Default
 	// "0.1.0"; the node sets greffe's version.
@@ -50,9 +58,9 @@ type Config struct {
 // "too_many_pings" and drop idle connections.
 const KeepaliveMinTime = 5 * time.Second
 
-// ErrInsecure is returned by New for a non-loopback address: the surface has
-// no authentication, so it must not be reachable from other hosts.
-var ErrInsecure = errors.New("kurrentgrpc: refusing to listen on a non-loopback address: the gRPC surface has no authentication")
+// ErrInsecure is returned by New for a non-loopback address without both TLS
+// and Authenticate: credentials would travel in clear, or not be asked.
+var ErrInsecure = errors.New("kurrentgrpc: refusing to listen on a non-loopback address without TLS and authentication (serve --tls-cert, --tls-key and --tokens)")
 
 // ErrInvalidConfig wraps every configuration problem.
 var ErrInvalidConfig = errors.New("kurrentgrpc: invalid config")
@@ -124,14 +132,20 @@ func New(cfg Config, log events.Log) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !isLoopback(cfg.Addr) {
+	if !isLoopback(cfg.Addr) && (cfg.TLS == nil || cfg.Authenticate == nil) {
 		return nil, fmt.Errorf("%w (%s)", ErrInsecure, cfg.Addr)
 	}
 	s := &Server{cfg: cfg, log: log, instance: uuid.New()}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
-	)
+		grpc.UnaryInterceptor(s.unaryAuth),
+		grpc.StreamInterceptor(s.streamAuth),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	streams.RegisterStreamsServer(s.grpc, &streamsService{s: s})
 	serverfeatures.RegisterServerFeaturesServer(s.grpc, &featuresService{s: s})
 	gossip.RegisterGossipServer(s.grpc, &gossipService{s: s})

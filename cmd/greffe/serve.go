@@ -78,7 +78,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&asJSON, "json", false, "print the start line as JSON and log JSON lines (to stderr)")
 	registerClusterFlags(f, &cfg.Cluster)
-	f.StringVar(&cfg.Ecosystem.GRPC.Addr, "grpc", "", "also serve the KurrentDB/EventStoreDB gRPC protocol on this address (loopback only), e.g. 127.0.0.1:2113")
+	f.StringVar(&cfg.Ecosystem.GRPC.Addr, "grpc", "", "also serve the KurrentDB/EventStoreDB gRPC protocol on this address, e.g. 127.0.0.1:2113; beyond loopback only with --tls-cert, --tls-key and --tokens (a token's name and value are the user and password of esdb://NAME:TOKEN@host?tls=true)")
 	f.StringSliceVar(&cfg.Ecosystem.Kafka.Brokers, "export-kafka-brokers", nil, "export the log to Kafka: bootstrap brokers HOST:PORT,... (with --export-kafka-topic)")
 	f.StringVar(&cfg.Ecosystem.Kafka.Topic, "export-kafka-topic", "", "Kafka topic the export writes to; it must exist")
 	f.Uint64Var(&cfg.Ecosystem.Kafka.From, "export-kafka-from", 0, "first position to export when the topic holds nothing of this ledger yet")
