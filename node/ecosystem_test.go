@@ -2,17 +2,8 @@ package node
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,6 +16,7 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/api/kurrentgrpc"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/testcert"
 	"github.com/greffe/greffe/replicator/kafka"
 )
 
@@ -119,8 +111,7 @@ func TestNode_GRPCUsesTheAPITokensAndTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeSelfSigned(t, certFile, keyFile)
+	_, certFile, keyFile := testcert.New(t, dir)
 	tokens, err := api.NewTokens([]api.Token{{Name: "ci", Role: api.RoleWriter, Token: "writer-token-0123456789"},
 		{Name: "dash", Role: api.RoleReader, Token: "reader-token-0123456789"}})
 	if err != nil {
@@ -161,49 +152,5 @@ func TestNode_GRPCUsesTheAPITokensAndTLS(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Actor != "ci" {
 		t.Fatalf("orders-1 holds %d events (first actor %q); want 1 appended by \"ci\"", len(evs), evs[0].Actor)
-	}
-}
-
-// writeSelfSigned writes a PEM certificate and key for 127.0.0.1.
-func writeSelfSigned(t *testing.T, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "greffe test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestNode_GRPCWithTokensNeedsTLS: tokens without TLS would make the gRPC
-// surface refuse every client (they send credentials over TLS only), so the
-// node refuses to open.
-func TestNode_GRPCWithTokensNeedsTLS(t *testing.T) {
-	tokens, err := api.NewTokens([]api.Token{{Name: "ci", Role: api.RoleWriter, Token: "writer-token-0123456789"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := Open(Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens},
-		Ecosystem: EcosystemConfig{GRPC: kurrentgrpc.Config{Addr: "127.0.0.1:0"}}})
-	if err == nil {
-		n.Close()
-		t.Fatal("a node with tokens opened a gRPC surface without TLS")
-	}
-	if !errors.Is(err, errGRPCTokensWithoutTLS) {
-		t.Fatalf("Open: %v, want errGRPCTokensWithoutTLS", err)
 	}
 }

@@ -1,39 +1,16 @@
 package kurrentgrpc
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/internal/testcert"
 )
-
-// selfSigned returns a TLS config with a fresh certificate for 127.0.0.1.
-func selfSigned(t *testing.T) *tls.Config {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "greffe test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
-}
 
 // TestAuth_TokensOverTLS: with TLS and an Authenticator, the official client
 // must present a known user and password (esdb://NAME:TOKEN@…): without
@@ -48,7 +25,7 @@ func TestAuth_TokensOverTLS(t *testing.T) {
 	defer st.Close()
 	seed(t, st, 1, "s")
 	users := map[string]Principal{"w-token-0123456789": {Name: "writer", MayAppend: true}, "r-token-0123456789": {Name: "reader"}}
-	srv, err := New(Config{Addr: "127.0.0.1:0", TLS: selfSigned(t), Authenticate: func(user, password string) (Principal, bool) {
+	srv, err := New(Config{Addr: "127.0.0.1:0", TLS: tlsConfig(t), Authenticate: func(user, password string) (Principal, bool) {
 		p, ok := users[password]
 		return p, ok && p.Name == user
 	}}, st)
@@ -122,7 +99,7 @@ func TestAuth_TokensOverTLS(t *testing.T) {
 // unless both TLS and an Authenticator are configured.
 func TestNew_NonLoopbackNeedsTLSAndAuth(t *testing.T) {
 	auth := func(string, string) (Principal, bool) { return Principal{}, false }
-	tlsCfg := selfSigned(t)
+	tlsCfg := tlsConfig(t)
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -140,4 +117,9 @@ func TestNew_NonLoopbackNeedsTLSAndAuth(t *testing.T) {
 			}
 		})
 	}
+}
+
+func tlsConfig(t *testing.T) *tls.Config {
+	cfg, _, _ := testcert.New(t, t.TempDir())
+	return cfg
 }
