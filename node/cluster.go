@@ -37,6 +37,10 @@ type ClusterConfig struct {
 	// JoinTimeout bounds how long the first start keeps trying to reach
 	// Join. Default 30 s.
 	JoinTimeout time.Duration
+	// RaftTLSCert, RaftTLSKey and RaftTLSCA (PEM files, all three or none)
+	// put mutual TLS on the raft port (replicator.PeerTLS): only nodes with
+	// a certificate of the cluster's CA can speak raft or ask who a node is.
+	RaftTLSCert, RaftTLSKey, RaftTLSCA string
 	// Raft tunes the replicator (timeouts, snapshots, Peers). NodeID,
 	// RaftAddr, Advertise, Dir, Bootstrap, Info and Logger are set by the
 	// node.
@@ -128,6 +132,17 @@ func (n *Node) openCluster(ac *api.Config) error {
 	rc.Dir = filepath.Join(n.cfg.DataDir, "raft")
 	rc.Bootstrap = cc.Bootstrap
 	rc.Logger = n.cfg.Logger
+	switch {
+	case cc.RaftTLSCert == "" && cc.RaftTLSKey == "" && cc.RaftTLSCA == "":
+	case cc.RaftTLSCert == "" || cc.RaftTLSKey == "" || cc.RaftTLSCA == "":
+		return errors.New("raft TLS needs a certificate, its key and the cluster CA (--raft-tls-cert, --raft-tls-key, --raft-tls-ca), all three")
+	default:
+		t, err := replicator.PeerTLS(cc.RaftTLSCert, cc.RaftTLSKey, cc.RaftTLSCA)
+		if err != nil {
+			return err
+		}
+		rc.TLS = t
+	}
 	keys := n.Keys
 	rc.Info = func() replicator.NodeInfo {
 		in := replicator.NodeInfo{VerifierKeys: append([]string(nil), keys.Verifiers...)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,5 +153,36 @@ func TestNode_GRPCUsesTheAPITokensAndTLS(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Actor != "ci" {
 		t.Fatalf("orders-1 holds %d events (first actor %q); want 1 appended by \"ci\"", len(evs), evs[0].Actor)
+	}
+}
+
+// TestNode_RaftTLSNeedsAllThreeFiles: a raft certificate without its key
+// or the cluster CA refuses to start instead of running plain TCP; with all
+// three, a bootstrapped node leads over its TLS raft port.
+func TestNode_RaftTLSNeedsAllThreeFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, dir)
+	cert, key := ca.Issue(t, dir, "n1")
+	n, err := Open(Config{DataDir: filepath.Join(dir, "half"), API: api.Config{Addr: "127.0.0.1:0"},
+		Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Bootstrap: true, RaftTLSCert: cert}})
+	if err == nil {
+		n.Close()
+		t.Fatal("a node opened with a raft certificate but no key or CA")
+	}
+	if !strings.Contains(err.Error(), "all three") {
+		t.Fatalf("Open: %v, want the message naming the three flags", err)
+	}
+	n, err = Open(Config{DataDir: filepath.Join(dir, "full"), API: api.Config{Addr: "127.0.0.1:0"},
+		Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Bootstrap: true, RaftTLSCert: cert, RaftTLSKey: key, RaftTLSCA: ca.File}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Ready().Leader != "n1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 did not lead over TLS: %+v", n.Ready())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

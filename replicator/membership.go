@@ -148,7 +148,7 @@ func (p *Replicator) queryMembers(ctx context.Context, servers []raft.Server) ma
 			defer wg.Done()
 			qctx, cancel := context.WithTimeout(ctx, infoTimeout)
 			defer cancel()
-			info, err := queryInfo(qctx, p.res.dialAddr(s.ID, s.Address))
+			info, err := queryInfo(qctx, p.res.dialAddr(s.ID, s.Address), p.cfg.TLS)
 			if err == nil && info.NodeID != string(s.ID) {
 				err = fmt.Errorf("%s answers as %q", s.Address, info.NodeID)
 			}
@@ -403,7 +403,7 @@ func (p *Replicator) Leader(ctx context.Context) (url string, self bool, err err
 	p.leader.Unlock()
 	qctx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
-	info, err := queryInfo(qctx, p.res.dialAddr(id, addr))
+	info, err := queryInfo(qctx, p.res.dialAddr(id, addr), p.cfg.TLS)
 	if err == nil && (info.NodeID != string(id) || info.HTTPURL == "") {
 		err = fmt.Errorf("%s answers as %q with URL %q", addr, info.NodeID, info.HTTPURL)
 	}

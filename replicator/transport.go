@@ -3,12 +3,15 @@ package replicator
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -75,6 +78,7 @@ const (
 type muxLayer struct {
 	ln     net.Listener
 	adv    net.Addr
+	tls    *tls.Config // nil: plain TCP
 	info   func() NodeInfo
 	log    *slog.Logger
 	conns  chan net.Conn
@@ -87,9 +91,9 @@ type muxLayer struct {
 
 var _ raft.StreamLayer = (*muxLayer)(nil)
 
-func newMuxLayer(ln net.Listener, advertise net.Addr, info func() NodeInfo, log *slog.Logger) *muxLayer {
+func newMuxLayer(ln net.Listener, advertise net.Addr, tlsCfg *tls.Config, info func() NodeInfo, log *slog.Logger) *muxLayer {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &muxLayer{ln: ln, adv: advertise, info: info, log: log, conns: make(chan net.Conn, acceptQueue),
+	m := &muxLayer{ln: ln, adv: advertise, tls: tlsCfg, info: info, log: log, conns: make(chan net.Conn, acceptQueue),
 		sem: make(chan struct{}, maxSniffing), ctx: ctx, cancel: cancel}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.acceptLoop() }()
@@ -134,8 +138,11 @@ func (m *muxLayer) acceptLoop() {
 func (m *muxLayer) sniff(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	br := bufio.NewReaderSize(c, 4096)
-	first, err := br.Peek(1)
+	first, err := br.Peek(1) // with TLS, after the handshake
 	if err != nil {
+		if m.tls != nil && !errors.Is(err, io.EOF) {
+			m.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", err)
+		}
 		_ = c.Close()
 		return
 	}
@@ -196,14 +203,50 @@ func (m *muxLayer) Addr() net.Addr { return m.adv }
 
 // Dial connects to a raft peer.
 func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	return d.Dial("tcp", string(address))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return dialRaft(ctx, string(address), m.tls)
+}
+
+// dialRaft connects to a raft port, with mutual TLS when tlsCfg is set:
+// the peer's certificate must be signed by the cluster's CA and name the
+// host dialled.
+func dialRaft(ctx context.Context, addr string, tlsCfg *tls.Config) (net.Conn, error) {
+	if tlsCfg == nil {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	cfg := tlsCfg.Clone()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		cfg.ServerName = host
+	}
+	d := tls.Dialer{Config: cfg}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// PeerTLS builds Config.TLS from PEM files: this node's certificate and key,
+// and the cluster CA that signs every member's certificate. Certificates
+// must name the raft addresses peers dial (IP or DNS SANs).
+func PeerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("raft tls: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("raft tls: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("raft tls: %s holds no PEM certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}, nil
 }
 
 // queryInfo asks the node at addr who it is.
-func queryInfo(ctx context.Context, addr string) (NodeInfo, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+func queryInfo(ctx context.Context, addr string, tlsCfg *tls.Config) (NodeInfo, error) {
+	c, err := dialRaft(ctx, addr, tlsCfg)
 	if err != nil {
 		return NodeInfo{}, fmt.Errorf("node info %s: %w", addr, err)
 	}

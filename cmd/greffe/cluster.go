@@ -22,6 +22,9 @@ func registerClusterFlags(f *pflag.FlagSet, cc *node.ClusterConfig) {
 	f.StringVar(&cc.Advertise, "raft-advertise", "", "raft address the other nodes dial (default --raft-addr)")
 	f.BoolVar(&cc.Bootstrap, "bootstrap", false, "start a new cluster with this node as its only member (first start only)")
 	f.StringVar(&cc.Join, "join", "", "HTTP URL of a cluster member to join through (first start only)")
+	f.StringVar(&cc.RaftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS on the raft port (PEM; with --raft-tls-key and --raft-tls-ca)")
+	f.StringVar(&cc.RaftTLSKey, "raft-tls-key", "", "the key of --raft-tls-cert (PEM)")
+	f.StringVar(&cc.RaftTLSCA, "raft-tls-ca", "", "the cluster CA that signs every member's raft certificate (PEM)")
 	f.StringVar(&cc.JoinToken, "join-token", os.Getenv("GREFFE_JOIN_TOKEN"), "operator bearer token for --join (env GREFFE_JOIN_TOKEN)")
 	hidden := []string{"raft-peer", "raft-snapshot-threshold", "raft-trailing-logs", "raft-snapshot-interval",
 		"raft-heartbeat-timeout", "raft-election-timeout", "raft-lease-timeout"}
