@@ -35,13 +35,16 @@ func (svc *streamsService) Append(call streams.Streams_AppendServer) error {
 }
 
 func (svc *streamsService) append(ctx context.Context, call streams.Streams_AppendServer) (*streams.AppendResp, error) {
-	who := svc.s.principal(ctx)
-	if !who.MayAppend {
-		return nil, refusef(CodeForbidden, "%s may read but not append; use a token whose role is writer", who.Name)
-	}
+	// The options are read before any refusal, as for a reserved stream:
+	// a client-streaming call that ends before the client sent its first
+	// message leaves the client with a send error instead of the status.
 	first, err := call.Recv()
 	if err != nil {
 		return nil, err
+	}
+	who := svc.s.principal(ctx)
+	if !who.MayAppend {
+		return nil, refusef(CodeForbidden, "%s may read but not append; use a token whose role is writer", who.Name)
 	}
 	opts := first.GetOptions()
 	if opts == nil {
