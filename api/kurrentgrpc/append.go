@@ -29,15 +29,25 @@ func (svc *streamsService) Append(call streams.Streams_AppendServer) error {
 	ctx := call.Context()
 	resp, err := svc.append(ctx, call)
 	if err != nil {
+		drain(call)
 		return svc.s.toStatus(ctx, err)
 	}
 	return call.SendAndClose(resp)
 }
 
+// drain reads what the client still sends of a refused append, so that it
+// receives the refusal's status: the official client reports an error on
+// its next send (EOF, no code) when the call already ended. Bounded by the
+// largest append a client may send.
+func drain(call streams.Streams_AppendServer) {
+	for range events.MaxEventsPerAppend + 1 {
+		if _, err := call.Recv(); err != nil {
+			return
+		}
+	}
+}
+
 func (svc *streamsService) append(ctx context.Context, call streams.Streams_AppendServer) (*streams.AppendResp, error) {
-	// The options are read before any refusal, as for a reserved stream:
-	// a client-streaming call that ends before the client sent its first
-	// message leaves the client with a send error instead of the status.
 	first, err := call.Recv()
 	if err != nil {
 		return nil, err
