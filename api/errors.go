@@ -1,15 +1,18 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/strictjson"
 )
 
 // Error codes of the HTTP layer (the log's own codes are in events; every
@@ -127,10 +130,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // DecodeStrict decodes one JSON value from rd into v, refusing unknown
-// fields and trailing data. Exported for the CLI, which reads the same
-// shapes from files.
+// fields, keys in another case than the field's (encoding/json would match
+// them), duplicate keys and trailing data. Exported for the CLI, which reads
+// the same shapes from files. v is undefined after an error.
 func DecodeStrict(rd io.Reader, v any) error {
-	dec := json.NewDecoder(rd)
+	body, err := io.ReadAll(rd)
+	if err != nil {
+		return jsonError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -140,6 +148,21 @@ func DecodeStrict(rd io.Reader, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "trailing data after the JSON value"}
+	}
+	// encoding/json accepted the body; what it lets through (a key in
+	// another case, a repeated key) is refused with its path. null stays
+	// accepted, as encoding/json accepts it.
+	if err := strictjson.Check(body, reflect.TypeOf(v).Elem(), "", true); err != nil {
+		var se *strictjson.Error
+		if !errors.As(err, &se) {
+			return err
+		}
+		code := CodeMalformedJSON
+		if strings.HasPrefix(se.Reason, "unknown field") {
+			code = CodeUnknownField
+		}
+		return &Error{Status: http.StatusBadRequest, Code: code, Field: se.Path,
+			Message: fmt.Sprintf("%s: %s (keys are case-sensitive and appear once)", se.Path, se.Reason)}
 	}
 	return nil
 }
