@@ -2,8 +2,10 @@ package replicator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -182,6 +184,7 @@ func (p *Replicator) refreshPeers() (removed bool) {
 			continue
 		}
 		p.peers[id] = a.info
+		p.rememberKeys(id, a.info.VerifierKeys)
 		if a.info.State == raft.Leader.String() && a.info.Term >= term && !slices.Contains(a.info.Members, p.cfg.NodeID) {
 			removed = true
 		}
@@ -199,13 +202,9 @@ func (p *Replicator) Verifiers() []string {
 		seen[k] = true
 	}
 	p.peersMu.Lock()
-	ids := make([]string, 0, len(p.peers))
-	for id := range p.peers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(p.knownKeys))
 	for _, id := range ids {
-		for _, k := range p.peers[id].VerifierKeys {
+		for _, k := range p.knownKeys[id] {
 			if !seen[k] {
 				seen[k] = true
 				out = append(out, k)
@@ -214,6 +213,49 @@ func (p *Replicator) Verifiers() []string {
 	}
 	p.peersMu.Unlock()
 	return out
+}
+
+// peerKeysKey holds knownKeys (JSON) in the raft stable store.
+var peerKeysKey = []byte("greffe_peer_verifier_keys")
+
+func loadPeerKeys(logs *LogStore) (map[string][]string, error) {
+	raw, err := logs.Get(peerKeysKey)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, fmt.Errorf("raft stable %s: %w", peerKeysKey, err)
+		}
+	}
+	return out, nil
+}
+
+// rememberKeys adds the keys node id announced to knownKeys, and stores
+// them when that changed anything. Keys are never forgotten, not even when
+// the node is removed: its old checkpoints stay verifiable. REQUIRES:
+// peersMu held.
+func (p *Replicator) rememberKeys(id string, keys []string) {
+	known := p.knownKeys[id]
+	grown := false
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			known = append(known, k)
+			grown = true
+		}
+	}
+	if !grown {
+		return
+	}
+	p.knownKeys[id] = known
+	raw, err := json.Marshal(p.knownKeys)
+	if err == nil {
+		err = p.logs.Set(peerKeysKey, raw)
+	}
+	if err != nil {
+		p.cfg.Logger.Warn("could not store the verifier keys of a peer", "node", id, "err", err)
+	}
 }
 
 // promote makes caught-up non-voters voters. Leader only; called from the

@@ -223,7 +223,12 @@ type Replicator struct {
 
 	peersMu sync.Mutex
 	peers   map[string]NodeInfo // guarded by peersMu: the latest answer of each member
-	leader  struct {
+	// knownKeys are the verifier keys every other node ever announced, by
+	// node id, kept in the raft stable store (peerKeysKey) so that /v1/info
+	// still lists a node's keys while it is down, after a restart of this
+	// one: its checkpoints stay verifiable. Guarded by peersMu.
+	knownKeys map[string][]string
+	leader    struct {
 		sync.Mutex
 		id, addr, url string
 		at            time.Time
@@ -365,6 +370,12 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		obsCh: make(chan raft.Observation, observerQueue), peers: map[string]NodeInfo{},
 		done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	p.readyMu.ch = make(chan struct{})
+	if p.knownKeys, err = loadPeerKeys(logs); err != nil {
+		cancel()
+		_ = ln.Close()
+		_ = logs.Close()
+		return nil, err
+	}
 	for id, a := range cfg.Peers {
 		p.res[raft.ServerID(id)] = raft.ServerAddress(a)
 	}

@@ -423,3 +423,20 @@ func TestReplicator_RemovedNodeStops(t *testing.T) {
 	}
 	converged(t, nodes[:2], nodes[0])
 }
+
+// TestReplicator_PeerKeysSurviveRestart: the verifier keys a node learned
+// from its peers stay listed after it restarts while those peers are down,
+// so that their checkpoints stay verifiable from any node's /v1/info.
+func TestReplicator_PeerKeysSurviveRestart(t *testing.T) {
+	nodes := cluster(t, 3, nil)
+	n1 := nodes[0]
+	eventually(t, "n1 learns every key", 10*time.Second, func() bool { return len(n1.rep.Verifiers()) == 3 })
+	for _, n := range nodes[1:] {
+		n.stop(t)
+	}
+	n1.stop(t)
+	startNode(t, n1, testConfig("n1", nil))
+	if diff := cmp.Diff([]string{"key-n1", "key-n2", "key-n3"}, n1.rep.Verifiers()); diff != "" {
+		t.Fatalf("verifiers after a restart with n2 and n3 down (-want +got):\n%s", diff)
+	}
+}
