@@ -45,6 +45,14 @@ func startNode(t testing.TB, tokens *api.Tokens) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &testNode{store: s, url: serve(t, srv, s.Close), verifier: verifier}
+}
+
+// serve runs srv on its loopback address until the test ends, then closes
+// it, waits for Serve to return and calls closers in order (what srv
+// serves: projections, then the store). It returns the base URL.
+func serve(t testing.TB, srv *api.Server, closers ...func() error) string {
+	t.Helper()
 	addr, err := srv.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -54,9 +62,11 @@ func startNode(t testing.TB, tokens *api.Tokens) *testNode {
 	t.Cleanup(func() {
 		_ = srv.Close()
 		<-done
-		_ = s.Close()
+		for _, c := range closers {
+			_ = c()
+		}
 	})
-	return &testNode{store: s, url: "http://" + addr.String(), verifier: verifier}
+	return "http://" + addr.String()
 }
 
 // post sends a raw body and returns the status and decoded error code.

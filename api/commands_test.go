@@ -53,19 +53,7 @@ func domainNode(t *testing.T, tokens *api.Tokens, wrap func(*pebblelog.Store) co
 	}
 	srv.MountCommands(h)
 	srv.MountProjections(set)
-	addr, err := srv.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-		_ = set.Close()
-		_ = s.Close()
-	})
-	return "http://" + addr.String(), s
+	return serve(t, srv, set.Close, s.Close), s
 }
 
 func send(t *testing.T, base, token, body string) (int, client.ErrorBody, http.Header) {
@@ -312,17 +300,5 @@ func benchDomainNode(b *testing.B) (string, *pebblelog.Store) {
 	}
 	srv.MountCommands(h)
 	srv.MountProjections(set)
-	addr, err := srv.Listen()
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	b.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-		_ = set.Close()
-		_ = s.Close()
-	})
-	return "http://" + addr.String(), s
+	return serve(b, srv, set.Close, s.Close), s
 }

@@ -49,18 +49,7 @@ func startRouted(t *testing.T, rt api.Router) string {
 	if rt != nil {
 		srv.UseRouter(rt)
 	}
-	addr, err := srv.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve() }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-		_ = s.Close()
-	})
-	return "http://" + addr.String()
+	return serve(t, srv, s.Close)
 }
 
 // dropAfterRequest is a leader that reads a request and closes the
