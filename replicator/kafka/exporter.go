@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/fatal"
 )
 
 // Error codes of the exporter. They are part of the public contract: never
@@ -31,23 +32,7 @@ const (
 )
 
 // Error is an exporter failure that retrying cannot fix. Run stops with it.
-type Error struct {
-	Code    string
-	Message string
-	Err     error
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
-	}
-	return e.Code + ": " + e.Message
-}
-
-// ErrorCode returns the stable code.
-func (e *Error) ErrorCode() string { return e.Code }
-
-func (e *Error) Unwrap() error { return e.Err }
+type Error = fatal.Error
 
 // eventBuffer is how many events the log subscription may read ahead of the
 // writer. Two writes' worth keeps the next batch ready while one is in

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/fatal"
 )
 
 // Error codes of the mirror. Never renamed, never reused.
@@ -32,23 +33,7 @@ const (
 )
 
 // Error is a mirror failure that retrying cannot fix. Run stops with it.
-type Error struct {
-	Code    string
-	Message string
-	Err     error
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
-	}
-	return e.Code + ": " + e.Message
-}
-
-// ErrorCode returns the stable code.
-func (e *Error) ErrorCode() string { return e.Code }
-
-func (e *Error) Unwrap() error { return e.Err }
+type Error = fatal.Error
 
 // Source is the ledger being mirrored: a subscription to copy from, and a
 // lookup by id to find where a previous run stopped. *pebblelog.Store
