@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -31,22 +30,14 @@ func decodeStreamAppend(w http.ResponseWriter, r *http.Request, v *client.Stream
 	}
 	body, err := readAppendBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength)
 	if err != nil {
-		// Replay the bytes read and then the same read error (over the
-		// limit, connection lost): DecodeStrict sees exactly the stream it
-		// would have read from the body and reports what it reports today.
-		return DecodeStrict(io.MultiReader(bytes.NewReader(body), replayErr{err}), v)
+		return jsonError(err) // over the limit, or the connection lost: as DecodeStrict
 	}
 	if fv, ok := fastDecodeStreamAppend(body); ok {
 		*v = fv
 		return nil
 	}
-	return DecodeStrict(bytes.NewReader(body), v)
+	return decodeStrictBytes(body, v)
 }
-
-// replayErr is a reader that only fails.
-type replayErr struct{ err error }
-
-func (e replayErr) Read([]byte) (int, error) { return 0, e.err }
 
 // readAppendBody is io.ReadAll with the buffer sized from Content-Length when the
 // client sent one (it is only a hint: the reader enforces the limit).

@@ -138,6 +138,11 @@ func DecodeStrict(rd io.Reader, v any) error {
 	if err != nil {
 		return jsonError(err)
 	}
+	return decodeStrictBytes(body, v)
+}
+
+// decodeStrictBytes is DecodeStrict on a body already read.
+func decodeStrictBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
