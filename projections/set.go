@@ -82,10 +82,11 @@ type runner struct {
 
 	// pending counts the events folded since the last commit.
 	pending atomic.Int64
-	// commitMu serialises commits (the runner's and the flusher's);
-	// lastCommit is when the last one ran. Guarded by commitMu.
-	commitMu   sync.Mutex
-	lastCommit time.Time
+	// commitMu serialises commits (the runner's and the flusher's).
+	commitMu sync.Mutex
+	// lastCommit is when the last commit started (Unix nanoseconds); read
+	// without the lock by the runner after every event at the head.
+	lastCommit atomic.Int64
 
 	committed atomic.Uint64
 
@@ -333,7 +334,7 @@ func (s *Set) run(ctx context.Context, r *runner) {
 func (s *Set) commit(r *runner, opt *pebble.WriteOptions) error {
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
-	r.lastCommit = time.Now()
+	r.lastCommit.Store(time.Now().UnixNano())
 	b := s.db.NewBatch()
 	defer b.Close()
 	prefix := rowPrefix(r.spec.Name)
@@ -366,9 +367,7 @@ func (r *runner) dirty() bool {
 
 // commitDue reports whether commitInterval has passed since the last commit.
 func (r *runner) commitDue() bool {
-	r.commitMu.Lock()
-	defer r.commitMu.Unlock()
-	return time.Since(r.lastCommit) >= commitInterval
+	return time.Since(time.Unix(0, r.lastCommit.Load())) >= commitInterval
 }
 
 func (r *runner) signal() {
