@@ -43,6 +43,16 @@ type Config struct {
 	// rather than only before it.
 	Rounds  int
 	Between func() error
+	// WarmUp is how many events to append before the measured load, with
+	// 16 writers of 100 events each on streams of their own; they are not
+	// counted. A fresh store writes its first write-ahead log files by
+	// extending them, and on ext4 every fdatasync of a file that grew also
+	// commits the file's new size to the journal; Pebble recycles its log
+	// files after a few memtable flushes, and from then on a sync rewrites
+	// blocks in place. A store that has been running is in that second
+	// state: warming up measures it instead of the first minutes of a new
+	// store (docs/PERFORMANCE.md has both).
+	WarmUp int
 }
 
 // Result of a run.
@@ -63,6 +73,8 @@ type Result struct {
 	// /proc is unavailable. With an embedded store it bounds the store's
 	// memory.
 	PeakRSS uint64 `json:"peak_rss_bytes"`
+	// WarmedUp is how many events were appended before the load (Config.WarmUp).
+	WarmedUp int `json:"warmed_up_events"`
 }
 
 func (r Result) String() string {
@@ -92,6 +104,15 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 		cfg.Duration = 10 * time.Second
 	}
 	cfg.Rounds = max(cfg.Rounds, 1)
+	var res Result
+	if cfg.WarmUp > 0 {
+		if err := warmUp(ctx, t, cfg.WarmUp, Payload(cfg.PayloadBytes)); err != nil {
+			res.FirstError = "warm-up: " + err.Error()
+			res.Errors = 1
+			return res
+		}
+		res.WarmedUp = cfg.WarmUp
+	}
 	var r runState
 	r.lat = make([]histogram, cfg.Writers)
 	r.streams = make([]string, cfg.Writers)
@@ -113,9 +134,10 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 		all.merge(&r.lat[i])
 	}
 	done := r.done.Load()
-	res := Result{Writers: cfg.Writers, EventsPerAppend: cfg.EventsPerAppend, PayloadBytes: cfg.PayloadBytes,
+	res = Result{Writers: cfg.Writers, EventsPerAppend: cfg.EventsPerAppend, PayloadBytes: cfg.PayloadBytes,
 		Events: done, Appends: all.n, Elapsed: r.elapsed, EventsPerSec: float64(done) / r.elapsed.Seconds(),
-		P50: all.quantile(0.50), P99: all.quantile(0.99), P999: all.quantile(0.999), Errors: r.errs.Load()}
+		P50: all.quantile(0.50), P99: all.quantile(0.99), P999: all.quantile(0.999), Errors: r.errs.Load(),
+		WarmedUp: res.WarmedUp}
 	if e, ok := r.firstErr.Load().(string); ok {
 		res.FirstError = e
 	}
@@ -124,6 +146,38 @@ func Run(ctx context.Context, t Target, cfg Config) Result {
 	}
 	res.PeakRSS = peakRSS()
 	return res
+}
+
+// warmUp appends n events (rounded up to whole appends of 100) with 16
+// writers and stops at the first error.
+func warmUp(ctx context.Context, t Target, n int, payload json.RawMessage) error {
+	const writers, per = 16, 100
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	tag := uuid.NewString()[:8]
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := fmt.Sprintf("warmup-%s-%d", tag, w)
+			for next.Add(per)-per < int64(n) && first.Load() == nil {
+				evs := make([]events.Proposed, per)
+				for i := range evs {
+					evs[i] = events.Proposed{ID: uuid.New(), Type: "WarmUp", Data: payload, Metadata: json.RawMessage(`{}`)}
+				}
+				if err := t.Append(ctx, stream, evs); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := first.Load().(error); ok {
+		return err
+	}
+	return ctx.Err()
 }
 
 // runState is what the rounds of one Run share: counters, per-writer
@@ -223,9 +277,48 @@ func FsyncRate(dir string, d time.Duration) (float64, error) {
 		if _, err := f.Write(buf); err != nil {
 			return 0, err
 		}
-		if err := f.Sync(); err != nil {
+		if err := fdatasync(f); err != nil {
 			return 0, err
 		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// InPlaceFsyncRate is FsyncRate for a file that does not grow: it first
+// writes and syncs 16 MiB of zeros, then rewrites it from the start, 300
+// bytes and an fdatasync at a time, for d. On ext4 (and most journaling
+// file systems) a sync that does not change the file's size commits no
+// metadata, so this is the disk's best rate for small synced writes: what
+// a recycled write-ahead log file gets.
+func InPlaceFsyncRate(dir string, d time.Duration) (float64, error) {
+	f, err := os.CreateTemp(dir, "greffe-fsync-inplace-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	const size = 16 << 20
+	if _, err := f.Write(make([]byte, size)); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 300)
+	n, off := 0, int64(0)
+	start := time.Now()
+	for time.Since(start) < d {
+		if off+int64(len(buf)) > size {
+			off = 0
+		}
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return 0, err
+		}
+		if err := fdatasync(f); err != nil {
+			return 0, err
+		}
+		off += int64(len(buf))
 		n++
 	}
 	return float64(n) / time.Since(start).Seconds(), nil

@@ -10,7 +10,9 @@
 # (`greffe executor verify`, plus `greffe verify` of the whole log when that
 # command exists) and prints a summary. It must finish in under 3 minutes.
 #
-# Usage: scripts/gpu-check.sh [--fake-gpu] [--out DIR] [--keep]
+# Usage: scripts/gpu-check.sh [--fake-gpu] [--bin FILE] [--out DIR] [--keep]
+#   --bin FILE  use this greffe binary instead of building one (a GPU host
+#               without Go: build it elsewhere, copy it over)
 #   --fake-gpu  put fixtures/fake-gpu/present first on PATH (a machine without
 #               a GPU can run the whole check; the benchmark reports absence)
 #   --out DIR   copy the results (JSON) and logs to DIR
@@ -19,13 +21,14 @@
 # verified; 2 could not run.
 set -euo pipefail
 
-fake=0 out="" keep=0
+fake=0 out="" keep=0 bin=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--fake-gpu) fake=1 ;;
 	--out) out="$2"; shift ;;
+	--bin) bin="$2"; shift ;;
 	--keep) keep=1 ;;
-	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,23p' "$0"; exit 0 ;;
 	*) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -54,9 +57,15 @@ if [ "$fake" = 1 ]; then
 	say "fake GPU: $(command -v nvidia-smi)"
 fi
 
-say "building greffe"
-(cd "$root" && go build -o "$work/greffe" ./cmd/greffe) || die "go build failed"
-greffe="$work/greffe"
+if [ -n "$bin" ]; then
+	[ -x "$bin" ] || die "--bin $bin: not an executable file"
+	greffe="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+	say "using $greffe (prebuilt)"
+else
+	say "building greffe"
+	(cd "$root" && go build -o "$work/greffe" ./cmd/greffe) || die "go build failed"
+	greffe="$work/greffe"
+fi
 
 say "starting a node"
 "$greffe" serve --data "$work/data" --http 127.0.0.1:0 --log-level warn >"$work/serve.log" 2>&1 &
