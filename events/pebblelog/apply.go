@@ -13,6 +13,7 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 )
 
 // prepared is a batch applied in memory: its Pebble writes and outcomes, and
@@ -33,6 +34,10 @@ type prepared struct {
 	// tail holds the leaf hashes of the partial leaf tile (fewer than 256,
 	// 32 bytes each), copied from the sequencer state.
 	tail []byte
+	// walEnd is the position in wal (the store's log when the batch was
+	// logged; a restore may replace it) to sync before acknowledging.
+	walEnd uint64
+	wal    *wal.Log
 }
 
 // prepare applies b to the sequencer state without touching it: it checks

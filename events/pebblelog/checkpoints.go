@@ -118,7 +118,12 @@ func (s *Store) signLocked(size uint64, root [32]byte) (events.Checkpoint, error
 	defer s.dbMu.RUnlock()
 	// Synced: a checkpoint that was served must survive a crash. The events
 	// it covers were synced before it (the WAL is ordered).
-	if err := s.db.Set(checkpointKey(size), cp.Note, pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(checkpointKey(size), cp.Note, nil); err != nil {
+		return events.Checkpoint{}, err
+	}
+	if err := s.commitSynced(b); err != nil {
 		return events.Checkpoint{}, fmt.Errorf("store checkpoint %d: %w", size, err)
 	}
 	return cp, nil

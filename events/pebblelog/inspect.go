@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 )
 
 // Reading a stopped store for auditors. The Inspector exposes the raw key
@@ -63,6 +64,13 @@ type InspectConfig struct {
 // own iterator.
 type Inspector struct {
 	db *pebble.DB
+	// r is what the scans read: db, or db under an in-memory batch of the
+	// write-ahead log's records that db's tables lack (a store stopped
+	// without a clean close).
+	r       pebble.Reader
+	overlay *pebble.Batch
+	// Replayed is how many such records were overlaid.
+	Replayed int
 }
 
 // ErrLocked is returned by OpenInspector when another process (a running
@@ -101,7 +109,37 @@ func OpenInspector(cfg InspectConfig) (*Inspector, error) {
 		}
 		return nil, fmt.Errorf("open store %s read-only: %w", cfg.Dir, err)
 	}
-	return &Inspector{db: db}, nil
+	in := &Inspector{db: db, r: db}
+	if err := in.overlayWAL(fs, cfg.Dir); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s read-only: %w", cfg.Dir, err)
+	}
+	return in, nil
+}
+
+// overlayWAL reads the store's write-ahead log (walstore.go) and, if it
+// holds records that the tables lack, stacks them on the database in an
+// indexed batch that is never committed: the inspector sees what the next
+// open of the store will see, and writes nothing.
+func (in *Inspector) overlayWAL(fs vfs.FS, dir string) error {
+	s := &Store{cfg: Config{Dir: dir, FS: fs}}
+	after, err := s.readWALSeq(in.db)
+	if err != nil {
+		return err
+	}
+	return wal.Read(fs, s.walDir(), after, func(r wal.Record) error {
+		rec := in.db.NewBatch()
+		defer rec.Close()
+		if err := rec.SetRepr(append([]byte(nil), r.Data...)); err != nil {
+			return fmt.Errorf("write-ahead log record %d: %v: %w", r.Seq, err, events.ErrCorrupt)
+		}
+		if in.overlay == nil {
+			in.overlay = in.db.NewIndexedBatch()
+			in.r = in.overlay
+		}
+		in.Replayed++
+		return in.overlay.Apply(rec, nil)
+	})
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -119,8 +157,12 @@ func (in *Inspector) Close() error {
 	if in.db == nil {
 		return nil
 	}
+	if in.overlay != nil {
+		_ = in.overlay.Close()
+		in.overlay = nil
+	}
 	err := in.db.Close()
-	in.db = nil
+	in.db, in.r = nil, nil
 	return err
 }
 
@@ -134,7 +176,7 @@ func (in *Inspector) Scan(ctx context.Context, space Space, fn func(Entry) error
 // ScanFrom is Scan starting at the first key >= start (a full key,
 // prefix included; nil starts at the beginning of the space).
 func (in *Inspector) ScanFrom(ctx context.Context, space Space, start []byte, fn func(Entry) error) error {
-	it, err := in.db.NewIter(&pebble.IterOptions{LowerBound: []byte{byte(space)}, UpperBound: []byte{byte(space) + 1}})
+	it, err := in.r.NewIter(&pebble.IterOptions{LowerBound: []byte{byte(space)}, UpperBound: []byte{byte(space) + 1}})
 	if err != nil {
 		return err
 	}
@@ -201,7 +243,7 @@ func (in *Inspector) ScanEvents(ctx context.Context, window uint64, fn func(Entr
 
 // firstFrom returns (a copy of) the first key in [lower, upper).
 func (in *Inspector) firstFrom(lower, upper []byte) ([]byte, bool, error) {
-	it, err := in.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := in.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, false, err
 	}
@@ -214,7 +256,7 @@ func (in *Inspector) firstFrom(lower, upper []byte) ([]byte, bool, error) {
 
 // scanBounds calls fn for every entry in [lower, upper).
 func (in *Inspector) scanBounds(ctx context.Context, lower, upper []byte, fn func(Entry) error) error {
-	it, err := in.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := in.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
 	}
@@ -266,7 +308,7 @@ type State struct {
 func (in *Inspector) Meta() Meta {
 	var m Meta
 	get := func(k []byte) ([]byte, error) {
-		v, closer, err := in.db.Get(k)
+		v, closer, err := in.r.Get(k)
 		if errors.Is(err, pebble.ErrNotFound) {
 			return nil, fmt.Errorf("meta %q missing: %w", k[1:], events.ErrNotFound)
 		}

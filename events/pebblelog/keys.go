@@ -19,6 +19,8 @@ import (
 //	'i' event id(16)                    -> position(8)
 //	'c' size(8)                         -> signed checkpoint note
 //	'm' name                            -> metadata (format, ledger id, state)
+//	'w' "seq"                           -> seq(8) of the last write-ahead log
+//	                                       record applied (node-local)
 //
 // The tree stores what a C2SP tlog-tiles server serves and nothing more:
 // leaf hashes in full 256-leaf tiles (one key per 256 events instead of one
@@ -37,12 +39,14 @@ const (
 	prefixID         byte = 'i'
 	prefixCheckpoint byte = 'c'
 	prefixMeta       byte = 'm'
+	prefixWAL        byte = 'w'
 )
 
 var (
 	metaFormat   = []byte("mformat")
 	metaLedgerID = []byte("mledger_id")
 	metaState    = []byte("mstate")
+	walSeqKey    = []byte("wseq")
 )
 
 // storeFormat names the layout, the hash and the tree; Open refuses a store

@@ -118,9 +118,14 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 		}
 		info.Head.Root = [32]byte(r)
 	}
-	// Flushing the WAL makes every applied batch durable before raft may
+	// Flushing makes every applied batch durable in tables before raft may
 	// drop the log entries this snapshot covers (ApplyReplicated does not
-	// sync), and puts the whole applied state in the checkpoint.
+	// sync), and puts the whole applied state in the checkpoint, which
+	// copies tables only (Pebble's WAL is disabled; the store's own log is
+	// not part of a checkpoint).
+	if err := s.db.Flush(); err != nil {
+		return nil, fmt.Errorf("snapshot flush: %w", err)
+	}
 	if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL(), pebble.WithRestrictToSpans(replicatedSpans())); err != nil {
 		_ = fs.RemoveAll(dir)
 		return nil, fmt.Errorf("snapshot checkpoint: %w", err)
@@ -492,7 +497,9 @@ func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo)
 		_ = fs.RemoveAll(tmp)
 		return fmt.Errorf("restore: close %s: %w", tmp, err)
 	}
-	if err := s.db.Close(); err != nil {
+	// The replaced store's log moves away with its folder (and comes back
+	// with it if the swap fails: reopenLocked replays it).
+	if err := errors.Join(s.wal.Close(), s.db.Close()); err != nil {
 		s.cfg.Logger.Warn("restore: close the replaced store", "err", err)
 	}
 	_ = fs.RemoveAll(old)
@@ -542,6 +549,9 @@ func (s *Store) reopenLocked(cause error) error {
 		panic(fmt.Sprintf("pebblelog: reopen %s after restore: %v (cause: %v)", s.cfg.Dir, err, cause))
 	}
 	s.db = db
+	if err := s.openWAL(); err != nil {
+		panic(fmt.Sprintf("pebblelog: reopen the write-ahead log of %s after restore: %v (cause: %v)", s.cfg.Dir, err, cause))
+	}
 	s.nodes.mu.Lock()
 	s.nodes.nodes = nil
 	s.nodes.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 )
 
 // Config configures a Store. The zero value of every field means its default.
@@ -57,6 +58,10 @@ type Config struct {
 	// FS is the filesystem Pebble writes to. Default: the operating
 	// system's. Tests pass vfs.NewCrashableMem() to simulate power loss.
 	FS vfs.FS
+	// WALSegmentSize is the size of the write-ahead log's segment files
+	// (walstore.go). Default 64 MiB. Each completed segment triggers a
+	// Pebble flush, after which the segments it covered are reused.
+	WALSegmentSize int64
 }
 
 func (c *Config) setDefaults() {
@@ -80,6 +85,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.WALSegmentSize == 0 {
+		c.WALSegmentSize = 64 << 20
 	}
 }
 
@@ -123,10 +131,18 @@ type Store struct {
 	ledgerID string
 	origin   string
 
-	// dbMu guards db against a swap by Restore; everything else takes it
-	// for reading.
+	// dbMu guards db and wal against a swap by Restore; everything else
+	// takes it for reading.
 	dbMu sync.RWMutex
 	db   *pebble.DB
+	// wal is the write-ahead log of db, which runs with Pebble's own WAL
+	// disabled (wal.go explains why). walMu makes "append to the log, then
+	// apply to Pebble" one step, so that Pebble applies batches in the
+	// log's order; walApplied is the seq of the last batch applied.
+	wal        *wal.Log
+	walMu      sync.Mutex
+	walNext    uint64 // seq the next record gets; guarded by walMu
+	walApplied atomic.Uint64
 
 	// seq is owned by the single applier (see Invariants).
 	seq struct {
@@ -182,8 +198,12 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.db = db
-	if err := s.loadOrInit(); err != nil {
+	if err := s.openWAL(); err != nil {
 		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadOrInit(); err != nil {
+		s.closeDB()
 		return nil, err
 	}
 	s.mu.headCh = make(chan struct{})
@@ -192,13 +212,18 @@ func Open(cfg Config) (*Store, error) {
 		s.signers.Store(&sg)
 	}
 	if err := s.loadLastCheckpoint(); err != nil {
-		_ = db.Close()
+		s.closeDB()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	s.commit = newCommitter(s)
 	s.commit.start(ctx, &s.wg)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.walDropLoop(ctx)
+	}()
 	if cfg.CheckpointInterval > 0 {
 		s.wg.Add(1)
 		go func() {
@@ -225,6 +250,10 @@ func openPebble(cfg Config) (*pebble.DB, error) {
 		MemTableSize:       cfg.MemTableSize,
 		Logger:             quietLogger{cfg.Logger},
 		FS:                 cfg.FS,
+		// The store's own log (wal.go) replaces Pebble's. Pebble still
+		// replays a WAL of its own found at open (a store written before
+		// that change), and openWAL flushes what it replayed.
+		DisableWAL: true,
 	}
 	// Value separation: event bytes (and leaf tiles) go to blob files at
 	// flush and are not rewritten by every compaction; only the keys and
@@ -268,10 +297,11 @@ func (s *Store) loadOrInit() error {
 			id = uuid.NewString()
 		}
 		b := s.db.NewBatch()
+		defer b.Close()
 		_ = b.Set(metaFormat, []byte(storeFormat), nil)
 		_ = b.Set(metaLedgerID, []byte(id), nil)
 		_ = b.Set(metaState, encodeState(0, 0, 0, nil), nil)
-		if err := b.Commit(pebble.Sync); err != nil {
+		if err := s.commitSynced(b); err != nil {
 			return fmt.Errorf("init store: %w", err)
 		}
 		format = []byte(storeFormat)
@@ -500,7 +530,24 @@ func (s *Store) Close() error {
 	close(s.mu.headCh)
 	s.mu.headCh = make(chan struct{})
 	s.mu.Unlock()
-	return s.db.Close()
+	return s.closeDB()
+}
+
+// closeDB flushes Pebble, so that the next open has no log to replay (and
+// the offline inspector none to overlay), then closes the log and Pebble.
+// After a failure nothing is flushed: the log holds what was written.
+// REQUIRES: dbMu held exclusively, or no other user (Open).
+func (s *Store) closeDB() error {
+	var errs []error
+	if s.failure() == nil {
+		if err := s.db.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("flush: %w", err))
+		} else if err := s.wal.DropThrough(s.walApplied.Load(), true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, s.wal.Close(), s.db.Close())
+	return errors.Join(errs...)
 }
 
 // publish advances the acknowledged head and wakes subscribers.

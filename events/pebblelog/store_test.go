@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -731,5 +733,65 @@ func TestStore_CloseUnderLoneWriters(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStore_WALSegmentsAreReused appends across many small log segments:
+// each completed segment triggers a flush, after which the segments it
+// covered are kept for reuse (at most four) or deleted, so the log stays a
+// few files long; a reopened store holds every event.
+func TestStore_WALSegmentsAreReused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := pebblelog.Config{Dir: dir, CheckpointInterval: -1, WALSegmentSize: 32 << 10}
+	s, err := pebblelog.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	for i := range n {
+		if _, err := s.Append(t.Context(), one(fmt.Sprintf("w%d", i%7), events.ExpectAny, ev("W", fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := func() (live, free int) {
+		names, err := os.ReadDir(filepath.Join(dir, "greffe-wal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range names {
+			if strings.HasPrefix(e.Name(), "free-") {
+				free++
+			} else {
+				live++
+			}
+		}
+		return live, free
+	}
+	// ~600 records of ~1 KB in 32 KiB segments: about twenty segments were
+	// completed; the drop loop runs behind the appends.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		live, free := files()
+		if live <= 3 && free >= 1 && free <= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live and %d free segments after 20 rotations; want at most 3 live and 1 to 4 free", live, free)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := files(); live != 0 {
+		t.Errorf("%d live segments after a clean close, want 0 (Close flushes)", live)
+	}
+	r, err := pebblelog.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if h := r.Head(); h.Size != n {
+		t.Errorf("reopened store holds %d events, want %d", h.Size, n)
 	}
 }
