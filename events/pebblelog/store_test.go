@@ -736,10 +736,11 @@ func TestStore_CloseUnderLoneWriters(t *testing.T) {
 	}
 }
 
-// TestStore_WALSegmentsAreReused appends across many small log segments:
-// each completed segment triggers a flush, after which the segments it
-// covered are kept for reuse (at most four) or deleted, so the log stays a
-// few files long; a reopened store holds every event.
+// TestStore_WALSegmentsAreReused appends across many small log segments
+// with a memtable too large to fill: past four live segments a completed
+// one forces a flush, after which the segments it covered are kept for
+// reuse (at most four) or deleted, so the log stays a few files long; a
+// reopened store holds every event.
 func TestStore_WALSegmentsAreReused(t *testing.T) {
 	dir := t.TempDir()
 	cfg := pebblelog.Config{Dir: dir, CheckpointInterval: -1, WALSegmentSize: 32 << 10}
@@ -772,11 +773,11 @@ func TestStore_WALSegmentsAreReused(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		live, free := files()
-		if live <= 3 && free >= 1 && free <= 4 {
+		if live <= 5 && free >= 1 && free <= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d live and %d free segments after 20 rotations; want at most 3 live and 1 to 4 free", live, free)
+			t.Fatalf("%d live and %d free segments after 20 rotations; want at most 5 live and 1 to 4 free", live, free)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
