@@ -237,6 +237,10 @@ func readSegment(fs vfs.FS, dir string, num uint64, lastSeq *uint64, after uint6
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
 	seg := &segment{num: num}
 	r := bufio.NewReaderSize(f, 256<<10)
 	var hdr [headerSize]byte
@@ -246,8 +250,8 @@ func readSegment(fs vfs.FS, dir string, num uint64, lastSeq *uint64, after uint6
 			break // end of file, or a torn header
 		}
 		n := binary.LittleEndian.Uint32(hdr[4:])
-		if binary.LittleEndian.Uint64(hdr[8:]) != num || n > MaxRecord {
-			break // zeros, another segment's record, or garbage
+		if binary.LittleEndian.Uint64(hdr[8:]) != num || int64(n) > fi.Size()-seg.off-headerSize {
+			break // zeros, another segment's record, or a torn header
 		}
 		data = slices.Grow(data[:0], int(n))[:n]
 		if _, err := io.ReadFull(r, data); err != nil {

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -277,5 +278,33 @@ func TestLog_LargeRecords(t *testing.T) {
 	_ = l.Close()
 	if diff := cmp.Diff(wantRecs[:4], got); diff != "" {
 		t.Errorf("after tearing the 3 MiB record (-want +got):\n%.2000s", diff)
+	}
+}
+
+// TestLog_TornHeaderClaimingAHugeRecord ends the segment at a header whose
+// length runs past the end of the file, without reading (or allocating) it.
+func TestLog_TornHeaderClaimingAHugeRecord(t *testing.T) {
+	o := Options{Dir: t.TempDir()}
+	l, _ := collect(t, o, 0)
+	if err := l.SyncTo(appendN(t, l, 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
+	f, err := os.OpenFile(filepath.Join(o.Dir, segmentName(1)), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdr [headerSize]byte
+	binary.LittleEndian.PutUint32(hdr[4:], MaxRecord)
+	binary.LittleEndian.PutUint64(hdr[8:], 1)
+	binary.LittleEndian.PutUint64(hdr[16:], 4)
+	if _, err := f.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	l, got := collect(t, o, 0)
+	defer l.Close()
+	if diff := cmp.Diff(want(1, 3), got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
