@@ -27,6 +27,22 @@ type Target interface {
 	Append(ctx context.Context, stream string, evs []events.Proposed) error
 }
 
+// Appender is a store in process (events/pebblelog.Store).
+type Appender interface {
+	Append(ctx context.Context, r events.AppendRequest) (events.Outcome, error)
+}
+
+// InProcess is the Target of a store in process: each call is one append
+// to one stream.
+func InProcess(a Appender) Target { return inProcess{a} }
+
+type inProcess struct{ a Appender }
+
+func (t inProcess) Append(ctx context.Context, stream string, evs []events.Proposed) error {
+	_, err := t.a.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: stream, Events: evs}}})
+	return err
+}
+
 // Config of a run. Zero values mean defaults.
 type Config struct {
 	Writers         int           // concurrent writers; default 1

@@ -15,13 +15,6 @@ import (
 	"github.com/greffe/greffe/events/pebblelog"
 )
 
-type storeTarget struct{ s *pebblelog.Store }
-
-func (t storeTarget) Append(ctx context.Context, stream string, evs []events.Proposed) error {
-	_, err := t.s.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: stream, Events: evs}}})
-	return err
-}
-
 // TestRun_WarmUpIsAppendedButNotCounted runs the load against a real store
 // and counts, in the store, what the warm-up and the load wrote.
 func TestRun_WarmUpIsAppendedButNotCounted(t *testing.T) {
@@ -30,7 +23,7 @@ func TestRun_WarmUpIsAppendedButNotCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	res := bench.Run(t.Context(), storeTarget{s}, bench.Config{Writers: 2, EventsPerAppend: 3, Duration: 300 * time.Millisecond, WarmUp: 1050})
+	res := bench.Run(t.Context(), bench.InProcess(s), bench.Config{Writers: 2, EventsPerAppend: 3, Duration: 300 * time.Millisecond, WarmUp: 1050})
 	if res.FirstError != "" || res.Errors != 0 {
 		t.Fatalf("run failed: %d errors, first %q", res.Errors, res.FirstError)
 	}

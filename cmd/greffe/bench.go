@@ -15,14 +15,6 @@ import (
 	"github.com/greffe/greffe/events/pebblelog"
 )
 
-// storeTarget appends in process.
-type storeTarget struct{ s *pebblelog.Store }
-
-func (t storeTarget) Append(ctx context.Context, stream string, evs []events.Proposed) error {
-	_, err := t.s.Append(ctx, events.AppendRequest{Streams: []events.StreamAppend{{Stream: stream, Events: evs}}})
-	return err
-}
-
 // httpTarget appends over HTTP.
 type httpTarget struct{ c *client.Client }
 
@@ -81,7 +73,7 @@ func newBenchCmd() *cobra.Command {
 					return err
 				}
 				defer s.Close()
-				t = storeTarget{s}
+				t = bench.InProcess(s)
 			} else {
 				t = httpTarget{r.client()}
 			}
