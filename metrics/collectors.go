@@ -32,7 +32,7 @@ func newStoreCollector(cfg Config) *storeCollector {
 		events: prometheus.NewDesc("greffe_log_events",
 			"Events in the log: the acknowledged head's size.", nil, nil),
 		bytes: prometheus.NewDesc("greffe_log_bytes",
-			"Bytes the ledger's Pebble database uses on disk (tables, WAL, manifests).", nil, nil),
+			"Bytes the ledger uses on disk: Pebble's tables and manifests, and the write-ahead log's segment files.", nil, nil),
 		lastAppend: prometheus.NewDesc("greffe_log_last_append_timestamp_seconds",
 			"Recorded time of the newest event, in seconds since the Unix epoch; absent while the log is empty.", nil, nil),
 		appendRequests: prometheus.NewDesc("greffe_append_requests_total",

@@ -146,9 +146,9 @@ func (s *Store) Histograms() Histograms {
 	return Histograms{Append: m.append.snapshot(), Fsync: m.fsync.snapshot(), BatchEvents: m.batch.snapshot()}
 }
 
-// DiskUsage returns the bytes Pebble uses on disk for the ledger (tables,
-// WAL, manifests), or 0 once the store is closed. It is computed from
-// Pebble's in-memory metrics (no I/O), for the metrics endpoint.
+// DiskUsage returns the bytes the ledger uses on disk (Pebble's tables and
+// manifests, from its in-memory metrics, and the write-ahead log's segment
+// files, listed), or 0 once the store is closed. For the metrics endpoint.
 func (s *Store) DiskUsage() uint64 {
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
@@ -157,5 +157,9 @@ func (s *Store) DiskUsage() uint64 {
 	if s.closed.Load() {
 		return 0
 	}
-	return s.db.Metrics().DiskSpaceUsage()
+	n := s.db.Metrics().DiskSpaceUsage()
+	if w, err := s.wal.DiskBytes(); err == nil {
+		n += w
+	}
+	return n
 }

@@ -475,6 +475,27 @@ func (l *Log) DropThrough(seq uint64, all bool) error {
 	return nil
 }
 
+// DiskBytes returns the size of the log's files, free ones included. It
+// lists the folder (a few files): for metrics, not for hot paths.
+func (l *Log) DiskBytes() (uint64, error) {
+	names, err := l.o.FS.List(l.o.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	var n uint64
+	for _, name := range names {
+		if !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		fi, err := l.o.FS.Stat(l.o.FS.PathJoin(l.o.Dir, name))
+		if err != nil {
+			continue // dropped meanwhile
+		}
+		n += uint64(fi.Size())
+	}
+	return n, nil
+}
+
 // Segments returns how many segments hold records not yet dropped.
 func (l *Log) Segments() int {
 	l.mu.Lock()
