@@ -33,6 +33,7 @@ package wal
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -208,22 +209,12 @@ func list(fs vfs.FS, dir string) (dirList, error) {
 			d.segments = append(d.segments, num)
 		}
 	}
-	slices.SortFunc(free, func(a, b freeFile) int { return compareU64(a.num, b.num) })
+	slices.SortFunc(free, func(a, b freeFile) int { return cmp.Compare(a.num, b.num) })
 	for _, f := range free {
 		d.free = append(d.free, f.name)
 	}
 	slices.Sort(d.segments)
 	return d, nil
-}
-
-func compareU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func segmentName(num uint64) string { return fmt.Sprintf("%016x%s", num, suffix) }
