@@ -369,7 +369,7 @@ func (c *committer) sealLocal(bb *builder, f *inflight) {
 		return
 	}
 	s.walMu.Lock()
-	end, err := s.appendWAL(p.wb)
+	seq, end, err := s.appendWAL(p.wb)
 	if err != nil {
 		s.walMu.Unlock()
 		p.wb.Close()
@@ -381,7 +381,7 @@ func (c *committer) sealLocal(bb *builder, f *inflight) {
 	p.walEnd, p.wal = end, s.wal
 	f.p, f.applied = p, make(chan error, 1)
 	c.toSync <- f
-	err = s.applyWAL(p.wb)
+	err = s.applyWAL(p.wb, seq)
 	s.walMu.Unlock()
 	if err == nil {
 		s.install(p)
@@ -455,10 +455,7 @@ func (c *committer) commitNow(o *openBatch) {
 	var waited time.Duration
 	if err == nil {
 		t0 := time.Now()
-		var end uint64
-		if end, err = c.s.writeBatch(p.wb); err == nil {
-			err = c.s.wal.SyncTo(end)
-		}
+		err = c.s.commitSynced(p.wb)
 		waited = time.Since(t0)
 		if err == nil {
 			c.s.install(p)

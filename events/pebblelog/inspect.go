@@ -122,17 +122,16 @@ func OpenInspector(cfg InspectConfig) (*Inspector, error) {
 // indexed batch that is never committed: the inspector sees what the next
 // open of the store will see, and writes nothing.
 func (in *Inspector) overlayWAL(fs vfs.FS, dir string) error {
-	s := &Store{cfg: Config{Dir: dir, FS: fs}}
-	after, err := s.readWALSeq(in.db)
+	after, err := readWALSeq(in.db)
 	if err != nil {
 		return err
 	}
-	return wal.Read(fs, s.walDir(), after, func(r wal.Record) error {
-		rec := in.db.NewBatch()
-		defer rec.Close()
-		if err := rec.SetRepr(append([]byte(nil), r.Data...)); err != nil {
-			return fmt.Errorf("write-ahead log record %d: %v: %w", r.Seq, err, events.ErrCorrupt)
+	return wal.Read(fs, walDir(fs, dir), after, func(r wal.Record) error {
+		rec, err := recordBatch(in.db, r)
+		if err != nil {
+			return err
 		}
+		defer rec.Close()
 		if in.overlay == nil {
 			in.overlay = in.db.NewIndexedBatch()
 			in.r = in.overlay

@@ -141,7 +141,6 @@ type Store struct {
 	// log's order; walApplied is the seq of the last batch applied.
 	wal        *wal.Log
 	walMu      sync.Mutex
-	walNext    uint64 // seq the next record gets; guarded by walMu
 	walApplied atomic.Uint64
 
 	// seq is owned by the single applier (see Invariants).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
@@ -35,24 +36,35 @@ import (
 // events it covers (one ordered log); replicated batches are written
 // without a sync, as before, the raft log being their write-ahead log.
 
-// walDir is where the log's segments are, inside the Pebble directory.
-func (s *Store) walDir() string { return s.fs().PathJoin(s.cfg.Dir, "greffe-wal") }
+// walDir is where the log's segments are, inside the Pebble directory dir.
+func walDir(fs vfs.FS, dir string) string { return fs.PathJoin(dir, "greffe-wal") }
+
+// recordBatch is a log record as a Pebble batch (a copy: the record's
+// bytes are reused by the reader). The caller closes it.
+func recordBatch(db *pebble.DB, r wal.Record) (*pebble.Batch, error) {
+	b := db.NewBatch()
+	if err := b.SetRepr(append([]byte(nil), r.Data...)); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("write-ahead log record %d: %v: %w", r.Seq, err, events.ErrCorrupt)
+	}
+	return b, nil
+}
 
 // openWAL opens the log, applies to Pebble the records its flushed tables
 // lack, flushes, and drops every segment. REQUIRES: s.db open, nothing else
 // running.
 func (s *Store) openWAL() error {
-	after, err := s.readWALSeq(s.db)
+	after, err := readWALSeq(s.db)
 	if err != nil {
 		return err
 	}
 	replayed := 0
-	l, err := wal.Open(wal.Options{FS: s.fs(), Dir: s.walDir(), SegmentSize: s.cfg.WALSegmentSize}, after, func(r wal.Record) error {
-		b := s.db.NewBatch()
-		defer b.Close()
-		if err := b.SetRepr(append([]byte(nil), r.Data...)); err != nil {
-			return fmt.Errorf("%w: %v", events.ErrCorrupt, err)
+	l, err := wal.Open(wal.Options{FS: s.fs(), Dir: walDir(s.fs(), s.cfg.Dir), SegmentSize: s.cfg.WALSegmentSize}, after, func(r wal.Record) error {
+		b, err := recordBatch(s.db, r)
+		if err != nil {
+			return err
 		}
+		defer b.Close()
 		replayed++
 		return s.db.Apply(b, pebble.NoSync)
 	})
@@ -78,13 +90,12 @@ func (s *Store) openWAL() error {
 	if replayed > 0 {
 		s.cfg.Logger.Info("replayed the write-ahead log", "records", replayed, "through", last)
 	}
-	s.walNext = last + 1
 	s.walApplied.Store(last)
 	return nil
 }
 
 // readWALSeq reads walSeqKey from r (0 when absent).
-func (s *Store) readWALSeq(r pebble.Reader) (uint64, error) {
+func readWALSeq(r pebble.Reader) (uint64, error) {
 	v, closer, err := r.Get(walSeqKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return 0, nil
@@ -93,6 +104,10 @@ func (s *Store) readWALSeq(r pebble.Reader) (uint64, error) {
 		return 0, fmt.Errorf("read %s: %w", walSeqKey, err)
 	}
 	defer closer.Close()
+	return decodeWALSeq(v)
+}
+
+func decodeWALSeq(v []byte) (uint64, error) {
 	if len(v) != 8 {
 		return 0, fmt.Errorf("%s holds %d bytes, want 8: %w", walSeqKey, len(v), events.ErrCorrupt)
 	}
@@ -107,39 +122,39 @@ func (s *Store) readWALSeq(r pebble.Reader) (uint64, error) {
 func (s *Store) writeBatch(b *pebble.Batch) (end uint64, err error) {
 	s.walMu.Lock()
 	defer s.walMu.Unlock()
-	end, err = s.appendWAL(b)
+	seq, end, err := s.appendWAL(b)
 	if err != nil {
 		return 0, err
 	}
-	return end, s.applyWAL(b)
+	return end, s.applyWAL(b, seq)
 }
 
 // appendWAL numbers b (walSeqKey) and appends it to the log. The caller
 // must applyWAL it before releasing walMu, so that Pebble applies batches
 // in the log's order. REQUIRES: walMu held, dbMu held for reading.
-func (s *Store) appendWAL(b *pebble.Batch) (end uint64, err error) {
-	seq := s.walNext
+func (s *Store) appendWAL(b *pebble.Batch) (seq, end uint64, err error) {
+	// walMu makes the log's next seq ours: every append takes it.
+	seq = s.wal.LastSeq() + 1
 	if err := b.Set(walSeqKey, u64(seq), nil); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	got, end, err := s.wal.Append(b.Repr())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if got != seq {
-		return 0, fmt.Errorf("write-ahead log gave record %d where %d was expected: %w", got, seq, events.ErrCorrupt)
+		return 0, 0, fmt.Errorf("write-ahead log gave record %d where %d was expected: %w", got, seq, events.ErrCorrupt)
 	}
-	s.walNext++
-	return end, nil
+	return seq, end, nil
 }
 
-// applyWAL applies a batch appendWAL logged to Pebble's memtable.
+// applyWAL applies to Pebble's memtable the batch appendWAL logged as seq.
 // REQUIRES: as appendWAL.
-func (s *Store) applyWAL(b *pebble.Batch) error {
+func (s *Store) applyWAL(b *pebble.Batch, seq uint64) error {
 	if err := s.db.Apply(b, pebble.NoSync); err != nil {
-		return fmt.Errorf("apply record %d: %w", s.walNext-1, err)
+		return fmt.Errorf("apply record %d: %w", seq, err)
 	}
-	s.walApplied.Store(s.walNext - 1)
+	s.walApplied.Store(seq)
 	return nil
 }
 
@@ -217,8 +232,5 @@ func (s *Store) durableWALSeq() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("%s holds %d bytes, want 8: %w", walSeqKey, len(v), events.ErrCorrupt)
-	}
-	return binary.BigEndian.Uint64(v), nil
+	return decodeWALSeq(v)
 }

@@ -136,17 +136,12 @@ func Open(o Options, after uint64, replay func(Record) error) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{o: o, nextNum: d.nextNum, nextSeq: after + 1, free: d.free, rotated: make(chan struct{}, 1)}
-	var lastSeq uint64
-	for _, num := range d.segments {
-		seg, err := readSegment(o.FS, o.Dir, num, &lastSeq, after, replay)
-		if err != nil {
-			return nil, err
-		}
-		l.sealed = append(l.sealed, seg)
+	sealed, lastSeq, err := replayAll(o.FS, o.Dir, d.segments, after, replay)
+	if err != nil {
+		return nil, err
 	}
-	l.nextSeq = max(l.nextSeq, lastSeq+1)
-	return l, nil
+	return &Log{o: o, nextNum: d.nextNum, nextSeq: max(after, lastSeq) + 1, free: d.free, sealed: sealed,
+		rotated: make(chan struct{}, 1)}, nil
 }
 
 // Read calls replay for each intact record of the log in dir whose seq is
@@ -163,13 +158,23 @@ func Read(fs vfs.FS, dir string, after uint64, replay func(Record) error) error 
 	if err != nil {
 		return err
 	}
+	_, _, err = replayAll(fs, dir, d.segments, after, replay)
+	return err
+}
+
+// replayAll reads the segments in order (see readSegment) and returns them
+// with the seq of the last record read.
+func replayAll(fs vfs.FS, dir string, nums []uint64, after uint64, replay func(Record) error) ([]*segment, uint64, error) {
+	var segs []*segment
 	var lastSeq uint64
-	for _, num := range d.segments {
-		if _, err := readSegment(fs, dir, num, &lastSeq, after, replay); err != nil {
-			return err
+	for _, num := range nums {
+		seg, err := readSegment(fs, dir, num, &lastSeq, after, replay)
+		if err != nil {
+			return nil, 0, err
 		}
+		segs = append(segs, seg)
 	}
-	return nil
+	return segs, lastSeq, nil
 }
 
 type dirList struct {
