@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -114,14 +116,29 @@ func checkEncodable(e *Event) error {
 }
 
 // LeafHash returns the RFC 6962 leaf hash SHA-256(0x00 || b) of encoded bytes.
+//
+// Every appended and every read event is hashed, so the hasher is pooled:
+// sha256.New and Sum through the hash.Hash interface allocate, and those
+// allocations were 5 % of the bytes allocated by a 64-writer append load.
 func LeafHash(b []byte) [32]byte {
-	h := sha256.New()
-	h.Write([]byte{0})
-	h.Write(b)
-	var out [32]byte
-	h.Sum(out[:0])
+	lh := leafHashers.Get().(*leafHasher)
+	lh.h.Reset()
+	lh.h.Write(leafPrefix[:])
+	lh.h.Write(b)
+	out := [32]byte(lh.h.Sum(lh.sum[:0]))
+	leafHashers.Put(lh)
 	return out
 }
+
+var leafPrefix = [1]byte{0}
+
+type leafHasher struct {
+	h   hash.Hash
+	sum [sha256.Size]byte
+}
+
+// leafHashers is a cache of hashers, not state: any hasher gives the same sums.
+var leafHashers = sync.Pool{New: func() any { return &leafHasher{h: sha256.New()} }}
 
 // DecodeError says where and why stored bytes are not a canonical event.
 type DecodeError struct {

@@ -31,6 +31,7 @@ type prepared struct {
 	streams      map[string]int64 // versions changed by this batch
 	newIDs       []uuid.UUID
 	index        []indexEntry // written, sorted, at seal
+	keys         []byte       // the index entries' keys, end to end
 	// tail holds the leaf hashes of the partial leaf tile (fewer than 256,
 	// 32 bytes each), copied from the sequencer state.
 	tail []byte
@@ -71,8 +72,13 @@ type builder struct {
 
 // newBuilder opens a batch recorded at `at`. REQUIRES: as prepare.
 func (s *Store) newBuilder(at time.Time, raftIndex uint64) *builder {
+	last := s.seq.last
 	p := &prepared{
-		wb:           s.db.NewBatch(),
+		wb: s.db.NewBatch(pebble.WithInitialSizeBytes(max(last.bytes+last.bytes/8, minBatchBytes)),
+			pebble.WithMaxRetainedSizeBytes(maxRetainedBatchBytes)),
+		newIDs:       make([]uuid.UUID, 0, last.events),
+		index:        make([]indexEntry, 0, 2*last.events),
+		keys:         make([]byte, 0, last.keyBytes),
 		size:         s.seq.size,
 		rng:          cloneRange(s.seq.rng),
 		lastRecorded: max(at.UnixNano(), s.seq.lastRecorded),
@@ -84,9 +90,22 @@ func (s *Store) newBuilder(at time.Time, raftIndex uint64) *builder {
 		p.applied = raftIndex
 	}
 	bb := &builder{s: s, p: p}
-	bb.a = applyCtx{s: s, p: p, ids: make(map[uuid.UUID]*events.Event), at: time.Unix(0, p.lastRecorded).UTC()}
+	bb.a = applyCtx{s: s, p: p, ids: make(map[uuid.UUID]*events.Event, last.events), at: time.Unix(0, p.lastRecorded).UTC()}
 	return bb
 }
+
+// batchSize is what one batch held, to size the next one's buffers.
+type batchSize struct {
+	bytes, events, keyBytes int
+}
+
+// minBatchBytes is the smallest initial batch buffer (Pebble's default);
+// maxRetainedBatchBytes lets Pebble's batch pool keep the buffers of large
+// batches for reuse (its default, 1 MiB, drops those of a thousand events).
+const (
+	minBatchBytes         = 1 << 10
+	maxRetainedBatchBytes = 8 << 20
+)
 
 // add applies one append to the open batch and records its outcome. An error
 // is a storage failure: the batch must be aborted.
@@ -113,9 +132,12 @@ func (bb *builder) seal() (*prepared, error) {
 		// where it was so that such a batch changes no byte.
 		p.lastRecorded = s.seq.lastRecorded
 	}
-	slices.SortFunc(p.index, func(x, y indexEntry) int { return bytes.Compare(x.key, y.key) })
+	slices.SortFunc(p.index, func(x, y indexEntry) int { return bytes.Compare(p.key(x), p.key(y)) })
 	for _, e := range p.index {
-		if err := p.wb.Set(e.key, u64(e.pos), nil); err != nil {
+		v := p.wb.SetDeferred(int(e.end-e.start), 8)
+		copy(v.Key, p.key(e))
+		binary.BigEndian.PutUint64(v.Value, e.pos)
+		if err := v.Finish(); err != nil {
 			p.wb.Close()
 			return nil, err
 		}
@@ -138,6 +160,7 @@ func (bb *builder) seal() (*prepared, error) {
 
 // install makes p the sequencer state. REQUIRES: Pebble has applied p.wb.
 func (s *Store) install(p *prepared) {
+	s.seq.last = batchSize{bytes: p.wb.Len(), events: p.nEvents, keyBytes: len(p.keys)}
 	s.seq.size, s.seq.rng, s.seq.lastRecorded, s.seq.applied = p.size, p.rng, p.lastRecorded, p.applied
 	s.seq.tail = p.tail
 	if len(s.seq.streams)+len(p.streams) > maxStreamCache {
@@ -227,16 +250,16 @@ func (a *applyCtx) apply(r *events.AppendRequest) (events.Outcome, error) {
 		for j := range sa.Events {
 			pr := &sa.Events[j]
 			v++
-			ev := events.Event{
+			out = append(out, events.Event{
 				Position: a.p.size, Stream: sa.Stream, Version: uint64(v), ID: pr.ID, Type: pr.Type,
 				Data: pr.Data, Metadata: pr.Metadata, RecordedAt: a.at, CorrelationID: pr.CorrelationID,
 				CausationID: pr.CausationID, Actor: pr.Actor, Envelope: pr.Envelope,
-			}
-			if err := a.write(&ev); err != nil {
+			})
+			ev := &out[len(out)-1] // out never grows past total: the pointer stays valid
+			if err := a.write(ev); err != nil {
 				return events.Outcome{}, err
 			}
-			out = append(out, ev)
-			a.ids[ev.ID] = &out[len(out)-1]
+			a.ids[ev.ID] = ev
 			a.p.newIDs = append(a.p.newIDs, ev.ID)
 		}
 		if len(sa.Events) > 0 {
@@ -257,7 +280,13 @@ func (a *applyCtx) write(ev *events.Event) error {
 	}
 	ev.LeafHash = events.LeafHash(a.buf)
 	wb := a.p.wb
-	if err := wb.Set(eventKey(ev.Position), a.buf, nil); err != nil {
+	// Written in place, as eventKey(ev.Position) would be, without a key
+	// allocation per event.
+	op := wb.SetDeferred(9, len(a.buf))
+	op.Key[0] = prefixEvent
+	binary.BigEndian.PutUint64(op.Key[1:], ev.Position)
+	copy(op.Value, a.buf)
+	if err := op.Finish(); err != nil {
 		return err
 	}
 	var werr error
@@ -284,16 +313,27 @@ func (a *applyCtx) write(ev *events.Event) error {
 	// Index entries are written at seal, sorted: the memtable's inserter
 	// reuses its search path for ascending keys, and interleaving them with
 	// the (already ascending) event keys would defeat that.
-	a.p.index = append(a.p.index, indexEntry{streamKey(ev.Stream, ev.Version), ev.Position}, indexEntry{idKey(ev.ID), ev.Position})
+	a.p.addIndex(ev.Position, appendStreamKey(a.p.keys, ev.Stream, ev.Version))
+	a.p.addIndex(ev.Position, appendIDKey(a.p.keys, ev.ID))
 	a.p.size++
 	return nil
 }
 
-// indexEntry is a stream-index or id-index key and the position it maps to.
+// indexEntry is a stream-index or id-index key, keys[start:end] of its
+// batch, and the position it maps to. The keys share one buffer: a slice
+// each was two allocations per event.
 type indexEntry struct {
-	key []byte
-	pos uint64
+	start, end uint32
+	pos        uint64
 }
+
+// addIndex records the key that keys grew into, to map it to pos.
+func (p *prepared) addIndex(pos uint64, keys []byte) {
+	p.index = append(p.index, indexEntry{start: uint32(len(p.keys)), end: uint32(len(keys)), pos: pos})
+	p.keys = keys
+}
+
+func (p *prepared) key(e indexEntry) []byte { return p.keys[e.start:e.end] }
 
 // lookupID finds an event by id in this batch or in Pebble (which may hold
 // applied events not yet acknowledged: they precede this batch in order).

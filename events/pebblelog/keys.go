@@ -83,11 +83,14 @@ const (
 )
 
 func streamKey(stream string, version uint64) []byte {
-	k := make([]byte, 0, 1+len(stream)+1+8)
-	k = append(k, prefixStream)
-	k = append(k, stream...)
-	k = append(k, 0)
-	return binary.BigEndian.AppendUint64(k, version)
+	return appendStreamKey(make([]byte, 0, 1+len(stream)+1+8), stream, version)
+}
+
+func appendStreamKey(dst []byte, stream string, version uint64) []byte {
+	dst = append(dst, prefixStream)
+	dst = append(dst, stream...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, version)
 }
 
 // streamPrefix returns the bounds [lo, hi) of a stream's index keys.
@@ -100,11 +103,11 @@ func streamBounds(stream string) (lo, hi []byte) {
 	return lo, hi
 }
 
-func idKey(id uuid.UUID) []byte {
-	k := make([]byte, 17)
-	k[0] = prefixID
-	copy(k[1:], id[:])
-	return k
+func idKey(id uuid.UUID) []byte { return appendIDKey(make([]byte, 0, 17), id) }
+
+func appendIDKey(dst []byte, id uuid.UUID) []byte {
+	dst = append(dst, prefixID)
+	return append(dst, id[:]...)
 }
 
 func checkpointKey(size uint64) []byte {
