@@ -44,7 +44,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	switch {
 	case meta.FormatErr != nil:
 		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("format record: %v", meta.FormatErr)})
-	case meta.Format != pebblelog.StoreFormat:
+	case !pebblelog.KnownFormat(meta.Format):
 		return nil, fmt.Errorf("%w: store format %q, this binary verifies %q", ErrConfig, meta.Format, pebblelog.StoreFormat)
 	}
 	origin := events.Origin(meta.LedgerID)

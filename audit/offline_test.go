@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -424,5 +425,40 @@ func TestVerifyDir_ForgedCheckpoint(t *testing.T) {
 	}
 	if diff := cmp.Diff(first{Kind: audit.KindCheckpointRoot, Position: 100, End: 300}, firstOf(rep)); diff != "" {
 		t.Errorf("first fault (-want +got):\n%s", diff)
+	}
+}
+
+// A store written before the store's own write-ahead log has the same keys
+// and values: the auditor verifies it, and refuses a format it does not know.
+func TestVerifyDir_StoreFormats(t *testing.T) {
+	for _, c := range []struct {
+		format   string
+		verified bool
+	}{
+		{pebblelog.StoreFormat, true},
+		{"greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962", true},
+		{"greffe-ledger/9 event-format=3 hash=sha256 tree=rfc6962", false},
+	} {
+		t.Run(c.format, func(t *testing.T) {
+			f := buildLog(t, 300, 100, 256)
+			tamper(t, f.dir, func(db *pebble.DB) {
+				if err := db.Set([]byte("mformat"), []byte(c.format), pebble.Sync); err != nil {
+					t.Fatal(err)
+				}
+			})
+			rep, err := audit.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
+			if !c.verified {
+				if !errors.Is(err, audit.ErrConfig) {
+					t.Fatalf("format %q: err = %v, want ErrConfig", c.format, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("format %q: %v", c.format, err)
+			}
+			if !rep.Verified || rep.Events != 300 {
+				t.Fatalf("format %q: verified %v, %d events: %+v", c.format, rep.Verified, rep.Events, rep.Faults)
+			}
+		})
 	}
 }

@@ -1,9 +1,36 @@
 package pebblelog
 
+import (
+	"io"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
 // Flush writes the memtable to sstables (and separated values to blob
 // files), for tests that need data below the memtable.
 func (s *Store) Flush() error {
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	return s.db.Flush()
+}
+
+// SetFormat records format as the store's format in the closed store at dir,
+// as a store written by another version would hold it.
+func SetFormat(dir, format string) error {
+	db, err := openPebble(Config{Dir: dir, FS: vfs.Default, CacheSize: 1 << 20, MemTableSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	// Pebble runs without its own WAL: the flush makes the write durable.
+	if err := db.Set(metaFormat, []byte(format), pebble.NoSync); err != nil {
+		_ = db.Close()
+		return err
+	}
+	if err := db.Flush(); err != nil {
+		_ = db.Close()
+		return err
+	}
+	return db.Close()
 }

@@ -26,6 +26,11 @@ import (
 // this version of the store (see keys.go).
 const StoreFormat = storeFormat
 
+// KnownFormat reports whether a store recorded with format f has the keys and
+// values this version reads: StoreFormat, or the format of stores written
+// before the store's own write-ahead log, which Open upgrades.
+func KnownFormat(f string) bool { return f == storeFormat || f == formatBeforeLog }
+
 // Space names a key space of the store (keys.go).
 type Space byte
 

@@ -49,9 +49,16 @@ var (
 	walSeqKey    = []byte("wseq")
 )
 
-// storeFormat names the layout, the hash and the tree; Open refuses a store
-// written with another.
-const storeFormat = "greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962"
+// storeFormat names the layout, the hash, the tree and the write-ahead log;
+// Open refuses a store written with another.
+const storeFormat = "greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal"
+
+// formatBeforeLog is the format of stores written before the store kept its
+// own write-ahead log (greffe-wal/, walstore.go): the keys and values are the
+// same. Open upgrades it to storeFormat, so that a binary of that time
+// refuses the store from then on: it would open it without the records that
+// are only in greffe-wal/ after an unclean stop, and lose acknowledged events.
+const formatBeforeLog = "greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962"
 
 func eventKey(pos uint64) []byte {
 	k := make([]byte, 9)
