@@ -415,7 +415,7 @@ func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
 // buildIDFilter scans the event-id index into a new filter sized for twice
 // the current log.
 func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
-	f := newIDFilter(int(min(size*2, 1<<40)))
+	f := newIDFilter(int(max(min(size*2, 1<<40), minIDFilterCapacity)))
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixID}, UpperBound: []byte{prefixID + 1}})
 	if err != nil {
 		return nil, err
