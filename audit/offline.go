@@ -91,12 +91,16 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		se.ents = make([]streamEntry, 0, state.Size)
 		return in.Scan(ictx, pebblelog.SpaceStreams, func(e pebblelog.Entry) error {
 			stream, version, ok := pebblelog.ParseStreamKey(e.Key)
-			pos, okv := pebblelog.ParsePosition(e.Value)
+			pos, n, okv := pebblelog.ParseStreamRun(e.Value)
 			if !ok || !okv {
 				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("stream index entry %x -> %x", e.Key, e.Value)})
 				return nil
 			}
-			se.add(stream, version, pos)
+			// A run maps versions [version, version+n) to positions
+			// [pos, pos+n): checked as n entries, as the store reads it.
+			for i := range n {
+				se.add(stream, version+i, pos+i)
+			}
 			return nil
 		})
 	})

@@ -428,8 +428,8 @@ func TestVerifyDir_ForgedCheckpoint(t *testing.T) {
 	}
 }
 
-// A store written before the store's own write-ahead log has the same keys
-// and values: the auditor verifies it, and refuses a format it does not know.
+// Stores of the earlier formats have the same keys and values: the auditor
+// verifies them, and refuses a format it does not know.
 func TestVerifyDir_StoreFormats(t *testing.T) {
 	for _, c := range []struct {
 		format   string
@@ -437,6 +437,7 @@ func TestVerifyDir_StoreFormats(t *testing.T) {
 	}{
 		{pebblelog.StoreFormat, true},
 		{"greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962", true},
+		{"greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal", true},
 		{"greffe-ledger/9 event-format=3 hash=sha256 tree=rfc6962", false},
 	} {
 		t.Run(c.format, func(t *testing.T) {

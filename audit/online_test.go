@@ -96,13 +96,30 @@ func TestVerifyServer_Tampering(t *testing.T) {
 		{
 			name: "a stream-index entry pointing to the wrong position",
 			tamper: func(t *testing.T, db *pebble.DB) {
+				// The run of the append at 200 (ten events) made to start
+				// at 205: the node notices that the events there have other
+				// versions and answers "corrupt" instead of serving them.
+				e, err := events.Decode(get(t, db, pebblelog.EventKey(200)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), pebblelog.StreamRun(205, 10))
+			},
+			want: first{Kind: audit.KindServerCorrupt, Position: 200},
+		},
+		{
+			name: "a stream-index entry inside another run",
+			tamper: func(t *testing.T, db *pebble.DB) {
+				// An entry for the event at 203 alone, inside the run of
+				// 200-209: reads from 204 on skip to the stream's next run,
+				// which a node cannot tell from a real index.
 				e, err := events.Decode(get(t, db, pebblelog.EventKey(203)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), u64(205))
+				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), u64(203))
 			},
-			want: first{Kind: audit.KindStreamIndexMismatch, Position: 203},
+			want: first{Kind: audit.KindStreamIndexMismatch, Position: 204},
 		},
 		{
 			name: "inclusion proofs altered in transit",

@@ -133,10 +133,12 @@ func (bb *builder) seal() (*prepared, error) {
 		p.lastRecorded = s.seq.lastRecorded
 	}
 	slices.SortFunc(p.index, func(x, y indexEntry) int { return bytes.Compare(p.key(x), p.key(y)) })
+	var val [16]byte
 	for _, e := range p.index {
-		v := p.wb.SetDeferred(int(e.end-e.start), 8)
+		value := appendStreamRun(val[:0], e.pos, e.n) // an id's value is its position: a run of 1
+		v := p.wb.SetDeferred(int(e.end-e.start), len(value))
 		copy(v.Key, p.key(e))
-		binary.BigEndian.PutUint64(v.Value, e.pos)
+		copy(v.Value, value)
 		if err := v.Finish(); err != nil {
 			p.wb.Close()
 			return nil, err
@@ -247,6 +249,11 @@ func (a *applyCtx) apply(r *events.AppendRequest) (events.Outcome, error) {
 	out := make([]events.Event, 0, total)
 	for i, sa := range r.Streams {
 		v := versions[i]
+		if len(sa.Events) > 0 {
+			// One stream-index key maps the run of this stream's events
+			// (keys.go): consecutive versions at consecutive positions.
+			a.p.addIndex(a.p.size, uint64(len(sa.Events)), appendStreamKey(a.p.keys, sa.Stream, uint64(v+1)))
+		}
 		for j := range sa.Events {
 			pr := &sa.Events[j]
 			v++
@@ -313,23 +320,24 @@ func (a *applyCtx) write(ev *events.Event) error {
 	// Index entries are written at seal, sorted: the memtable's inserter
 	// reuses its search path for ascending keys, and interleaving them with
 	// the (already ascending) event keys would defeat that.
-	a.p.addIndex(ev.Position, appendStreamKey(a.p.keys, ev.Stream, ev.Version))
-	a.p.addIndex(ev.Position, appendIDKey(a.p.keys, ev.ID))
+	a.p.addIndex(ev.Position, 1, appendIDKey(a.p.keys, ev.ID))
 	a.p.size++
 	return nil
 }
 
 // indexEntry is a stream-index or id-index key, keys[start:end] of its
-// batch, and the position it maps to. The keys share one buffer: a slice
-// each was two allocations per event.
+// batch, and the position it maps to (n positions from pos for a stream
+// run, 1 for an id). The keys share one buffer: a slice each was two
+// allocations per event.
 type indexEntry struct {
 	start, end uint32
-	pos        uint64
+	pos, n     uint64
 }
 
-// addIndex records the key that keys grew into, to map it to pos.
-func (p *prepared) addIndex(pos uint64, keys []byte) {
-	p.index = append(p.index, indexEntry{start: uint32(len(p.keys)), end: uint32(len(keys)), pos: pos})
+// addIndex records the key that keys grew into, to map it to pos (and the
+// n-1 positions after it).
+func (p *prepared) addIndex(pos, n uint64, keys []byte) {
+	p.index = append(p.index, indexEntry{start: uint32(len(p.keys)), end: uint32(len(keys)), pos: pos, n: n})
 	p.keys = keys
 }
 
@@ -383,7 +391,11 @@ func (a *applyCtx) streamVersion(stream string) (int64, error) {
 	lo, hi := streamBounds(stream)
 	v := int64(-1)
 	if a.it.SeekLT(hi) && len(a.it.Key()) == len(lo)+8 && string(a.it.Key()[:len(lo)]) == string(lo) {
-		v = int64(binary.BigEndian.Uint64(a.it.Key()[len(lo):]))
+		_, n, ok := parseStreamRun(a.it.Value())
+		if !ok {
+			return 0, fmt.Errorf("stream index of %q: value %x: %w", stream, a.it.Value(), events.ErrCorrupt)
+		}
+		v = int64(binary.BigEndian.Uint64(a.it.Key()[len(lo):]) + n - 1)
 	}
 	if err := a.it.Error(); err != nil {
 		return 0, err

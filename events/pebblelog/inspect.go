@@ -27,9 +27,9 @@ import (
 const StoreFormat = storeFormat
 
 // KnownFormat reports whether a store recorded with format f has the keys and
-// values this version reads: StoreFormat, or the format of stores written
-// before the store's own write-ahead log, which Open upgrades.
-func KnownFormat(f string) bool { return f == storeFormat || f == formatBeforeLog }
+// values this version reads: StoreFormat, or an earlier format Open upgrades
+// (keys.go).
+func KnownFormat(f string) bool { return f == storeFormat || upgradableFormat(f) }
 
 // Space names a key space of the store (keys.go).
 type Space byte
@@ -39,7 +39,7 @@ const (
 	SpaceEvents      Space = Space(prefixEvent)      // 'e' position(8) -> event bytes
 	SpaceLeafTiles   Space = Space(prefixLeafTile)   // 't' index(8) -> 256 leaf hashes
 	SpaceNodes       Space = Space(prefixHash)       // 'h' level(1) index(8) -> node hash
-	SpaceStreams     Space = Space(prefixStream)     // 's' stream 0x00 version(8) -> position(8)
+	SpaceStreams     Space = Space(prefixStream)     // 's' stream 0x00 version(8) -> position(8) [count(8)]
 	SpaceIDs         Space = Space(prefixID)         // 'i' id(16) -> position(8)
 	SpaceCheckpoints Space = Space(prefixCheckpoint) // 'c' size(8) -> signed note
 	SpaceMeta        Space = Space(prefixMeta)       // 'm' name -> metadata
@@ -384,6 +384,13 @@ func ParseStreamKey(k []byte) (stream []byte, version uint64, ok bool) {
 	}
 	return k[1 : len(k)-9], binary.BigEndian.Uint64(k[len(k)-8:]), true
 }
+
+// ParseStreamRun decodes a stream-index value: the run of count events
+// starting at the key's version is at positions [pos, pos+count).
+func ParseStreamRun(v []byte) (pos, count uint64, ok bool) { return parseStreamRun(v) }
+
+// StreamRun returns the stream-index value of a run of count events at pos.
+func StreamRun(pos, count uint64) []byte { return appendStreamRun(nil, pos, count) }
 
 // StreamKey returns the stream-index key of (stream, version).
 func StreamKey(stream string, version uint64) []byte { return streamKey(stream, version) }

@@ -15,7 +15,8 @@ import (
 //	                                       positions [256·index, 256·index+256)
 //	'h' level(1) index(8)               -> 32-byte Merkle node hash, only at levels
 //	                                       8, 16, 24, … (the bases of C2SP tiles)
-//	's' stream 0x00 version(8)          -> position(8)
+//	's' stream 0x00 version(8)          -> position(8) [count(8)]: a run of
+//	                                       the stream's events, see below
 //	'i' event id(16)                    -> position(8)
 //	'c' size(8)                         -> signed checkpoint note
 //	'm' name                            -> metadata (format, ledger id, state)
@@ -31,6 +32,13 @@ import (
 //
 // Stream names are printable and never contain 0x00, so the separator keeps
 // "a" and "ab" apart and "a"'s keys sort before "ab"'s.
+//
+// The stream index holds runs, not single events: the events one append
+// writes to one stream have consecutive versions and positions, and one key
+// at the first version maps them all (its position, and their count when
+// more than one). An append of a hundred events to a stream writes one index
+// key instead of a hundred: the index keys were a third of the keys the
+// memtable, flushes and compactions handled under bulk appends.
 const (
 	prefixEvent      byte = 'e'
 	prefixHash       byte = 'h'
@@ -51,14 +59,21 @@ var (
 
 // storeFormat names the layout, the hash, the tree and the write-ahead log;
 // Open refuses a store written with another.
-const storeFormat = "greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal"
+const storeFormat = "greffe-ledger/3 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal stream-index=runs"
 
-// formatBeforeLog is the format of stores written before the store kept its
-// own write-ahead log (greffe-wal/, walstore.go): the keys and values are the
-// same. Open upgrades it to storeFormat, so that a binary of that time
-// refuses the store from then on: it would open it without the records that
-// are only in greffe-wal/ after an unclean stop, and lose acknowledged events.
-const formatBeforeLog = "greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962"
+// Earlier formats hold the same keys and values, with runs of one event in
+// the stream index; Open upgrades them to storeFormat, so that a binary of
+// their time refuses the store from then on. formatBeforeLog's binaries
+// would open the store without the records only in greffe-wal/ after an
+// unclean stop, and lose acknowledged events; formatBeforeRuns's would read
+// a run as its first event only.
+const (
+	formatBeforeLog  = "greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962"
+	formatBeforeRuns = "greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal"
+)
+
+// upgradableFormat reports whether Open upgrades a store of format f.
+func upgradableFormat(f string) bool { return f == formatBeforeLog || f == formatBeforeRuns }
 
 func eventKey(pos uint64) []byte {
 	k := make([]byte, 9)
@@ -108,6 +123,30 @@ func streamBounds(stream string) (lo, hi []byte) {
 	hi = append(append([]byte(nil), lo...), 1)
 	lo = append(lo, 0)
 	return lo, hi
+}
+
+// appendStreamRun appends the value of a stream-index key: the position of
+// the run's first event, and the count when the run holds more than one (a
+// run of one keeps the 8-byte value of the formats before runs).
+func appendStreamRun(dst []byte, pos, n uint64) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, pos)
+	if n > 1 {
+		dst = binary.BigEndian.AppendUint64(dst, n)
+	}
+	return dst
+}
+
+// parseStreamRun decodes a stream-index value; a 16-byte value with a count
+// below 2 is not canonical and refused.
+func parseStreamRun(v []byte) (pos, n uint64, ok bool) {
+	switch len(v) {
+	case 8:
+		return binary.BigEndian.Uint64(v), 1, true
+	case 16:
+		n = binary.BigEndian.Uint64(v[8:])
+		return binary.BigEndian.Uint64(v), n, n >= 2 && n <= 1<<32
+	}
+	return 0, 0, false
 }
 
 func idKey(id uuid.UUID) []byte { return appendIDKey(make([]byte, 0, 17), id) }

@@ -161,19 +161,53 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 		return nil, err
 	}
 	defer it.Close()
-	var positions []uint64
+	// Each key is a run: versions [first, first+n) at positions [pos, pos+n)
+	// (keys.go). A run is written by one batch, so it is acknowledged whole
+	// or not at all; positions at or past size are skipped all the same.
+	run := func() (first, pos, n uint64, err error) {
+		pos, n, ok := parseStreamRun(it.Value())
+		if !ok || len(it.Key()) != len(lo)+8 {
+			return 0, 0, 0, fmt.Errorf("stream index of %q: entry %x -> %x: %w", stream, it.Key(), it.Value(), events.ErrCorrupt)
+		}
+		return binary.BigEndian.Uint64(it.Key()[len(lo):]), pos, n, nil
+	}
+	type indexed struct{ version, pos uint64 }
+	var found []indexed
 	var exists bool
-	collect := func() bool {
-		pos := binary.BigEndian.Uint64(it.Value())
-		if pos >= size {
+	// collect takes version first+i of a run, and says whether to go on.
+	collect := func(first, pos, i uint64) bool {
+		if pos+i >= size {
 			return true // not acknowledged yet: skip
 		}
 		exists = true
-		positions = append(positions, pos)
-		return len(positions) < limit
+		found = append(found, indexed{first + i, pos + i})
+		return len(found) < limit
 	}
 	if o.Direction == events.Forward {
-		for ok := it.SeekGE(streamKey(stream, o.From)); ok && collect(); ok = it.Next() {
+		// Start at the run holding o.From, or the first run after it.
+		ok := it.SeekLT(streamKey(stream, o.From))
+		if ok {
+			first, _, n, err := run()
+			if err != nil {
+				return nil, err
+			}
+			if first+n <= o.From {
+				ok = it.Next()
+			}
+		} else {
+			ok = it.First()
+		}
+	forward:
+		for ; ok; ok = it.Next() {
+			first, pos, n, err := run()
+			if err != nil {
+				return nil, err
+			}
+			for i := o.From - min(o.From, first); i < n; i++ {
+				if !collect(first, pos, i) {
+					break forward
+				}
+			}
 		}
 	} else {
 		var ok bool
@@ -182,7 +216,24 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 		} else {
 			ok = it.SeekLT(streamKey(stream, o.From+1))
 		}
-		for ; ok && collect(); ok = it.Prev() {
+	backward:
+		for ; ok; ok = it.Prev() {
+			first, pos, n, err := run()
+			if err != nil {
+				return nil, err
+			}
+			i := n - 1
+			if o.From != events.FromEnd {
+				i = min(i, o.From-first)
+			}
+			for ; ; i-- {
+				if !collect(first, pos, i) {
+					break backward
+				}
+				if i == 0 {
+					break
+				}
+			}
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -195,14 +246,15 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 		}
 		return nil, nil
 	}
-	out := make([]events.Event, 0, len(positions))
-	for _, pos := range positions {
-		ev, err := s.eventAtLocked(pos)
+	out := make([]events.Event, 0, len(found))
+	for _, f := range found {
+		ev, err := s.eventAtLocked(f.pos)
 		if err != nil {
 			return nil, err
 		}
-		if ev.Stream != stream {
-			return nil, fmt.Errorf("stream index of %q points to position %d of stream %q: %w", stream, pos, ev.Stream, events.ErrCorrupt)
+		if ev.Stream != stream || ev.Version != f.version {
+			return nil, fmt.Errorf("stream index of %q maps version %d to position %d, which holds version %d of stream %q: %w",
+				stream, f.version, f.pos, ev.Version, ev.Stream, events.ErrCorrupt)
 		}
 		out = append(out, ev)
 	}

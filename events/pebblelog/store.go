@@ -310,15 +310,15 @@ func (s *Store) loadOrInit() error {
 		format = []byte(storeFormat)
 	case err != nil:
 		return err
-	case string(format) == formatBeforeLog:
+	case upgradableFormat(string(format)):
 		b := s.db.NewBatch()
 		defer b.Close()
 		_ = b.Set(metaFormat, []byte(storeFormat), nil)
 		if err := s.commitSynced(b); err != nil {
 			return fmt.Errorf("upgrade store format: %w", err)
 		}
-		s.cfg.Logger.Info("upgraded the store format: binaries older than the store's write-ahead log now refuse this store",
-			"from", formatBeforeLog, "to", storeFormat)
+		s.cfg.Logger.Info("upgraded the store format: older binaries now refuse this store",
+			"from", string(format), "to", storeFormat)
 		format = []byte(storeFormat)
 	}
 	if string(format) != storeFormat {
