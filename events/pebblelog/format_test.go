@@ -2,6 +2,8 @@ package pebblelog_test
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -108,5 +110,22 @@ func TestStore_UnknownFormatRefused(t *testing.T) {
 	}
 	if got := recordedFormat(t, dir); got != future || pebblelog.KnownFormat(got) {
 		t.Fatalf("format after refusal %q (known %v), want %q unchanged and unknown", got, pebblelog.KnownFormat(got), future)
+	}
+}
+
+// Every configuration problem is reported at once, and nothing is created.
+func TestOpen_InvalidConfig(t *testing.T) {
+	dir := t.TempDir() + "/store"
+	_, err := pebblelog.Open(pebblelog.Config{Dir: dir, MaxBatchEvents: 10, IDFilterBytes: -1, CacheSize: -1})
+	if !errors.Is(err, pebblelog.ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+	for _, want := range []string{"MaxBatchEvents 10", "IDFilterBytes -1", "CacheSize -1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if _, statErr := os.Stat(dir); !errors.Is(statErr, os.ErrNotExist) {
+		t.Errorf("a refused config left %s behind (stat: %v)", dir, statErr)
 	}
 }

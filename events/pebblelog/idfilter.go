@@ -23,15 +23,21 @@ import (
 // positives, and one that reaches Pebble costs a filter-block read per
 // overlapping sstable (measured: 9 % of the CPU of a 20 s append load with
 // 64 KiB first parts and 7 probes, 0.45 % false positives at 3 million ids).
-// Memory: 10 to 20 bits per id of capacity, about 2 bytes per id.
+// Memory: 10 to 20 bits per id of capacity, about 2 bytes per id, up to
+// a budget (Config.IDFilterBytes): past it no part is added, the last part
+// takes ids beyond its capacity, and its false positives grow with them
+// (never a false negative). The store's memory then stays bounded however
+// long the log grows, and appends slow down gently instead.
 //
 // One goroutine adds (the applier); any number may ask mayContain at the
 // same time (EventByID answers most lookups of absent ids from it, e.g. a
 // command's check for a prior refusal): bits are set and read atomically,
 // and a new part is published by swapping the list.
 type idFilter struct {
-	seed  maphash.Seed
-	parts atomic.Pointer[[]*bloomPart]
+	seed     maphash.Seed
+	parts    atomic.Pointer[[]*bloomPart]
+	maxBytes int // the budget of all parts
+	bytes    int // owned by the adder
 }
 
 type bloomPart struct {
@@ -44,19 +50,35 @@ type bloomPart struct {
 // minIDFilterCapacity is the capacity of a new store's first part (2 MiB).
 const minIDFilterCapacity = 1 << 20
 
-func newIDFilter(capacity int) *idFilter {
-	f := &idFilter{seed: maphash.MakeSeed()}
-	parts := []*bloomPart{newBloomPart(max(capacity, 64))}
+// minBloomPartCapacity is the smallest part; a budget too small for it
+// still gets one.
+const minBloomPartCapacity = 64
+
+// newIDFilter returns a filter whose first part holds capacity ids, or
+// fewer if that would not fit maxBytes.
+func newIDFilter(capacity, maxBytes int) *idFilter {
+	f := &idFilter{seed: maphash.MakeSeed(), maxBytes: maxBytes}
+	capacity = max(capacity, minBloomPartCapacity)
+	for capacity > minBloomPartCapacity && bloomPartBytes(capacity) > maxBytes {
+		capacity /= 2
+	}
+	first := newBloomPart(capacity)
+	f.bytes = len(first.bits) * 8
+	parts := []*bloomPart{first}
 	f.parts.Store(&parts)
 	return f
 }
+
+func bloomPartBits(capacity int) uint64 { return uint64(1) << bits.Len64(uint64(capacity)*10-1) }
+
+func bloomPartBytes(capacity int) int { return int(bloomPartBits(capacity) / 8) }
 
 // newBloomPart sizes a part for capacity ids: at least 10 bits each,
 // rounded up to a power of two, and the number of probes that minimises
 // false positives for the bits each id gets (k = ln 2 · bits per id: 11
 // probes and 0.05 % at 16 bits, 7 and 0.8 % at 10).
 func newBloomPart(capacity int) *bloomPart {
-	nbits := uint64(1) << bits.Len64(uint64(capacity)*10-1)
+	nbits := bloomPartBits(capacity)
 	k := uint64(math.Round(math.Ln2 * float64(nbits) / float64(capacity)))
 	return &bloomPart{bits: make([]atomic.Uint64, nbits/64), mask: nbits - 1, k: min(max(k, 1), 16), limit: capacity}
 }
@@ -71,9 +93,20 @@ func (f *idFilter) add(id uuid.UUID) {
 	parts := *f.parts.Load()
 	last := parts[len(parts)-1]
 	if last.n >= last.limit {
-		last = newBloomPart(last.limit * 2)
-		grown := append(parts[:len(parts):len(parts)], last)
-		f.parts.Store(&grown)
+		// The next part doubles the last one, or takes what the budget
+		// has left; with too little left, the last part takes the id.
+		c := last.limit * 2
+		for c >= last.limit && f.bytes+bloomPartBytes(c) > f.maxBytes {
+			c /= 2
+		}
+		if c >= last.limit {
+			last = newBloomPart(c)
+			f.bytes += len(last.bits) * 8
+			grown := append(parts[:len(parts):len(parts)], last)
+			f.parts.Store(&grown)
+		} else {
+			last.limit = math.MaxInt // full budget: over capacity from now on
+		}
 	}
 	h1, h2 := f.hash(id)
 	for i := uint64(0); i < last.k; i++ {

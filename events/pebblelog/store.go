@@ -62,6 +62,11 @@ type Config struct {
 	// (walstore.go). Default 64 MiB. Each completed segment triggers a
 	// Pebble flush, after which the segments it covered are reused.
 	WALSegmentSize int64
+	// IDFilterBytes bounds the in-memory filter of event ids (idfilter.go),
+	// about 2 bytes per event: 64 MiB (the default) keeps false positives
+	// at their design rate up to ~30 million events; past it they grow
+	// slowly, and appends with them, while memory stays bounded.
+	IDFilterBytes int64
 }
 
 func (c *Config) setDefaults() {
@@ -89,6 +94,9 @@ func (c *Config) setDefaults() {
 	if c.WALSegmentSize == 0 {
 		c.WALSegmentSize = 64 << 20
 	}
+	if c.IDFilterBytes == 0 {
+		c.IDFilterBytes = 64 << 20
+	}
 }
 
 // ErrInvalidConfig wraps every configuration problem.
@@ -105,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatchBytes < events.MaxAppendBytes {
 		errs = append(errs, fmt.Errorf("MaxBatchBytes %d is below one append's limit %d", c.MaxBatchBytes, events.MaxAppendBytes))
+	}
+	if c.IDFilterBytes < 0 || c.IDFilterBytes > 1<<40 {
+		errs = append(errs, fmt.Errorf("IDFilterBytes %d must be between 0 (the default) and 1 TiB", c.IDFilterBytes))
 	}
 	if c.CacheSize < 0 || c.MemTableSize > 1<<30 {
 		errs = append(errs, fmt.Errorf("CacheSize %d must be >= 0 and MemTableSize %d <= 1 GiB", c.CacheSize, c.MemTableSize))
@@ -415,7 +426,7 @@ func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
 // buildIDFilter scans the event-id index into a new filter sized for twice
 // the current log.
 func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
-	f := newIDFilter(int(max(min(size*2, 1<<40), minIDFilterCapacity)))
+	f := newIDFilter(int(max(min(size*2, 1<<40), minIDFilterCapacity)), int(s.cfg.IDFilterBytes))
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixID}, UpperBound: []byte{prefixID + 1}})
 	if err != nil {
 		return nil, err
