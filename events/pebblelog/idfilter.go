@@ -28,6 +28,8 @@ import (
 // takes ids beyond its capacity, and its false positives grow with them
 // (never a false negative). The store's memory then stays bounded however
 // long the log grows, and appends slow down gently instead.
+// The bits are mapped outside the Go heap where the system allows it
+// (idfilter_unix.go).
 //
 // One goroutine adds (the applier); any number may ask mayContain at the
 // same time (EventByID answers most lookups of absent ids from it, e.g. a
@@ -80,7 +82,9 @@ func bloomPartBytes(capacity int) int { return int(bloomPartBits(capacity) / 8) 
 func newBloomPart(capacity int) *bloomPart {
 	nbits := bloomPartBits(capacity)
 	k := uint64(math.Round(math.Ln2 * float64(nbits) / float64(capacity)))
-	return &bloomPart{bits: make([]atomic.Uint64, nbits/64), mask: nbits - 1, k: min(max(k, 1), 16), limit: capacity}
+	p := &bloomPart{mask: nbits - 1, k: min(max(k, 1), 16), limit: capacity}
+	p.bits = allocBits(p, int(nbits/64))
+	return p
 }
 
 func (f *idFilter) hash(id uuid.UUID) (uint64, uint64) {
