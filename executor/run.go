@@ -117,13 +117,15 @@ func runProcess(ctx context.Context, spec runSpec) (runResult, error) {
 	cmd.Dir = dir
 	cmd.Stdin = nil // /dev/null: a measurement reads no input
 	cmd.Stdout, cmd.Stderr = res.Stdout, res.Stderr
-	// Setpgid: the run and its descendants form one group, killed as one.
-	// Pdeathsig: if the executor itself is killed (kill -9), the kernel
-	// kills the group's leader; it is tied to the thread that started the
-	// process, which is why that thread is locked until Wait returns.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	// The run and its descendants form one process group, killed as one;
+	// on Linux the kernel also kills the leader if the executor dies, a
+	// signal tied to the starting thread, locked until Wait returns
+	// (proc_*.go).
+	cmd.SysProcAttr = groupAttr()
+	if deathSignalNeedsThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = spec.KillGrace
 	if err := cmd.Start(); err != nil {
@@ -156,15 +158,6 @@ func runProcess(ctx context.Context, spec runSpec) (runResult, error) {
 		res.Outcome, res.Error = aggregates.ResultSignaled, fmt.Sprintf("ended without an exit status: %v", waitErr)
 	}
 	return finish()
-}
-
-// killGroup kills every process of the group pgid leads. A group already
-// gone is not an error.
-func killGroup(pgid int) error {
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	return nil
 }
 
 // resolveArgv0 finds the program: a bare name on the run's PATH, or an
