@@ -27,8 +27,9 @@ import (
 // leaf hashes in full 256-leaf tiles (one key per 256 events instead of one
 // per event), and the nodes that start the higher tiles. Every other node is
 // recomputed from the tile beneath it; the partial leaf tile at the right edge
-// is recomputed from the events themselves. Per event the store writes three
-// keys (event, stream index, id index) plus 32 bytes of tile.
+// is recomputed from the events themselves. Per event the store writes two
+// keys (event, id index) plus 32 bytes of tile, and one stream-index key per
+// append and stream (below).
 //
 // Stream names are printable and never contain 0x00, so the separator keeps
 // "a" and "ab" apart and "a"'s keys sort before "ab"'s.
