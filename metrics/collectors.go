@@ -20,6 +20,7 @@ type storeCollector struct {
 	appendRequests, appendedEvents           *prometheus.Desc
 	appendSeconds, fsyncSeconds, batchEvents *prometheus.Desc
 	checkpointSize, checkpointAge            *prometheus.Desc
+	walReplayed                              *prometheus.Desc
 }
 
 func newStoreCollector(cfg Config) *storeCollector {
@@ -47,6 +48,8 @@ func newStoreCollector(cfg Config) *storeCollector {
 			"Events per batch committed through this node's group commit (one observation per fsync or replicated batch).", nil, nil),
 		checkpointSize: prometheus.NewDesc("greffe_checkpoint_size_events",
 			"Tree size (events covered) of the last signed checkpoint; 0 before the first.", nil, nil),
+		walReplayed: prometheus.NewDesc("greffe_wal_replayed_records",
+			"Write-ahead log records replayed when the store last opened: 0 after a clean stop, more after a crash.", nil, nil),
 		checkpointAge: prometheus.NewDesc("greffe_checkpoint_age_seconds",
 			"Seconds since the last checkpoint was signed (or, after a restart, since it was loaded); absent before the first.", nil, nil),
 	}
@@ -55,7 +58,7 @@ func newStoreCollector(cfg Config) *storeCollector {
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.info, c.events, c.bytes, c.lastAppend, c.appendRequests, c.appendedEvents,
-		c.appendSeconds, c.fsyncSeconds, c.batchEvents, c.checkpointSize, c.checkpointAge} {
+		c.appendSeconds, c.fsyncSeconds, c.batchEvents, c.checkpointSize, c.checkpointAge, c.walReplayed} {
 		ch <- d
 	}
 }
@@ -76,6 +79,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- constHistogram(c.fsyncSeconds, h.Fsync)
 	ch <- constHistogram(c.batchEvents, h.BatchEvents)
 	ch <- prometheus.MustNewConstMetric(c.checkpointSize, prometheus.GaugeValue, float64(st.LastCheck))
+	ch <- prometheus.MustNewConstMetric(c.walReplayed, prometheus.GaugeValue, float64(st.WALReplayed))
 	if !st.LastCheckAt.IsZero() {
 		age := max(c.clock().Sub(st.LastCheckAt), 0)
 		ch <- prometheus.MustNewConstMetric(c.checkpointAge, prometheus.GaugeValue, age.Seconds())

@@ -205,6 +205,7 @@ func TestNode_Metrics(t *testing.T) {
 		{"readiness position", "greffe_projection_position", []string{"projection", "readiness"}},
 		{"readiness failed", "greffe_projection_failed", []string{"projection", "readiness"}},
 		{"checkpoint size", "greffe_checkpoint_size_events", nil},
+		{"wal replayed", "greffe_wal_replayed_records", nil},
 	} {
 		got[s.key] = sample(after, s.name, s.labels...)
 	}
@@ -216,6 +217,7 @@ func TestNode_Metrics(t *testing.T) {
 		"sse subscriptions": 1, "sse max lag": 0,
 		"readiness lag": 0, "readiness position": float64(head), "readiness failed": 0,
 		"checkpoint size": float64(head),
+		"wal replayed":    0, // a new node: nothing to replay (sample gives -1 for a missing metric)
 	}
 	if head != 11 {
 		t.Errorf("head %d, want 11", head)

@@ -95,6 +95,9 @@ func powerLoss(t *testing.T, cfg pebblelog.Config) {
 		if r.Head().Size != seen {
 			t.Fatalf("crash %d: the inspector saw %d events (%d log records over the tables), the reopened store has %d", crash, seen, replayed, r.Head().Size)
 		}
+		if got := r.Stats().WALReplayed; got != uint64(replayed) {
+			t.Fatalf("crash %d: the store counts %d replayed log records, the inspector overlaid %d", crash, got, replayed)
+		}
 		for id, pos := range snapshot {
 			e, err := r.EventByID(t.Context(), id)
 			if err != nil || e.Position != pos {

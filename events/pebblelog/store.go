@@ -153,6 +153,9 @@ type Store struct {
 	wal        *wal.Log
 	walMu      sync.Mutex
 	walApplied atomic.Uint64
+	// walReplayed is how many log records the last open (or restore)
+	// replayed: 0 after a clean stop.
+	walReplayed atomic.Uint64
 
 	// seq is owned by the single applier (see Invariants).
 	seq struct {
@@ -497,6 +500,9 @@ type Stats struct {
 	Head        events.Head
 	LastCheck   uint64 // size of the last signed checkpoint
 	LastCheckAt time.Time
+	// WALReplayed is the number of write-ahead log records replayed when
+	// the store was last opened: 0 after a clean stop, more after a crash.
+	WALReplayed uint64
 }
 
 // Stats returns the store's cumulative counters.
@@ -504,6 +510,7 @@ func (s *Store) Stats() Stats {
 	st := Stats{
 		Batches: s.stats.batches.Load(), Appends: s.stats.appends.Load(), Events: s.stats.events.Load(),
 		SyncWait: time.Duration(s.stats.syncNanos.Load()), Head: s.Head(),
+		WALReplayed: s.walReplayed.Load(),
 	}
 	if cp := s.ckpt.last.Load(); cp != nil {
 		st.LastCheck = cp.Size

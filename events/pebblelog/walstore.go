@@ -87,6 +87,7 @@ func (s *Store) openWAL() error {
 		_ = l.Close()
 		return err
 	}
+	s.walReplayed.Store(uint64(replayed))
 	if replayed > 0 {
 		s.cfg.Logger.Info("replayed the write-ahead log", "records", replayed, "through", last)
 	}
