@@ -34,3 +34,20 @@ func SetFormat(dir, format string) error {
 	}
 	return db.Close()
 }
+
+// TableKeyRanges returns the first and last user key of every sstable.
+func (s *Store) TableKeyRanges() ([][2][]byte, error) {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	levels, err := s.db.SSTables()
+	if err != nil {
+		return nil, err
+	}
+	var out [][2][]byte
+	for _, tables := range levels {
+		for _, t := range tables {
+			out = append(out, [2][]byte{t.Smallest.UserKey, t.Largest.UserKey})
+		}
+	}
+	return out, nil
+}

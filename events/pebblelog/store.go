@@ -280,6 +280,14 @@ func openPebble(cfg Config) (*pebble.DB, error) {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 1.0}
 	}
+	// Every sstable holds one key space (keys.go): flushes and compactions
+	// end an output table where a space ends. The event keys only grow, so
+	// tables holding nothing else do not overlap the older ones below and
+	// are moved down the LSM without being rewritten, where tables mixing
+	// them with the random event-id keys were rewritten at every level.
+	// 64 writers x 100 over 80 s: 131,700 events/s against 120,500, p99.9
+	// 0.9 s against 2.4 s (docs/PERFORMANCE.md).
+	opts.Experimental.SpanPolicyFunc = splitKeySpaces
 	// Bloom filters make the idempotency probe of a new event id (almost
 	// always absent) cheap.
 	for i := range opts.Levels {
@@ -293,6 +301,15 @@ func openPebble(cfg Config) (*pebble.DB, error) {
 		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
 	}
 	return db, nil
+}
+
+// splitKeySpaces is a pebble.SpanPolicyFunc with the default policy whose
+// spans are the key spaces: from a key to the first key of the next prefix.
+func splitKeySpaces(start []byte) (pebble.SpanPolicy, []byte, error) {
+	if len(start) == 0 || start[0] == 0xff {
+		return pebble.SpanPolicy{}, nil, nil
+	}
+	return pebble.SpanPolicy{}, []byte{start[0] + 1}, nil
 }
 
 // quietLogger sends Pebble's logs to slog at debug level (errors at error).
