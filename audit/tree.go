@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/compact"
@@ -55,7 +54,7 @@ func (t *tree) complete() {
 		below := t.levels[l-1]
 		dst := t.level(l)
 		for have := uint64(len(*dst) / 32); have < want; have++ {
-			h := hashChildren(below[64*have:64*have+32], below[64*have+32:64*have+64])
+			h := events.NodeHash(below[64*have:64*have+32], below[64*have+32:64*have+64])
 			*dst = append(*dst, h[:]...)
 		}
 	}
@@ -94,17 +93,6 @@ func (t *tree) rangeHashes(size uint64) [][]byte {
 	return hs
 }
 
-// hashChildren is RFC 6962 SHA-256(0x01 || l || r) without allocating
-// (events.Hasher.HashChildren allocates three times per node, which the
-// million-events-per-second target cannot afford).
-func hashChildren(l, r []byte) [32]byte {
-	var b [65]byte
-	b[0] = 1
-	copy(b[1:33], l)
-	copy(b[33:65], r)
-	return sha256.Sum256(b[:])
-}
-
 // foldTile computes the nodes of levels 1..8 above 256 leaf hashes
 // (concatenated) and appends them to out[1..8].
 func foldTile(leaves []byte, out *[9][]byte) {
@@ -114,7 +102,7 @@ func foldTile(leaves []byte, out *[9][]byte) {
 		n := len(cur) / 64
 		next := scratch[:n*32]
 		for i := 0; i < n; i++ {
-			h := hashChildren(cur[64*i:64*i+32], cur[64*i+32:64*i+64])
+			h := events.NodeHash(cur[64*i:64*i+32], cur[64*i+32:64*i+64])
 			copy(next[32*i:], h[:])
 		}
 		out[l] = append(out[l], next...)

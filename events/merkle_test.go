@@ -12,8 +12,9 @@ import (
 	"github.com/greffe/greffe/events"
 )
 
-// The store's allocation-free hashes must give the reference's answers, for
-// the 32-byte children it uses and for any other length.
+// The store's and the auditor's allocation-free hashes must give the
+// reference's answers, for the 32-byte children they use and (HashChildren)
+// for any other length.
 func TestHashChildren_MatchesRFC6962(t *testing.T) {
 	h := func(n int, fill byte) []byte { return bytes.Repeat([]byte{fill}, n) }
 	random := make([]byte, 64)
@@ -32,6 +33,11 @@ func TestHashChildren_MatchesRFC6962(t *testing.T) {
 			want := rfc6962.DefaultHasher.HashChildren(c.l, c.r)
 			if diff := cmp.Diff(want, events.HashChildren(c.l, c.r)); diff != "" {
 				t.Errorf("HashChildren (-rfc6962 +events):\n%s", diff)
+			}
+			if len(c.l) == 32 && len(c.r) == 32 {
+				if got := events.NodeHash(c.l, c.r); !bytes.Equal(got[:], want) {
+					t.Errorf("NodeHash = %x, want %x", got, want)
+				}
 			}
 		})
 	}
