@@ -116,7 +116,7 @@ func appendStreamKey(dst []byte, stream string, version uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, version)
 }
 
-// streamPrefix returns the bounds [lo, hi) of a stream's index keys.
+// streamBounds returns the bounds [lo, hi) of a stream's index keys.
 func streamBounds(stream string) (lo, hi []byte) {
 	lo = make([]byte, 0, len(stream)+2)
 	lo = append(lo, prefixStream)

@@ -222,16 +222,13 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 			if err != nil {
 				return nil, err
 			}
-			i := n - 1
+			end := n // the run's versions first+[0, end), read last to first
 			if o.From != events.FromEnd {
-				i = min(i, o.From-first)
+				end = min(end, o.From-first+1)
 			}
-			for ; ; i-- {
-				if !collect(first, pos, i) {
+			for i := end; i > 0; i-- {
+				if !collect(first, pos, i-1) {
 					break backward
-				}
-				if i == 0 {
-					break
 				}
 			}
 		}
