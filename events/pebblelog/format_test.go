@@ -2,9 +2,6 @@ package pebblelog_test
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -111,56 +108,5 @@ func TestStore_UnknownFormatRefused(t *testing.T) {
 	}
 	if got := recordedFormat(t, dir); got != future || pebblelog.KnownFormat(got) {
 		t.Fatalf("format after refusal %q (known %v), want %q unchanged and unknown", got, pebblelog.KnownFormat(got), future)
-	}
-}
-
-// Every configuration problem is reported at once, and nothing is created.
-func TestOpen_InvalidConfig(t *testing.T) {
-	dir := t.TempDir() + "/store"
-	_, err := pebblelog.Open(pebblelog.Config{Dir: dir, MaxBatchEvents: 10, IDFilterBytes: -1, CacheSize: -1})
-	if !errors.Is(err, pebblelog.ErrInvalidConfig) {
-		t.Fatalf("err = %v, want ErrInvalidConfig", err)
-	}
-	for _, want := range []string{"MaxBatchEvents 10", "IDFilterBytes -1", "CacheSize -1"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
-	}
-	if _, statErr := os.Stat(dir); !errors.Is(statErr, os.ErrNotExist) {
-		t.Errorf("a refused config left %s behind (stat: %v)", dir, statErr)
-	}
-}
-
-// Every sstable holds keys of one key space only, so that the event keys,
-// which only grow, move down the LSM without being rewritten.
-func TestStore_TablesHoldOneKeySpace(t *testing.T) {
-	ctx := t.Context()
-	s, _ := openStore(t, t.TempDir())
-	for i := range 20 {
-		ps := make([]events.Proposed, 50)
-		for j := range ps {
-			ps[j] = ev("T", `{"pad":"0123456789012345678901234567890123456789"}`)
-		}
-		if _, err := s.Append(ctx, one(fmt.Sprintf("space-%d", i%3), events.ExpectAny, ps...)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	ranges, err := s.TableKeyRanges()
-	if err != nil {
-		t.Fatal(err)
-	}
-	spaces := map[byte]bool{}
-	for _, r := range ranges {
-		if r[0][0] != r[1][0] {
-			t.Errorf("a table spans key spaces %q to %q", r[0][:1], r[1][:1])
-		}
-		spaces[r[0][0]] = true
-	}
-	// Events, leaf tiles, stream runs, ids and metadata at least.
-	if len(spaces) < 5 {
-		t.Fatalf("tables cover %d key spaces (%d tables); the test meant to flush several", len(spaces), len(ranges))
 	}
 }
