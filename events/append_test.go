@@ -1,0 +1,67 @@
+package events_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Validate names the field of a refusal by its path in the HTTP body,
+// whichever stream and event it is in; the paths are built only for a
+// refusal, so each one is checked here.
+func TestValidate_FieldPaths(t *testing.T) {
+	ok := func() events.Proposed {
+		return events.Proposed{ID: uuid.New(), Type: "T", Data: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}
+	}
+	// req puts bad as the third event of the second stream.
+	req := func(stream string, bad events.Proposed) events.AppendRequest {
+		return events.AppendRequest{Streams: []events.StreamAppend{
+			{Stream: "first", Events: []events.Proposed{ok()}},
+			{Stream: stream, Events: []events.Proposed{ok(), ok(), bad}},
+		}}
+	}
+	with := func(f func(*events.Proposed)) events.Proposed { p := ok(); f(&p); return p }
+	type refusal struct{ Code, Field string }
+	cases := []struct {
+		name string
+		r    events.AppendRequest
+		want refusal
+	}{
+		{"stream name", req("has space", ok()), refusal{events.CodeInvalidStreamName, "appends[1].stream"}},
+		{"stream twice", req("first", ok()), refusal{events.CodeDuplicateStream, "appends[1].stream"}},
+		{"nil id", req("s", with(func(p *events.Proposed) { p.ID = uuid.Nil })), refusal{events.CodeInvalidEventID, "appends[1].events[2].id"}},
+		{"type", req("s", with(func(p *events.Proposed) { p.Type = "" })), refusal{events.CodeInvalidEventType, "appends[1].events[2].type"}},
+		{"correlation id", req("s", with(func(p *events.Proposed) { p.CorrelationID = "a\x00b" })), refusal{events.CodeInvalidField, "appends[1].events[2].correlation_id"}},
+		{"causation id", req("s", with(func(p *events.Proposed) { p.CausationID = "a\nb" })), refusal{events.CodeInvalidField, "appends[1].events[2].causation_id"}},
+		{"actor", req("s", with(func(p *events.Proposed) { p.Actor = strings.Repeat("a", events.MaxTextFieldLen+1) })), refusal{events.CodeInvalidField, "appends[1].events[2].actor"}},
+		{"data", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage(`[]`) })), refusal{events.CodeDataNotObject, "appends[1].events[2].data"}},
+		{"metadata", req("s", with(func(p *events.Proposed) { p.Metadata = json.RawMessage(`1`) })), refusal{events.CodeMetadataNotObject, "appends[1].events[2].metadata"}},
+		{"too large", req("s", with(func(p *events.Proposed) {
+			p.Data = json.RawMessage(`{"x":"` + strings.Repeat("x", events.MaxEncodedSize) + `"}`)
+		})), refusal{events.CodeEventTooLarge, "appends[1].events[2]"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var e *events.Error
+			if err := c.r.Validate(); !errors.As(err, &e) {
+				t.Fatalf("Validate = %v, want a refusal", err)
+			}
+			if diff := cmp.Diff(c.want, refusal{e.Code, e.Field}); diff != "" {
+				t.Errorf("refusal (-want +got):\n%s", diff)
+			}
+			if e.Message == "" {
+				t.Error("a refusal without a sentence")
+			}
+		})
+	}
+	valid := req("s", ok())
+	if err := valid.Validate(); err != nil {
+		t.Fatalf("a valid request refused: %v", err)
+	}
+}
