@@ -8,20 +8,38 @@
 // time those wake-ups are a quarter of each append on a fast disk
 // (docs/PERFORMANCE.md). Here the committer writes and syncs itself, and
 // the store runs Pebble with its WAL disabled: this log is the only record
-// of what Pebble has not flushed yet.
+// of what Pebble has not flushed yet. The store can also run on Pebble's
+// WAL (pebblelog.Config.WAL); both pass the same fault-injection suite.
 //
 // # Files
 //
-// A segment is the file <dir>/<number, 16 hex digits>.wal. Records follow
-// each other from offset 0:
+// A segment is the file <dir>/<number, 16 hex digits>.wal. It starts with
+// a 16-byte magic ("greffe-wal/2\n" and zeros), then records follow each
+// other:
 //
-//	crc32c(4) length(4) segment(8) seq(8) payload(length)
+//	crc32c(4) length(4) segment(8) seq(8) synced(8) payload(length)
 //
 // little-endian; the CRC (Castagnoli) covers everything after it. seq
-// numbers records 1, 2, 3… across segments, without gaps. A record is read
-// back only if its CRC matches and it names the segment it is in: the rest
-// of a recycled file (an older segment's records, under its old number) or
-// zeros end the segment, and so does a record torn by a crash.
+// numbers data records 1, 2, 3… across segments, without gaps. synced is
+// the offset in this segment up to which the segment had been fsynced when
+// the record was written: a record vouches that everything before synced
+// was durable. After every sync the log writes a sync record (seq 0, no
+// payload) saying how far that sync reached; it is itself synced by the
+// next sync, and after a process crash it is on disk like any write.
+//
+// A record is read back only if its CRC matches and it names the segment
+// it is in. The first record that does not is the end of the segment when
+// nothing after it vouches for it: the rest of a recycled file (an older
+// segment's records, under its old number), zeros, or a record torn by a
+// crash. When a later intact record of the same segment says the segment
+// was synced past it, the bad record was durable once: that is damage, and
+// Open refuses the log (ErrCorrupt, naming the file and the offset) rather
+// than truncate acknowledged records away. Pebble's own WAL reads ahead the
+// same way; the sync records also cover the last record written before a
+// process crash, which Pebble's cannot tell from a torn write.
+//
+// Segments written before the magic existed (version 1: the same header
+// without synced, from offset 0) are still read, without the read-ahead.
 //
 // A segment is synced in full before the next one takes writes, so a record
 // in segment n+1 implies that segment n is complete. Segments whose records
@@ -29,16 +47,27 @@
 // free-<number>.wal for reuse, up to maxFree, else deleted. A reused file is
 // rewritten in place, and on ext4 a sync that does not change a file's size
 // commits no metadata: that is the in-place rate of docs/PERFORMANCE.md.
+//
+// # Failures
+//
+// After any write or sync error the log refuses every later Append and
+// SyncTo (ErrFailed), for good: after a failed fsync the state of the
+// file's pages is unknown, and Linux reports a writeback error to one fsync
+// only (errseq), so a retried or concurrent fsync that succeeds proves
+// nothing (fsyncgate). Every fsync of a segment runs under fileMu, and its
+// failure is recorded before fileMu is released, so no sync can succeed
+// after another one failed without seeing that failure.
 package wal
 
 import (
-	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,23 +85,32 @@ type Options struct {
 	// segment. Default 64 MiB. A record larger than it gets a segment of
 	// its own.
 	SegmentSize int64
+	// Logger receives what Open discards and why (a torn tail). Default:
+	// discard.
+	Logger *slog.Logger
 }
 
 const (
-	headerSize  = 24
-	smallRecord = 32 << 10
-	maxFree     = 4
-	suffix      = ".wal"
-	freePrefix  = "free-"
+	magicSize    = 16
+	headerSize   = 32
+	headerSizeV1 = 24
+	smallRecord  = 32 << 10
+	maxFree      = 4
+	suffix       = ".wal"
+	freePrefix   = "free-"
 	// MaxRecord bounds one record's payload (a Pebble batch of a whole
 	// group commit is at most a few tens of MiB).
 	MaxRecord = 1 << 30
 )
 
+// magic starts every segment of version 2.
+var magic = [magicSize]byte{'g', 'r', 'e', 'f', 'f', 'e', '-', 'w', 'a', 'l', '/', '2', '\n'}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrCorrupt is returned by Open when the segments contradict each other
-// (a gap in the numbering of records); it is not returned for a torn tail.
+// ErrCorrupt is returned by Open when the log is damaged: a record that was
+// synced does not read back, or the segments contradict each other (a gap
+// in the numbering of records). It is not returned for a torn tail.
 var ErrCorrupt = errors.New("wal: corrupt")
 
 // ErrFailed wraps every error after a write or a sync failed: what reached
@@ -81,6 +119,8 @@ var ErrFailed = errors.New("wal: failed earlier")
 
 // Log is the write-ahead log. Append and SyncTo are safe for concurrent use;
 // records get their seq in the order Append is called.
+//
+// Lock order: syncMu, then mu, then fileMu.
 type Log struct {
 	o Options
 
@@ -92,21 +132,27 @@ type Log struct {
 	nextSeq uint64     // seq of the next record
 	lsn     uint64     // bytes appended since Open (positions for SyncTo)
 	buf     []byte
-	failed  error
 
-	// syncMu serialises syncs, and DropThrough's closing of files against
-	// them. Lock order: syncMu, then mu.
+	// syncMu serialises SyncTo, and DropThrough's closing of files against
+	// it.
 	syncMu sync.Mutex
 	synced atomic.Uint64 // every byte below this position is durable
+	// fileMu is held across every fsync of a segment and the recording of
+	// its outcome (see Failures in the package doc).
+	fileMu sync.Mutex
+	failed atomic.Pointer[failure] // set once, by the first write or sync error
 
 	rotated chan struct{} // receives after each rotation (capacity 1)
 }
 
+type failure struct{ err error }
+
 type segment struct {
 	num     uint64
 	f       vfs.File
-	off     int64
-	lastSeq uint64 // 0: no record yet
+	off     int64        // bytes written, magic included; guarded by Log.mu
+	synced  atomic.Int64 // bytes known durable
+	lastSeq uint64       // 0: no data record yet; guarded by Log.mu
 }
 
 // Record is one record read back by Open.
@@ -120,12 +166,7 @@ type Record struct {
 // to append after the last record read. The segments read stay until
 // DropThrough drops them. Open never writes to a segment it read.
 func Open(o Options, after uint64, replay func(Record) error) (*Log, error) {
-	if o.FS == nil {
-		o.FS = vfs.Default
-	}
-	if o.SegmentSize <= 0 {
-		o.SegmentSize = 64 << 20
-	}
+	o.setDefaults()
 	if err := o.FS.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
@@ -136,7 +177,7 @@ func Open(o Options, after uint64, replay func(Record) error) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	sealed, lastSeq, err := replayAll(o.FS, o.Dir, d.segments, after, replay)
+	sealed, lastSeq, err := replayAll(o, d.segments, after, replay)
 	if err != nil {
 		return nil, err
 	}
@@ -144,31 +185,44 @@ func Open(o Options, after uint64, replay func(Record) error) (*Log, error) {
 		rotated: make(chan struct{}, 1)}, nil
 }
 
+func (o *Options) setDefaults() {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
 // Read calls replay for each intact record of the log in dir whose seq is
 // greater than after, like Open, without writing anything: for readers of
-// a stopped store. A missing dir holds no records.
+// a stopped store. A missing dir holds no records. It returns ErrCorrupt
+// where Open would.
 func Read(fs vfs.FS, dir string, after uint64, replay func(Record) error) error {
-	if fs == nil {
-		fs = vfs.Default
-	}
-	if _, err := fs.Stat(dir); err != nil {
+	o := Options{FS: fs, Dir: dir}
+	o.setDefaults()
+	if _, err := o.FS.Stat(dir); err != nil {
 		return nil
 	}
-	d, err := list(fs, dir)
+	d, err := list(o.FS, dir)
 	if err != nil {
 		return err
 	}
-	_, _, err = replayAll(fs, dir, d.segments, after, replay)
+	_, _, err = replayAll(o, d.segments, after, replay)
 	return err
 }
 
 // replayAll reads the segments in order (see readSegment) and returns them
 // with the seq of the last record read.
-func replayAll(fs vfs.FS, dir string, nums []uint64, after uint64, replay func(Record) error) ([]*segment, uint64, error) {
+func replayAll(o Options, nums []uint64, after uint64, replay func(Record) error) ([]*segment, uint64, error) {
 	var segs []*segment
 	var lastSeq uint64
-	for _, num := range nums {
-		seg, err := readSegment(fs, dir, num, &lastSeq, after, replay)
+	var buf []byte
+	for i, num := range nums {
+		seg, err := readSegment(o, num, &buf, &lastSeq, after, i == len(nums)-1, replay)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -224,42 +278,125 @@ func list(fs vfs.FS, dir string) (dirList, error) {
 
 func segmentName(num uint64) string { return fmt.Sprintf("%016x%s", num, suffix) }
 
-// readSegment replays segment num. lastSeq is the seq of the last record
-// read before it (0 if none), and is advanced.
-func readSegment(fs vfs.FS, dir string, num uint64, lastSeq *uint64, after uint64, replay func(Record) error) (*segment, error) {
-	name := fs.PathJoin(dir, segmentName(num))
-	f, err := fs.Open(name)
-	if err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
+// rec is a record parsed from a segment's bytes.
+type rec struct {
+	seq, synced uint64
+	data        []byte
+	start, end  int // offsets of its first byte and of the byte after it
+}
+
+// parseRecord reads the record at off in b, a segment numbered num, with
+// headers of hs bytes. ok is false when there is none: too few bytes, another
+// segment's number, a length past the end, or a CRC that does not match.
+func parseRecord(b []byte, off int, num uint64, hs int) (r rec, ok bool) {
+	if off < 0 || len(b)-off < hs {
+		return rec{}, false
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	h := b[off : off+hs]
+	if binary.LittleEndian.Uint64(h[8:]) != num {
+		return rec{}, false
+	}
+	n := int(binary.LittleEndian.Uint32(h[4:]))
+	if n > len(b)-off-hs {
+		return rec{}, false
+	}
+	data := b[off+hs : off+hs+n]
+	if crc32.Update(crc32.Checksum(h[4:], castagnoli), castagnoli, data) != binary.LittleEndian.Uint32(h) {
+		return rec{}, false
+	}
+	r = rec{seq: binary.LittleEndian.Uint64(h[16:]), data: data, start: off, end: off + hs + n}
+	if hs == headerSize {
+		r.synced = binary.LittleEndian.Uint64(h[24:])
+	}
+	return r, true
+}
+
+// vouchFor looks past bad, the offset where reading stopped in b, for an
+// intact record of the same segment saying the segment was synced beyond
+// bad. It returns that record (found) and the first intact record after
+// bad, where reading can resume (next; zero when found is false).
+func vouchFor(b []byte, bad int, num uint64) (voucher, next rec, found bool) {
+	var numBytes [8]byte
+	binary.LittleEndian.PutUint64(numBytes[:], num)
+	// A header holds the segment's number at offset 8: look for it.
+	for i := bad + 1; i+headerSize <= len(b); i++ {
+		j := bytes.Index(b[i+8:], numBytes[:])
+		if j < 0 {
+			break
+		}
+		i += j
+		r, ok := parseRecord(b, i, num, headerSize)
+		if !ok {
+			continue
+		}
+		if next.end == 0 {
+			next = r
+		}
+		if r.synced > uint64(bad) {
+			return r, next, true
+		}
+		i = r.end - 1
+	}
+	return rec{}, rec{}, false
+}
+
+// readSegment replays segment num. lastSeq is the seq of the last record
+// read before it (0 if none), and is advanced. buf is reused across
+// segments.
+func readSegment(o Options, num uint64, buf *[]byte, lastSeq *uint64, after uint64, newest bool, replay func(Record) error) (*segment, error) {
+	name := o.FS.PathJoin(o.Dir, segmentName(num))
+	b, err := readFile(o.FS, name, buf)
 	if err != nil {
-		return nil, fmt.Errorf("wal: %w", err)
+		return nil, err
 	}
 	seg := &segment{num: num}
-	r := bufio.NewReaderSize(f, 256<<10)
-	var hdr [headerSize]byte
-	var data []byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			break // end of file, or a torn header
+	hs, off := headerSize, magicSize
+	switch {
+	case len(b) >= magicSize && [magicSize]byte(b[:magicSize]) == magic:
+	case len(b) == 0:
+		return seg, nil
+	default:
+		if _, ok := parseRecord(b, 0, num, headerSizeV1); ok {
+			hs, off = headerSizeV1, 0 // written before the magic existed
 		}
-		n := binary.LittleEndian.Uint32(hdr[4:])
-		if binary.LittleEndian.Uint64(hdr[8:]) != num || int64(n) > fi.Size()-seg.off-headerSize {
-			break // zeros, another segment's record, or a torn header
+		// Otherwise a damaged magic, or a file whose first write never
+		// reached the disk: read on as version 2, so that a later record
+		// vouching for the start is seen.
+	}
+	for off < len(b) {
+		r, ok := parseRecord(b, off, num, hs)
+		if !ok {
+			if hs == headerSizeV1 {
+				break
+			}
+			voucher, next, found := vouchFor(b, off, num)
+			if !found {
+				if rest := b[off:]; newest && !allZero(rest) && !otherSegment(rest, num) {
+					o.Logger.Warn("write-ahead log: discarded a torn tail (no later record says it was synced)",
+						"file", name, "offset", off, "bytes", len(rest), "after_record", *lastSeq)
+				}
+				break
+			}
+			if expected := max(*lastSeq, after) + 1; *lastSeq+1 > after {
+				return nil, fmt.Errorf("%w: %s: the record at offset %d (record %d expected) does not read back, and the record at offset %d says the segment was synced through offset %d: damage, not a torn write",
+					ErrCorrupt, name, off, expected, voucher.start, voucher.synced)
+			}
+			// The damaged records are in Pebble's tables already: nothing
+			// they held is lost. Read on from the next intact one; the
+			// continuity check below still sees a record past after that
+			// the damage swallowed.
+			o.Logger.Warn("write-ahead log: damaged records already held by the tables, skipped",
+				"file", name, "offset", off, "resumed_at", next.start)
+			off = next.start
+			continue
 		}
-		data = slices.Grow(data[:0], int(n))[:n]
-		if _, err := io.ReadFull(r, data); err != nil {
-			break // torn record
+		off = r.end
+		seg.off = int64(off)
+		if r.seq == 0 {
+			continue // a sync record
 		}
-		crc := crc32.Update(crc32.Checksum(hdr[4:], castagnoli), castagnoli, data)
-		if crc != binary.LittleEndian.Uint32(hdr[0:]) {
-			break // torn or corrupt record: the end of what was synced
-		}
-		seq := binary.LittleEndian.Uint64(hdr[16:])
+		seq := r.seq
 		seg.lastSeq = seq
-		seg.off += headerSize + int64(n)
 		if seq <= after {
 			// Already in Pebble's tables. A crash while dropping segments
 			// can leave some of them behind, so no continuity is asked of
@@ -270,14 +407,48 @@ func readSegment(fs vfs.FS, dir string, num uint64, lastSeq *uint64, after uint6
 		// Every record past after must be there, in order: a hole would be
 		// acknowledged batches lost.
 		if seq != max(*lastSeq, after)+1 {
-			return nil, fmt.Errorf("%w: segment %d holds record %d where record %d was expected", ErrCorrupt, num, seq, max(*lastSeq, after)+1)
+			return nil, fmt.Errorf("%w: %s holds record %d where record %d was expected", ErrCorrupt, name, seq, max(*lastSeq, after)+1)
 		}
 		*lastSeq = seq
-		if err := replay(Record{Seq: seq, Data: data}); err != nil {
+		if err := replay(Record{Seq: seq, Data: r.data}); err != nil {
 			return nil, fmt.Errorf("wal: replay record %d: %w", seq, err)
 		}
 	}
 	return seg, nil
+}
+
+// readFile reads the whole file into *buf (grown as needed) and returns it.
+func readFile(fs vfs.FS, name string, buf *[]byte) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	*buf = slices.Grow((*buf)[:0], int(fi.Size()))[:fi.Size()]
+	n, err := io.ReadFull(f, *buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("wal: read %s: %w", name, err)
+	}
+	return (*buf)[:n], nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// otherSegment reports whether b starts with a header naming another
+// segment: the rest of a recycled file, not a torn write.
+func otherSegment(b []byte, num uint64) bool {
+	return len(b) >= 16 && binary.LittleEndian.Uint64(b[8:]) != num
 }
 
 // Append writes one record without syncing it and returns its seq and the
@@ -288,17 +459,28 @@ func (l *Log) Append(data []byte) (seq, end uint64, err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.failed != nil {
-		return 0, 0, fmt.Errorf("%w: %v", ErrFailed, l.failed)
+	if err := l.failure(); err != nil {
+		return 0, 0, err
 	}
 	size := int64(headerSize + len(data))
-	if l.cur == nil || (l.cur.off > 0 && l.cur.off+size > l.o.SegmentSize) {
+	if l.cur == nil || (l.cur.off > magicSize && l.cur.off+size > l.o.SegmentSize) {
 		if err := l.rotateLocked(); err != nil {
-			l.failed = err
-			return 0, 0, err
+			return 0, 0, l.fail(err)
 		}
 	}
 	seq = l.nextSeq
+	if err := l.writeLocked(seq, data); err != nil {
+		return 0, 0, err
+	}
+	l.nextSeq++
+	l.cur.lastSeq = seq
+	return seq, l.lsn, nil
+}
+
+// writeLocked writes one record (seq 0: a sync record) at the end of the
+// current segment. REQUIRES: l.mu held, l.cur set.
+func (l *Log) writeLocked(seq uint64, data []byte) error {
+	size := int64(headerSize + len(data))
 	// A small record goes out in one write with its header; a large one
 	// (a group commit's batch) in two, header then data, rather than
 	// being copied. A crash between the two leaves a header whose CRC
@@ -312,32 +494,30 @@ func (l *Log) Append(data []byte) (seq, end uint64, err error) {
 	binary.LittleEndian.PutUint32(l.buf[4:], uint32(len(data)))
 	binary.LittleEndian.PutUint64(l.buf[8:], l.cur.num)
 	binary.LittleEndian.PutUint64(l.buf[16:], seq)
+	binary.LittleEndian.PutUint64(l.buf[24:], uint64(l.cur.synced.Load()))
 	binary.LittleEndian.PutUint32(l.buf[0:], crc32.Update(crc32.Checksum(l.buf[4:headerSize], castagnoli), castagnoli, data))
-	writes := [][]byte{l.buf}
 	if small {
 		copy(l.buf[headerSize:], data)
-	} else {
-		writes = append(writes, data)
 	}
-	for _, w := range writes {
-		if _, err := l.cur.f.Write(w); err != nil {
-			l.failed = err
-			return 0, 0, fmt.Errorf("wal: write segment %d: %w", l.cur.num, err)
+	if _, err := l.cur.f.Write(l.buf); err != nil {
+		return l.fail(fmt.Errorf("wal: write segment %d: %w", l.cur.num, err))
+	}
+	if !small {
+		if _, err := l.cur.f.Write(data); err != nil {
+			return l.fail(fmt.Errorf("wal: write segment %d: %w", l.cur.num, err))
 		}
 	}
-	l.nextSeq++
 	l.cur.off += size
-	l.cur.lastSeq = seq
 	l.lsn += uint64(size)
-	return seq, l.lsn, nil
+	return nil
 }
 
 // rotateLocked syncs the current segment in full and opens the next one,
 // reusing a free file when there is one. REQUIRES: l.mu held.
 func (l *Log) rotateLocked() error {
 	if old := l.cur; old != nil {
-		if err := old.f.SyncData(); err != nil {
-			return fmt.Errorf("wal: sync segment %d: %w", old.num, err)
+		if err := l.syncSegment(old, old.off); err != nil {
+			return err
 		}
 		casMax(&l.synced, l.lsn)
 		l.sealed = append(l.sealed, old)
@@ -363,8 +543,13 @@ func (l *Log) rotateLocked() error {
 		_ = f.Close()
 		return err
 	}
+	if _, err := f.Write(magic[:]); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("wal: write segment %d: %w", num, err)
+	}
 	l.nextNum++
-	l.cur = &segment{num: num, f: f}
+	l.lsn += magicSize
+	l.cur = &segment{num: num, f: f, off: magicSize}
 	select {
 	case l.rotated <- struct{}{}:
 	default:
@@ -372,36 +557,85 @@ func (l *Log) rotateLocked() error {
 	return nil
 }
 
+// syncSegment fsyncs seg, whose first upto bytes were written, and records
+// the outcome: on success seg.synced reaches upto; on failure the log fails.
+// Every fsync of a segment goes through here (see Failures in the package
+// doc). REQUIRES: seg.f open (syncMu or mu held keeps it so).
+func (l *Log) syncSegment(seg *segment, upto int64) error {
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if err := seg.f.SyncData(); err != nil {
+		return l.fail(fmt.Errorf("wal: sync segment %d: %w", seg.num, err))
+	}
+	for {
+		old := seg.synced.Load()
+		if old >= upto || seg.synced.CompareAndSwap(old, upto) {
+			return nil
+		}
+	}
+}
+
+// fail records err as the log's failure, if it is the first, and returns
+// the error every caller gets from now on.
+func (l *Log) fail(err error) error {
+	l.failed.CompareAndSwap(nil, &failure{err})
+	return l.failure()
+}
+
+// failure returns nil, or ErrFailed wrapping the first failure.
+func (l *Log) failure() error {
+	if f := l.failed.Load(); f != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, f.err)
+	}
+	return nil
+}
+
+// Failure returns the first write or sync error (wrapped in ErrFailed), or
+// nil while the log is sound.
+func (l *Log) Failure() error { return l.failure() }
+
 // SyncTo returns once every record appended before position end is durable.
 // Concurrent callers share syncs: a sync covers everything written before
-// it started.
+// it started. After a failure it returns ErrFailed, even for positions an
+// earlier sync covered.
 func (l *Log) SyncTo(end uint64) error {
+	if err := l.failure(); err != nil {
+		return err
+	}
 	if l.synced.Load() >= end {
 		return nil
 	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	if l.synced.Load() >= end {
-		return nil
+		return l.failure()
 	}
 	l.mu.Lock()
-	seg, written, failed := l.cur, l.lsn, l.failed
-	l.mu.Unlock()
-	if failed != nil {
-		return fmt.Errorf("%w: %v", ErrFailed, failed)
+	seg, written, upto := l.cur, l.lsn, int64(0)
+	if seg != nil {
+		upto = seg.off
 	}
+	l.mu.Unlock()
 	if seg == nil || written < end {
 		return fmt.Errorf("wal: sync to %d, but only %d bytes were appended", end, written)
 	}
-	if err := seg.f.SyncData(); err != nil {
-		l.mu.Lock()
-		if l.failed == nil {
-			l.failed = err
-		}
-		l.mu.Unlock()
-		return fmt.Errorf("wal: sync segment %d: %w", seg.num, err)
+	if err := l.syncSegment(seg, upto); err != nil {
+		return err
 	}
 	casMax(&l.synced, written)
+	// The sync record: after a process crash it says the records before it
+	// were durable, even the last one (see the package doc). It is not
+	// synced now; the next sync covers it.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur == seg && l.failure() == nil {
+		if err := l.writeLocked(0, nil); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -424,10 +658,10 @@ func (l *Log) DropThrough(seq uint64, all bool) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
-	if all && l.cur != nil && l.cur.lastSeq != 0 && l.cur.lastSeq <= seq {
-		if err := l.cur.f.SyncData(); err != nil {
+	if all && l.cur != nil && l.cur.lastSeq <= seq {
+		if err := l.syncSegment(l.cur, l.cur.off); err != nil {
 			l.mu.Unlock()
-			return fmt.Errorf("wal: sync segment %d: %w", l.cur.num, err)
+			return err
 		}
 		casMax(&l.synced, l.lsn)
 		l.sealed = append(l.sealed, l.cur)
@@ -503,6 +737,9 @@ func (l *Log) Segments() int {
 	return n
 }
 
+// errClosed is the failure of a closed log.
+var errClosed = errors.New("closed")
+
 // Close syncs and closes the files. Records not dropped are read back by
 // the next Open.
 func (l *Log) Close() error {
@@ -511,8 +748,10 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error
-	if l.cur != nil && l.failed == nil {
-		errs = append(errs, l.cur.f.SyncData())
+	if l.cur != nil && l.failure() == nil {
+		if err := l.syncSegment(l.cur, l.cur.off); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, s := range append(l.sealed, l.cur) {
 		if s != nil && s.f != nil {
@@ -521,9 +760,7 @@ func (l *Log) Close() error {
 		}
 	}
 	l.cur, l.sealed = nil, nil
-	if l.failed == nil {
-		l.failed = errors.New("closed")
-	}
+	l.failed.CompareAndSwap(nil, &failure{errClosed})
 	return errors.Join(errs...)
 }
 

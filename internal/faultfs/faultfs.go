@@ -1,0 +1,234 @@
+// Package faultfs wraps a Pebble vfs.FS to inject storage faults into the
+// real code paths of greffe's durable state (the ledger's Pebble and
+// write-ahead log, the raft log store, snapshots), the way Pebble tests
+// itself with vfs/errorfs. It is for tests: nothing in a node uses it.
+//
+// Beyond errorfs it models how Linux reports a failed fsync (fsyncgate):
+// the kernel reports a writeback error once, to one fsync, marks the pages
+// clean and drops them; a later fsync of the same file returns 0 although
+// that data never reached the disk. Here, once a sync of a file failed,
+// every later sync of that file returns nil without syncing anything, so a
+// store that retries an fsync and trusts it is caught by a simulated power
+// loss (vfs.NewCrashableMem's CrashClone keeps only synced data).
+package faultfs
+
+import (
+	"io"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+// FS injects the errors of an errorfs.Injector before each operation; an
+// operation that gets an error is not performed. Safe for concurrent use.
+type FS struct {
+	vfs.FS
+	inj errorfs.Injector
+
+	mu   sync.Mutex
+	lost map[string]bool // files whose sync failed: later syncs lie
+}
+
+// Wrap returns fs with faults from inj.
+func Wrap(fs vfs.FS, inj errorfs.Injector) *FS {
+	return &FS{FS: fs, inj: inj, lost: map[string]bool{}}
+}
+
+var _ vfs.FS = (*FS)(nil)
+
+// Lost reports whether a sync of the file at path failed.
+func (f *FS) Lost(path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost[path]
+}
+
+func (f *FS) setLost(path string) {
+	f.mu.Lock()
+	f.lost[path] = true
+	f.mu.Unlock()
+}
+
+func (f *FS) maybe(kind errorfs.OpKind, path string) error {
+	return f.inj.MaybeError(errorfs.Op{Kind: kind, Path: path})
+}
+
+func (f *FS) wrap(path string, file vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: file, fs: f, path: path}, nil
+}
+
+// Unwrap returns the wrapped file system.
+func (f *FS) Unwrap() vfs.FS { return f.FS }
+
+func (f *FS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := f.maybe(errorfs.OpCreate, name); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.Create(name, c)
+	return f.wrap(name, file, err)
+}
+
+func (f *FS) Link(oldname, newname string) error {
+	if err := f.maybe(errorfs.OpLink, oldname); err != nil {
+		return err
+	}
+	return f.FS.Link(oldname, newname)
+}
+
+func (f *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if err := f.maybe(errorfs.OpOpen, name); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.Open(name, opts...)
+	return f.wrap(name, file, err)
+}
+
+func (f *FS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	if err := f.maybe(errorfs.OpOpen, name); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.OpenReadWrite(name, c, opts...)
+	return f.wrap(name, file, err)
+}
+
+func (f *FS) OpenDir(name string) (vfs.File, error) {
+	if err := f.maybe(errorfs.OpOpenDir, name); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.OpenDir(name)
+	return f.wrap(name, file, err)
+}
+
+func (f *FS) Remove(name string) error {
+	if err := f.maybe(errorfs.OpRemove, name); err != nil {
+		return err
+	}
+	return f.FS.Remove(name)
+}
+
+func (f *FS) RemoveAll(name string) error {
+	if err := f.maybe(errorfs.OpRemoveAll, name); err != nil {
+		return err
+	}
+	return f.FS.RemoveAll(name)
+}
+
+func (f *FS) Rename(oldname, newname string) error {
+	if err := f.maybe(errorfs.OpRename, oldname); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if f.lost[oldname] {
+		f.lost[newname] = true
+	}
+	f.mu.Unlock()
+	return f.FS.Rename(oldname, newname)
+}
+
+func (f *FS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := f.maybe(errorfs.OpReuseForWrite, oldname); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.ReuseForWrite(oldname, newname, c)
+	return f.wrap(newname, file, err)
+}
+
+func (f *FS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := f.maybe(errorfs.OpMkdirAll, dir); err != nil {
+		return err
+	}
+	return f.FS.MkdirAll(dir, perm)
+}
+
+func (f *FS) Lock(name string) (io.Closer, error) {
+	if err := f.maybe(errorfs.OpLock, name); err != nil {
+		return nil, err
+	}
+	return f.FS.Lock(name)
+}
+
+func (f *FS) List(dir string) ([]string, error) {
+	if err := f.maybe(errorfs.OpList, dir); err != nil {
+		return nil, err
+	}
+	return f.FS.List(dir)
+}
+
+func (f *FS) Stat(name string) (vfs.FileInfo, error) {
+	if err := f.maybe(errorfs.OpStat, name); err != nil {
+		return nil, err
+	}
+	return f.FS.Stat(name)
+}
+
+type faultFile struct {
+	vfs.File
+	fs   *FS
+	path string
+}
+
+func (f *faultFile) Read(p []byte) (int, error) {
+	if err := f.fs.maybe(errorfs.OpFileRead, f.path); err != nil {
+		return 0, err
+	}
+	return f.File.Read(p)
+}
+
+func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.inj.MaybeError(errorfs.Op{Kind: errorfs.OpFileReadAt, Path: f.path, Offset: off}); err != nil {
+		return 0, err
+	}
+	return f.File.ReadAt(p, off)
+}
+
+func (f *faultFile) Write(p []byte) (int, error) {
+	if err := f.fs.maybe(errorfs.OpFileWrite, f.path); err != nil {
+		return 0, err
+	}
+	return f.File.Write(p)
+}
+
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.inj.MaybeError(errorfs.Op{Kind: errorfs.OpFileWriteAt, Path: f.path, Offset: off}); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *faultFile) Preallocate(off, n int64) error {
+	if err := f.fs.maybe(errorfs.OpFilePreallocate, f.path); err != nil {
+		return err
+	}
+	return f.File.Preallocate(off, n)
+}
+
+// sync runs one sync of the file: it lies once an earlier one failed.
+func (f *faultFile) sync(kind errorfs.OpKind, do func() error) error {
+	if f.fs.Lost(f.path) {
+		return nil
+	}
+	if err := f.fs.maybe(kind, f.path); err != nil {
+		f.fs.setLost(f.path)
+		return err
+	}
+	return do()
+}
+
+func (f *faultFile) Sync() error { return f.sync(errorfs.OpFileSync, f.File.Sync) }
+
+func (f *faultFile) SyncData() error { return f.sync(errorfs.OpFileSyncData, f.File.SyncData) }
+
+func (f *faultFile) SyncTo(length int64) (bool, error) {
+	var full bool
+	err := f.sync(errorfs.OpFileSyncTo, func() error {
+		var err error
+		full, err = f.File.SyncTo(length)
+		return err
+	})
+	return full, err
+}
