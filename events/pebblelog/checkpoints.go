@@ -42,6 +42,13 @@ func (s *Store) loadLastCheckpoint() error {
 		if err != nil {
 			return fmt.Errorf("last stored checkpoint: %w", err)
 		}
+		// A signed checkpoint is synced after the events it covers (one
+		// ordered log): a head below it means acknowledged events are gone,
+		// and the next append would be given a position that was signed.
+		if h := s.Head(); cp.Size > h.Size {
+			return fmt.Errorf("%s: the newest signed checkpoint covers %d events, the store holds %d: events it signed are missing; refusing to open (the next append would reuse signed position %d): %w",
+				s.cfg.Dir, cp.Size, h.Size, h.Size, events.ErrCorrupt)
+		}
 		s.ckpt.last.Store(&cp)
 		s.ckpt.at.Store(time.Now())
 	}

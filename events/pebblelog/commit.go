@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/greffe/greffe/events"
 )
 
@@ -368,6 +370,10 @@ func (c *committer) sealLocal(bb *builder, f *inflight) {
 		c.toSync <- f
 		return
 	}
+	if s.pebbleWAL {
+		c.sealPebble(p, f)
+		return
+	}
 	s.walMu.Lock()
 	seq, end, err := s.appendWAL(p.wb)
 	if err != nil {
@@ -391,6 +397,24 @@ func (c *committer) sealLocal(bb *builder, f *inflight) {
 	f.applied <- err
 }
 
+// sealPebble is sealLocal on Pebble's WAL: Pebble logs and applies the
+// batch in one call and syncs it on its own goroutine; the syncer waits for
+// that sync (SyncWait). REQUIRES: as sealLocal.
+func (c *committer) sealPebble(p *prepared, f *inflight) {
+	s := c.s
+	if err := s.guard(func() error { return s.db.ApplyNoSyncWait(p.wb, pebble.Sync) }); err != nil {
+		p.wb.Close()
+		s.fail(err)
+		f.err = fmt.Errorf("%w: %v", errStoreFailed, err)
+		c.toSync <- f
+		return
+	}
+	s.install(p)
+	f.p, f.applied = p, make(chan error, 1)
+	f.applied <- nil
+	c.toSync <- f
+}
+
 func (c *committer) syncLoop(ctx context.Context) {
 	for f := range c.toSync {
 		c.syncOne(ctx, f)
@@ -404,7 +428,12 @@ func (c *committer) syncOne(ctx context.Context, f *inflight) {
 		c.respondAll(f.reqs, nil, f.err)
 	case f.p != nil:
 		t0 := time.Now()
-		err := f.p.wal.SyncTo(f.p.walEnd)
+		var err error
+		if f.p.wal != nil {
+			err = f.p.wal.SyncTo(f.p.walEnd)
+		} else {
+			err = f.p.wb.SyncWait() // Pebble's WAL (sealPebble)
+		}
 		if aerr := <-f.applied; err == nil && aerr != nil {
 			err = aerr // logged but not in the memtable: the store has failed
 		}

@@ -19,7 +19,8 @@ func (s *Store) Flush() error {
 // SetFormat records format as the store's format in the closed store at dir,
 // as a store written by another version would hold it.
 func SetFormat(dir, format string) error {
-	db, err := openPebble(Config{Dir: dir, FS: vfs.Default, CacheSize: 1 << 20, MemTableSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := &Store{cfg: Config{Dir: dir, FS: vfs.Default, CacheSize: 1 << 20, MemTableSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	db, err := s.openPebble()
 	if err != nil {
 		return err
 	}

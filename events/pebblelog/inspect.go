@@ -106,7 +106,7 @@ func OpenInspector(cfg InspectConfig) (*Inspector, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		FS:                 fs,
-		Logger:             quietLogger{discardLogger()},
+		Logger:             quietLogger{l: discardLogger()},
 	})
 	if err != nil {
 		if isLockError(err) {

@@ -158,8 +158,10 @@ func (s *Store) DiskUsage() uint64 {
 		return 0
 	}
 	n := s.db.Metrics().DiskSpaceUsage()
-	if w, err := s.wal.DiskBytes(); err == nil {
-		n += w
+	if s.wal != nil {
+		if w, err := s.wal.DiskBytes(); err == nil {
+			n += w
+		}
 	}
 	return n
 }

@@ -155,7 +155,7 @@ func (sn *Snapshot) Info() SnapshotInfo { return sn.info }
 // written. The stream is consistent: it is read from the checkpoint, whose
 // sequencer state must equal Info (else events.ErrCorrupt).
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: quietLogger{sn.log}})
+	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: quietLogger{l: sn.log}})
 	if err != nil {
 		return 0, fmt.Errorf("open snapshot checkpoint: %w", err)
 	}
@@ -379,7 +379,7 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 	// No WAL while loading: a crash mid-load leaves a folder Recover deletes,
 	// and Flush below makes the tables durable in one go.
 	ndb, err := pebble.Open(tmp, &pebble.Options{FS: fs, DisableWAL: true, FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize: s.cfg.MemTableSize, Logger: quietLogger{s.cfg.Logger}})
+		MemTableSize: s.cfg.MemTableSize, Logger: quietLogger{l: s.cfg.Logger}})
 	if err != nil {
 		return nil, fmt.Errorf("restore: open %s: %w", tmp, err)
 	}
@@ -499,7 +499,11 @@ func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo)
 	}
 	// The replaced store's log moves away with its folder (and comes back
 	// with it if the swap fails: reopenLocked replays it).
-	if err := errors.Join(s.wal.Close(), s.db.Close()); err != nil {
+	var walErr error
+	if s.wal != nil {
+		walErr = s.wal.Close()
+	}
+	if err := errors.Join(walErr, s.db.Close()); err != nil {
 		s.cfg.Logger.Warn("restore: close the replaced store", "err", err)
 	}
 	_ = fs.RemoveAll(old)
@@ -544,7 +548,7 @@ func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo)
 // cannot be reopened cannot serve at all: that is an invariant broken on
 // disk, and the process stops. REQUIRES: dbMu held exclusively.
 func (s *Store) reopenLocked(cause error) error {
-	db, err := openPebble(s.cfg)
+	db, err := s.openPebble()
 	if err != nil {
 		panic(fmt.Sprintf("pebblelog: reopen %s after restore: %v (cause: %v)", s.cfg.Dir, err, cause))
 	}
@@ -555,7 +559,7 @@ func (s *Store) reopenLocked(cause error) error {
 	s.nodes.mu.Lock()
 	s.nodes.nodes = nil
 	s.nodes.mu.Unlock()
-	if err := s.loadOrInit(); err != nil {
+	if err := s.loadOrInit(true); err != nil {
 		s.fail(err)
 		return errors.Join(cause, err)
 	}

@@ -67,7 +67,28 @@ type Config struct {
 	// at their design rate up to ~30 million events; past it they grow
 	// slowly, and appends with them, while memory stays bounded.
 	IDFilterBytes int64
+	// WAL selects the write-ahead log: WALGreffe (the default), the store's
+	// own (internal/wal, walstore.go), or WALPebble, Pebble's. Both pass
+	// the same fault-injection suite (fault_test.go; the figures that chose
+	// the default are in docs/PERFORMANCE.md). Every open replays what
+	// either log holds, so a store can switch between restarts.
+	WAL string
+	// OnFatal is called when the storage engine meets an error it cannot
+	// go on from: Pebble failing to sync its MANIFEST, or to close a WAL
+	// file it rotates. The store has already failed (it refuses writes)
+	// when it is called. It must not return. Default: panic, which ends
+	// the process: what reached the disk is then known only by reopening,
+	// which replays the log (fail-stop, as etcd and Pebble do). Tests park
+	// the goroutine instead, to freeze the store until a simulated power
+	// loss.
+	OnFatal func(error)
 }
+
+// The write-ahead logs Config.WAL selects.
+const (
+	WALGreffe = "greffe"
+	WALPebble = "pebble"
+)
 
 func (c *Config) setDefaults() {
 	if c.CacheSize == 0 {
@@ -97,6 +118,12 @@ func (c *Config) setDefaults() {
 	if c.IDFilterBytes == 0 {
 		c.IDFilterBytes = 64 << 20
 	}
+	if c.WAL == "" {
+		c.WAL = WALGreffe
+	}
+	if c.OnFatal == nil {
+		c.OnFatal = func(err error) { panic(fmt.Sprintf("pebblelog: %v", err)) }
+	}
 }
 
 // ErrInvalidConfig wraps every configuration problem.
@@ -119,6 +146,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheSize < 0 || c.MemTableSize > 1<<30 {
 		errs = append(errs, fmt.Errorf("CacheSize %d must be >= 0 and MemTableSize %d <= 1 GiB", c.CacheSize, c.MemTableSize))
+	}
+	if c.WAL != WALGreffe && c.WAL != WALPebble {
+		errs = append(errs, fmt.Errorf("WAL %q must be %q or %q", c.WAL, WALGreffe, WALPebble))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
@@ -147,9 +177,11 @@ type Store struct {
 	dbMu sync.RWMutex
 	db   *pebble.DB
 	// wal is the write-ahead log of db, which runs with Pebble's own WAL
-	// disabled (wal.go explains why). walMu makes "append to the log, then
-	// apply to Pebble" one step, so that Pebble applies batches in the
-	// log's order; walApplied is the seq of the last batch applied.
+	// disabled (wal.go explains why); nil with Config.WAL = WALPebble
+	// (pebbleWAL). walMu makes "append to the log, then apply to Pebble"
+	// one step, so that Pebble applies batches in the log's order;
+	// walApplied is the seq of the last batch applied.
+	pebbleWAL  bool
 	wal        *wal.Log
 	walMu      sync.Mutex
 	walApplied atomic.Uint64
@@ -209,8 +241,12 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg}
-	db, err := openPebble(cfg)
+	s := &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
+	existed, err := holdsLedger(s.fs(), cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := s.openPebble()
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +255,7 @@ func Open(cfg Config) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	if err := s.loadOrInit(); err != nil {
+	if err := s.loadOrInit(existed); err != nil {
 		s.closeDB()
 		return nil, err
 	}
@@ -236,11 +272,13 @@ func Open(cfg Config) (*Store, error) {
 	s.cancel = cancel
 	s.commit = newCommitter(s)
 	s.commit.start(ctx, &s.wg)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.walDropLoop(ctx)
-	}()
+	if !s.pebbleWAL {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.walDropLoop(ctx)
+		}()
+	}
 	if cfg.CheckpointInterval > 0 {
 		s.wg.Add(1)
 		go func() {
@@ -258,19 +296,29 @@ func Open(cfg Config) (*Store, error) {
 // 4 KiB blocks, 32 KiB: see docs/PERFORMANCE.md).
 const blockSize = 32 << 10
 
-func openPebble(cfg Config) (*pebble.DB, error) {
+func (s *Store) openPebble() (*pebble.DB, error) {
+	cfg := s.cfg
 	cache := pebble.NewCache(cfg.CacheSize)
 	defer cache.Unref()
 	opts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		MemTableSize:       cfg.MemTableSize,
-		Logger:             quietLogger{cfg.Logger},
+		Logger:             quietLogger{l: cfg.Logger, fatal: s.fatal},
 		FS:                 cfg.FS,
-		// The store's own log (wal.go) replaces Pebble's. Pebble still
-		// replays a WAL of its own found at open (a store written before
-		// that change), and openWAL flushes what it replayed.
-		DisableWAL: true,
+		// The store's own log (wal.go) replaces Pebble's, unless Config.WAL
+		// asks for Pebble's. Pebble replays a WAL of its own found at open
+		// either way (a store written before that change, or with the
+		// other setting), and openWAL flushes what it replayed.
+		DisableWAL: !s.pebbleWAL,
+		// A flush or compaction that fails (a write or sync error of a
+		// table, the MANIFEST, a read of a damaged block) fails the store:
+		// after any storage error it stops accepting writes until it is
+		// reopened, which reads back what reached the disk. Pebble would
+		// retry; the data is still in the memtable and the log, so nothing
+		// acknowledged is lost either way, but a disk that fails once is
+		// not trusted again.
+		EventListener: &pebble.EventListener{BackgroundError: func(err error) { s.fail(fmt.Errorf("pebble: %w", err)) }},
 	}
 	// Value separation: event bytes (and leaf tiles) go to blob files at
 	// flush and are not rewritten by every compaction; only the keys and
@@ -313,18 +361,52 @@ func splitKeySpaces(start []byte) (pebble.SpanPolicy, []byte, error) {
 }
 
 // quietLogger sends Pebble's logs to slog at debug level (errors at error).
-type quietLogger struct{ l *slog.Logger }
+// Fatalf goes to fatal when set (it must not return), else panics.
+type quietLogger struct {
+	l     *slog.Logger
+	fatal func(error)
+}
 
 func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
 func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
 func (q quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
+	err := fmt.Errorf("pebble: "+format, args...)
+	if q.fatal != nil {
+		q.fatal(err)
+	}
+	panic(err.Error())
 }
 
-// loadOrInit checks the store's identity and loads the sequencer state.
-func (s *Store) loadOrInit() error {
+// fatal fails the store, then hands err to Config.OnFatal, which does not
+// return.
+func (s *Store) fatal(err error) {
+	s.fail(err)
+	s.cfg.OnFatal(err)
+	panic(fmt.Sprintf("pebblelog: OnFatal returned after %v", err))
+}
+
+// guard runs fn, a call into Pebble from one of the store's goroutines, and
+// turns a panic into fatal: Pebble panics where it cannot go on (a WAL file
+// it rotates that fails to close, in WALPebble mode).
+func (s *Store) guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.fatal(fmt.Errorf("pebble: %v", r))
+		}
+	}()
+	return fn()
+}
+
+// loadOrInit checks the store's identity and loads the sequencer state. A
+// store is initialised only in a folder that held no ledger file before
+// Open (existed false): one that did and has no identity is damaged, and
+// writing a new ledger over it would hide what it held.
+func (s *Store) loadOrInit(existed bool) error {
 	format, err := s.get(metaFormat)
 	switch {
+	case errors.Is(err, events.ErrNotFound) && existed:
+		return fmt.Errorf("%s holds ledger files but no store identity (meta %q): the store is damaged (a MANIFEST that lost its tables?); refusing to create a new ledger over it: %w",
+			s.cfg.Dir, metaFormat, events.ErrCorrupt)
 	case errors.Is(err, events.ErrNotFound):
 		id := s.cfg.LedgerID
 		if id == "" {
@@ -590,11 +672,16 @@ func (s *Store) closeDB() error {
 	if s.failure() == nil {
 		if err := s.db.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
-		} else if err := s.wal.DropThrough(s.walApplied.Load(), true); err != nil {
-			errs = append(errs, err)
+		} else if s.wal != nil {
+			if err := s.wal.DropThrough(s.walApplied.Load(), true); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	errs = append(errs, s.wal.Close(), s.db.Close())
+	if s.wal != nil {
+		errs = append(errs, s.wal.Close())
+	}
+	errs = append(errs, s.db.Close())
 	return errors.Join(errs...)
 }
 
@@ -622,6 +709,12 @@ func (s *Store) fail(err error) {
 	s.mu.Unlock()
 	s.cfg.Logger.Error("store failed: refusing writes until restart", "err", err)
 }
+
+// Failure returns the error that failed the store (a write or sync error of
+// its log or of Pebble), or nil while it accepts writes. A failed store
+// serves reads of what it acknowledged; only reopening it (a restart) lets
+// it write again.
+func (s *Store) Failure() error { return s.failure() }
 
 func (s *Store) failure() error {
 	s.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -35,6 +37,13 @@ import (
 // that covers its record (SyncTo); a signed checkpoint is synced after the
 // events it covers (one ordered log); replicated batches are written
 // without a sync, as before, the raft log being their write-ahead log.
+//
+// With Config.WAL = WALPebble the same functions commit to Pebble's WAL
+// instead (Pebble applies and logs in one call, and a batch's SyncWait is
+// its fsync); the log is then opened only to replay what it holds.
+//
+// Any error of either log fails the store (fail): it refuses every write
+// until it is reopened, which reads back what reached the disk.
 
 // walDir is where the log's segments are, inside the Pebble directory dir.
 func walDir(fs vfs.FS, dir string) string { return fs.PathJoin(dir, "greffe-wal") }
@@ -59,7 +68,7 @@ func (s *Store) openWAL() error {
 		return err
 	}
 	replayed := 0
-	l, err := wal.Open(wal.Options{FS: s.fs(), Dir: walDir(s.fs(), s.cfg.Dir), SegmentSize: s.cfg.WALSegmentSize}, after, func(r wal.Record) error {
+	l, err := wal.Open(wal.Options{FS: s.fs(), Dir: walDir(s.fs(), s.cfg.Dir), SegmentSize: s.cfg.WALSegmentSize, Logger: s.cfg.Logger}, after, func(r wal.Record) error {
 		b, err := recordBatch(s.db, r)
 		if err != nil {
 			return err
@@ -92,6 +101,12 @@ func (s *Store) openWAL() error {
 		s.cfg.Logger.Info("replayed the write-ahead log", "records", replayed, "through", last)
 	}
 	s.walApplied.Store(last)
+	if s.pebbleWAL {
+		// Pebble's WAL takes the writes; this log is empty, and the next
+		// open reads it again in case a binary with WALGreffe wrote to it.
+		s.wal = nil
+		return l.Close()
+	}
 	return nil
 }
 
@@ -121,13 +136,24 @@ func decodeWALSeq(v []byte) (uint64, error) {
 // then; the store never shows events past the acknowledged head.
 // REQUIRES: dbMu held for reading.
 func (s *Store) writeBatch(b *pebble.Batch) (end uint64, err error) {
+	if s.pebbleWAL {
+		return 0, s.failOn(s.guard(func() error { return s.db.Apply(b, pebble.NoSync) }))
+	}
 	s.walMu.Lock()
 	defer s.walMu.Unlock()
 	seq, end, err := s.appendWAL(b)
 	if err != nil {
-		return 0, err
+		return 0, s.failOn(err)
 	}
-	return end, s.applyWAL(b, seq)
+	return end, s.failOn(s.applyWAL(b, seq))
+}
+
+// failOn fails the store when err is not nil, and returns err.
+func (s *Store) failOn(err error) error {
+	if err != nil {
+		s.fail(err)
+	}
+	return err
 }
 
 // appendWAL numbers b (walSeqKey) and appends it to the log. The caller
@@ -162,11 +188,52 @@ func (s *Store) applyWAL(b *pebble.Batch, seq uint64) error {
 // commitSynced is writeBatch followed by the sync. REQUIRES: dbMu held
 // for reading.
 func (s *Store) commitSynced(b *pebble.Batch) error {
+	if err := s.failure(); err != nil {
+		return fmt.Errorf("%w: %v", errStoreFailed, err)
+	}
+	if s.pebbleWAL {
+		return s.failOn(s.guard(func() error { return s.db.Apply(b, pebble.Sync) }))
+	}
 	end, err := s.writeBatch(b)
 	if err != nil {
 		return err
 	}
-	return s.wal.SyncTo(end)
+	return s.failOn(s.wal.SyncTo(end))
+}
+
+// holdsLedger reports whether dir holds files of a ledger: tables, blob
+// files, or write-ahead log records (of either log). Open initialises a
+// store only where it does not.
+func holdsLedger(fs vfs.FS, dir string) (bool, error) {
+	names, err := fs.List(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", dir, err)
+	}
+	for _, n := range names {
+		switch {
+		case strings.HasSuffix(n, ".sst"), strings.HasSuffix(n, ".blob"):
+			return true, nil
+		case strings.HasSuffix(n, ".log"):
+			if fi, err := fs.Stat(fs.PathJoin(dir, n)); err == nil && fi.Size() > 0 {
+				return true, nil
+			}
+		}
+	}
+	segs, err := fs.List(walDir(fs, dir))
+	if err != nil {
+		return false, nil // no log folder: nothing logged
+	}
+	for _, n := range segs {
+		if strings.HasSuffix(n, ".wal") && !strings.HasPrefix(n, "free-") {
+			if fi, err := fs.Stat(fs.PathJoin(walDir(fs, dir), n)); err == nil && fi.Size() > 0 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // maxLiveSegments bounds the log between Pebble's own flushes: past it, a
@@ -193,7 +260,9 @@ func (s *Store) walDropLoop(ctx context.Context) {
 		s.dbMu.RLock()
 		if s.wal == l {
 			if err := s.dropFlushed(l); err != nil {
-				s.cfg.Logger.Warn("drop write-ahead log segments", "err", err)
+				// A flush, a rename or a folder sync that failed: the disk
+				// is not trusted any more (see fail).
+				s.fail(fmt.Errorf("drop write-ahead log segments: %w", err))
 			}
 		}
 		s.dbMu.RUnlock()
