@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/record"
@@ -60,15 +61,18 @@ func pebbleCRC(b []byte) uint32 {
 //
 // It finds the MANIFEST through Pebble's marker file
 // (marker.manifest.<n>.MANIFEST-<m>), reads that one file sequentially and
-// writes nothing: it takes no lock and may run on a folder a node holds
-// (it then at worst sees the record being appended as a torn tail). Its cost
-// is one read of the file, which Pebble makes at every open anyway (the
-// MANIFEST stays below Pebble's MaxManifestFileSize, 128 MiB by default,
-// and is usually a few KiB); its memory is one 32 KiB block, plus the
-// file's tail when a record does not read back. fs nil means vfs.Default.
+// writes nothing. It takes no lock: call it on a stopped store, or before
+// Pebble opens the folder (a running Pebble may rotate the MANIFEST away
+// under it, which would read as a missing MANIFEST). Its cost is one
+// listing of dir and one read of the file, which Pebble makes at every open
+// anyway (the MANIFEST stays below Pebble's MaxManifestFileSize, 128 MiB by
+// default, and is usually a few KiB); its memory is two 32 KiB buffers,
+// plus the file's tail when a record does not read back. fs nil means
+// vfs.Default. Safe for concurrent use.
 //
 // It returns:
-//   - nil when dir has no MANIFEST marker (a new folder: nothing to check),
+//   - nil when dir does not exist or has no MANIFEST marker (a store not
+//     created yet: nothing to check),
 //     or when every record reads back, or when only the last record does
 //     not and it is a torn tail: cut short by the end of the file, or
 //     holding a sector of zeros where a write did not reach the disk. That
@@ -80,17 +84,24 @@ func pebbleCRC(b []byte) uint32 {
 //     whole and fails its checksum with no sector missing (a changed
 //     byte); or its length field alone is wrong (the chunk checks out over
 //     the bytes up to the end of the file); or its header is one Pebble's
-//     writer never writes. Also when the marker names a MANIFEST that is
-//     missing.
+//     writer never writes. Also, naming the folder, when the marker's name
+//     does not parse, and, naming the MANIFEST, when the marker names one
+//     that is missing.
 //   - another error when the folder or the file cannot be read (I/O): that
 //     is not damage.
 func CheckManifest(fs vfs.FS, dir string) error {
 	if fs == nil {
 		fs = vfs.Default
 	}
+	if _, err := fs.List(dir); errors.Is(err, os.ErrNotExist) {
+		return nil // a store not created yet
+	} else if err != nil {
+		return fmt.Errorf("list %s: %w", dir, err)
+	}
 	name, err := atomicfs.ReadMarker(fs, dir, "manifest")
 	if err != nil {
-		return fmt.Errorf("read the MANIFEST marker of %s: %w", dir, err)
+		// The folder lists: what fails is the markers' names.
+		return &DamageError{File: dir, Offset: -1, Err: fmt.Errorf("the MANIFEST marker does not read: %w", err)}
 	}
 	if name == "" {
 		return nil

@@ -140,13 +140,17 @@ func TestCheckManifest(t *testing.T) {
 	}
 }
 
-// TestCheckManifest_Folders: the folders with nothing to check, and a
-// marker naming a MANIFEST that is missing.
+// TestCheckManifest_Folders: the folders with nothing to check (the store's
+// Open calls it before Pebble creates anything), and a marker naming a
+// MANIFEST that is missing.
 func TestCheckManifest_Folders(t *testing.T) {
 	if err := pebblelog.CheckManifest(nil, t.TempDir()); err != nil {
 		t.Errorf("empty folder: %v", err)
 	}
-	// A store held by a running node: read-only, no lock needed.
+	if err := pebblelog.CheckManifest(nil, filepath.Join(t.TempDir(), "none")); err != nil {
+		t.Errorf("no folder (a store not created yet): %v", err)
+	}
+	// The folder of a running store, while it is idle: no lock needed.
 	held := t.TempDir()
 	openStore(t, held)
 	if err := pebblelog.CheckManifest(nil, held); err != nil {
