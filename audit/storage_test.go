@@ -84,6 +84,7 @@ func storageStore(t testing.TB, n int, unclean bool) (*fixture, string) {
 type damage struct {
 	file   string // relative to the ledger folder
 	offset int64  // the byte flipped; -1: the file is removed
+	cut    bool   // the file is cut at offset instead
 }
 
 // flip flips the byte in the ledger folder dir itself and returns what
@@ -118,6 +119,12 @@ func (d damage) apply(t testing.TB, src string) string {
 	p := filepath.Join(dst, d.file)
 	if d.offset < 0 {
 		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		return dst
+	}
+	if d.cut {
+		if err := os.Truncate(p, d.offset); err != nil {
 			t.Fatal(err)
 		}
 		return dst
@@ -217,6 +224,8 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 		// want is the file the first fault names; "" when the byte is one
 		// nothing reads (the log must then verify in full).
 		want string
+		// detail, when set, is part of the first fault's detail.
+		detail string
 		// limitation: what the test can only require of a case that the
 		// store's formats cannot tell from a crash (no error, no panic).
 		limitation bool
@@ -224,7 +233,7 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 	var tests []tc
 	three := func(kind, file string, size int64) {
 		for _, off := range []int64{0, size / 2, size - 1} {
-			tests = append(tests, tc{name: fmt.Sprintf("%s %s@%d", kind, file, off), f: f, src: clean, d: damage{file, off}, want: file})
+			tests = append(tests, tc{name: fmt.Sprintf("%s %s@%d", kind, file, off), f: f, src: clean, d: damage{file: file, offset: off}, want: file})
 		}
 	}
 	for _, n := range named(files, func(n string) bool { return strings.HasSuffix(n, ".sst") }) {
@@ -243,23 +252,29 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 		t.Fatalf("MANIFEST records at %v, want several", recs)
 	}
 	for _, off := range []int64{0, recs[len(recs)/2] + 3, recs[len(recs)/2+1] - 1, files[manifest] - 1} {
-		tests = append(tests, tc{name: fmt.Sprintf("MANIFEST @%d", off), f: f, src: clean, d: damage{manifest, off}, want: manifest})
+		tests = append(tests, tc{name: fmt.Sprintf("MANIFEST @%d", off), f: f, src: clean, d: damage{file: manifest, offset: off}, want: manifest})
 	}
+	// Cut after its first records, the MANIFEST reads as a torn tail (what
+	// a crash leaves, and Pebble drops); it no longer describes the tables
+	// that hold the meta records, which are on disk: damaged storage, not
+	// an empty ledger.
+	tests = append(tests, tc{name: "MANIFEST cut after its first records", f: f, src: clean,
+		d: damage{file: manifest, offset: recs[2], cut: true}, want: manifest, detail: "no meta record"})
 	options := named(files, func(n string) bool { return strings.HasPrefix(n, "OPTIONS-") })[0]
 	tests = append(tests,
 		// "[Version]" no longer parses: Pebble refuses the folder.
-		tc{name: "OPTIONS, its first line", f: f, src: clean, d: damage{options, 0}, want: options},
+		tc{name: "OPTIONS, its first line", f: f, src: clean, d: damage{file: options, offset: 0}, want: options},
 		// The last value of the file: Pebble reads options from its
 		// caller, this one is not checked against the store's.
-		tc{name: "OPTIONS, a value Pebble does not compare", f: f, src: clean, d: damage{options, files[options] - 2}, want: ""})
+		tc{name: "OPTIONS, a value Pebble does not compare", f: f, src: clean, d: damage{file: options, offset: files[options] - 2}, want: ""})
 	for _, m := range named(files, func(n string) bool { return strings.HasPrefix(n, "marker.") }) {
 		marker := "marker." + strings.Split(m, ".")[1]
-		tests = append(tests, tc{name: "removed " + m, f: f, src: clean, d: damage{m, -1}, want: marker})
+		tests = append(tests, tc{name: "removed " + m, f: f, src: clean, d: damage{file: m, offset: -1}, want: marker})
 	}
 	// A cleanly closed store keeps its emptied log segments for reuse:
 	// nothing reads them.
 	for _, n := range named(files, func(n string) bool { return strings.HasPrefix(n, "greffe-wal/free-") }) {
-		tests = append(tests, tc{name: "free log segment " + n, f: f, src: clean, d: damage{n, files[n] / 2}, want: ""})
+		tests = append(tests, tc{name: "free log segment " + n, f: f, src: clean, d: damage{file: n, offset: files[n] / 2}, want: ""})
 	}
 	// The live log segments of a store stopped uncleanly. A segment is
 	// synced in full before the next one takes writes: a record that does
@@ -275,7 +290,7 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 	for i, n := range segs {
 		for _, off := range []int64{0, ufiles[n] / 2, ufiles[n] - 1} {
 			tests = append(tests, tc{name: fmt.Sprintf("log segment %s@%d", n, off), f: uncleanF, src: unclean,
-				d: damage{n, off}, want: "greffe-wal", limitation: i == len(segs)-1})
+				d: damage{file: n, offset: off}, want: "greffe-wal", limitation: i == len(segs)-1})
 		}
 	}
 
@@ -295,8 +310,8 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 				}
 			case rep.First == nil:
 				t.Errorf("verified with %d events: no fault", rep.Events)
-			case rep.First.Kind != audit.KindStorageCorrupt || rep.First.File != tc.want:
-				t.Errorf("first fault %v, want %s in %s", rep.First, audit.KindStorageCorrupt, tc.want)
+			case rep.First.Kind != audit.KindStorageCorrupt || rep.First.File != tc.want || !strings.Contains(rep.First.Detail, tc.detail):
+				t.Errorf("first fault %v, want %s in %s (%q)", rep.First, audit.KindStorageCorrupt, tc.want, tc.detail)
 			}
 		})
 	}
@@ -319,7 +334,7 @@ func TestVerifyDir_DamagedStorageRandomFlips(t *testing.T) {
 	outcomes := map[string]int{}
 	for i := range 200 {
 		name := names[rng.IntN(len(names))]
-		d := damage{name, rng.Int64N(files[name])}
+		d := damage{file: name, offset: rng.Int64N(files[name])}
 		undo := d.flip(t, dir)
 		rep, err := verifyDamaged(t, f, dir)
 		undo()
