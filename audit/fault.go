@@ -10,6 +10,14 @@ import (
 // Fault kinds. They are stable codes (docs/AUDIT.md): never renamed, never
 // reused. Each names what is wrong, not how it was found.
 const (
+	// KindStorageCorrupt: a file of the store does not read back as it was
+	// written: a table, blob file, MANIFEST, OPTIONS file or write-ahead log
+	// segment fails a checksum or a format check, or the MANIFEST lost the
+	// tables that hold the ledger. What the file held cannot be verified,
+	// and the verification stops there. File names it; Position is the
+	// first position it hides when the damage showed in the event key
+	// space, NoPosition otherwise.
+	KindStorageCorrupt = "storage_corrupt"
 	// KindStoreIdentity: the store's format or ledger id is missing or not
 	// one this binary knows.
 	KindStoreIdentity = "store_identity"
@@ -92,7 +100,7 @@ const (
 // first (a missing or moved event explains a hash mismatch at its
 // position, which explains a checkpoint that does not match).
 var kindOrder = []string{
-	KindStoreIdentity, KindMalformedKey, KindEventMissing, KindCheckpointBeyondLog, KindEventBeyondHead,
+	KindStorageCorrupt, KindStoreIdentity, KindMalformedKey, KindEventMissing, KindCheckpointBeyondLog, KindEventBeyondHead,
 	KindEventUndecodable, KindPositionMismatch, KindLeafHashMismatch, KindLeafTileMissing,
 	KindNodeHashMismatch, KindNodeMissing, KindUnexpectedEntry, KindDuplicateEventID,
 	KindStreamVersion, KindRecordedAtBackwards, KindSignatureInvalid,
@@ -142,6 +150,16 @@ type Fault struct {
 	Reason string `json:"reason,omitempty"`
 	// KeyID is the signer's key id, for signature faults.
 	KeyID string `json:"key_id,omitempty"`
+	// File is the damaged file, for storage faults: a path relative to
+	// the verified folder (Report.Source), or "." for the folder itself
+	// when no single file can be blamed.
+	File string `json:"file,omitempty"`
+	// Offset is where in File the damage starts, in bytes, when known.
+	Offset *int64 `json:"offset,omitempty"`
+	// KeySpace is the key space being read when the damage showed, for
+	// storage faults (event, leaf tile, tree node, stream index, event-id
+	// index, checkpoint, meta).
+	KeySpace string `json:"key_space,omitempty"`
 	// Detail says what was found, for a person.
 	Detail string `json:"detail"`
 }
@@ -161,6 +179,12 @@ func (f Fault) String() string {
 		where += fmt.Sprintf(" (checkpoint of size %d)", *f.Checkpoint)
 	}
 	s := fmt.Sprintf("%s: %s", where, f.Kind)
+	if f.File != "" {
+		s += " in " + f.File
+		if f.Offset != nil {
+			s += fmt.Sprintf(" at offset %d", *f.Offset)
+		}
+	}
 	if f.Reason != "" {
 		s += " (" + f.Reason + ")"
 	}

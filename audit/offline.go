@@ -3,7 +3,10 @@ package audit
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -28,17 +31,33 @@ const eventWindow = 1 << 16
 // the stored event bytes, scanning each key space once in key order.
 //
 // A returned error means the verification could not run (exit code 2); the
-// ledger's faults are in the report (exit code 1 when any).
+// ledger's faults are in the report (exit code 1 when any). Damaged storage
+// (a file of the store that does not read back, pebblelog.DamageError) is a
+// fault, KindStorageCorrupt, one per damaged file: the verification stops
+// where it showed, and the report holds what was verified until then.
 func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	cfg.setDefaults()
 	start := time.Now()
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
 	fs := newFaults(cfg.MaxFaults)
 	rep := &Report{Source: dir}
+	// stop ends the verification on err: a report when err is damage,
+	// else err (could not run).
+	stop := func(err error) (*Report, error) {
+		var de *pebblelog.DamageError
+		if !errors.As(err, &de) {
+			return nil, err
+		}
+		if err := storageFaults(ctx, dir, de, fs); err != nil {
+			return nil, err
+		}
+		rep.finish(fs, start)
+		return rep, nil
+	}
+	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	if err != nil {
+		return stop(err)
+	}
+	defer in.Close()
 
 	meta := in.Meta()
 	switch {
@@ -76,7 +95,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return stop(err)
 	}
 	if len(cps) > 0 && len(cfg.Verifiers) == 0 {
 		return nil, fmt.Errorf("%w: the store holds %d checkpoints and no verifier key is configured", ErrConfig, len(cps))
@@ -136,6 +155,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 				return nil
 			}
 			lastKey = int64(pos)
+			rep.Events++
 			return f.event(pos, e.Value)
 		})
 		if err != nil {
@@ -147,7 +167,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		err = ierr
 	}
 	if err != nil {
-		return nil, err
+		return stop(err)
 	}
 	if stored := uint64(lastKey + 1); meta.StateErr == nil && stored > state.Size {
 		fs.add(Fault{Kind: KindEventBeyondHead, Position: int64(state.Size), End: int64(stored),
@@ -167,8 +187,9 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	g.Go(func() error { checkStreamIndex(r, fs, &se); return nil })
 	g.Go(func() error { checkIDIndex(r, fs, ids); return nil })
 	g.Go(func() error { return checkStoredTree(gctx, in, r, n, fs) })
+	rep.Events, rep.Streams, rep.Signatures = r.size(), len(r.names), r.sigs
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return stop(err)
 	}
 
 	if meta.StateErr == nil && state.Size <= r.size() {
@@ -186,7 +207,6 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Checkpoints = nc
-	rep.Events, rep.Streams, rep.Signatures = r.size(), len(r.names), r.sigs
 	rep.Size = n
 	root := r.tree.root(n)
 	rep.Root = root[:]
@@ -199,6 +219,76 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	}
 	rep.finish(fs, start)
 	return rep, nil
+}
+
+// storageFaults reports damaged storage: the damage that showed, where it
+// showed, and every other damaged file pebblelog.CheckFiles finds (it names
+// the file when Pebble did not).
+func storageFaults(ctx context.Context, dir string, shown *pebblelog.DamageError, fs *faults) error {
+	found, err := pebblelog.CheckFiles(ctx, nil, dir)
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	// A folder the checks cannot read through (an I/O error) still has
+	// the damage that showed: it is reported alone.
+	// Without a file named, the damage is pinned on the one file the
+	// checks find, if they find one.
+	if shown.File == dir && len(found) == 1 {
+		named := *shown
+		named.File, named.Offset = found[0].File, found[0].Offset
+		named.Err = fmt.Errorf("%w (%v)", shown.Err, found[0].Err)
+		shown, found = &named, nil
+	}
+	fs.add(storageFault(dir, shown))
+	for _, d := range found {
+		if d.File != shown.File {
+			fs.add(storageFault(dir, d))
+		}
+	}
+	return nil
+}
+
+// storageFault is the fault of one damaged file.
+func storageFault(dir string, d *pebblelog.DamageError) Fault {
+	f := Fault{Kind: KindStorageCorrupt, Position: NoPosition, File: relPath(dir, d.File)}
+	if d.Offset >= 0 {
+		f.Offset = &d.Offset
+	}
+	var where string
+	if d.Space != 0 {
+		f.KeySpace = d.Space.String()
+		where = fmt.Sprintf("the %s key space does not read back", d.Space)
+		switch pos, ok := pebblelog.ParseEventKey(d.Key); {
+		case d.Space == pebblelog.SpaceEvents && ok:
+			f.Position = int64(pos)
+		case d.Space == pebblelog.SpaceEvents && d.After == nil:
+			f.Position = 0
+		case d.Space == pebblelog.SpaceEvents:
+			if pos, ok := pebblelog.ParseEventKey(d.After); ok {
+				f.Position = int64(pos + 1)
+			}
+		}
+		switch {
+		case d.Key != nil:
+			where += fmt.Sprintf(" at key %x", d.Key)
+		case d.After != nil:
+			where += fmt.Sprintf(" after key %x", d.After)
+		}
+		if f.Position != NoPosition {
+			where += fmt.Sprintf(" (the events from position %d on are not verified)", f.Position)
+		}
+		where += ": "
+	}
+	f.Detail = where + d.Err.Error()
+	return f
+}
+
+// relPath is path relative to dir when it is inside it.
+func relPath(dir, path string) string {
+	if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
 }
 
 func blameValue(pos uint64, ok bool) int64 {

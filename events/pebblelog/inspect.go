@@ -1,6 +1,7 @@
 package pebblelog
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -68,7 +69,9 @@ type InspectConfig struct {
 // while a node holds the store. Safe for concurrent use; each Scan uses its
 // own iterator.
 type Inspector struct {
-	db *pebble.DB
+	db  *pebble.DB
+	fs  vfs.FS
+	dir string
 	// r is what the scans read: db, or db under an in-memory batch of the
 	// write-ahead log's records that db's tables lack (a store stopped
 	// without a clean close).
@@ -98,28 +101,42 @@ func OpenInspector(cfg InspectConfig) (*Inspector, error) {
 	if _, err := fs.Stat(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("open store %s: %v: %w", cfg.Dir, err, events.ErrNotFound)
 	}
+	db, err := openReadOnly(cfg, fs)
+	if err != nil {
+		if isLockError(err) {
+			return nil, fmt.Errorf("open store %s: %w (%v)", cfg.Dir, ErrLocked, err)
+		}
+		return nil, openFailure(fs, cfg.Dir, err)
+	}
+	in := &Inspector{db: db, r: db, fs: fs, dir: cfg.Dir}
+	if err := in.checkStorage(); err != nil {
+		_ = in.Close()
+		return nil, err
+	}
+	return in, nil
+}
+
+// openReadOnly opens Pebble read-only on the store's folder.
+func openReadOnly(cfg InspectConfig, fs vfs.FS) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, pebblePanic(cfg.Dir, r)
+		}
+	}()
 	cache := pebble.NewCache(cfg.CacheSize)
 	defer cache.Unref()
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{
+	return pebble.Open(cfg.Dir, &pebble.Options{
 		ReadOnly:           true,
 		ErrorIfNotExists:   true,
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		FS:                 fs,
-		Logger:             quietLogger{l: discardLogger()},
+		// Fatalf panics (quietLogger); the scans recover it as damage.
+		Logger: quietLogger{l: discardLogger()},
+		// Pebble's default reaction to a damaged block is Logger.Fatalf:
+		// here the read returns its error, and the scans report it.
+		EventListener: &pebble.EventListener{DataCorruption: func(pebble.DataCorruptionInfo) {}},
 	})
-	if err != nil {
-		if isLockError(err) {
-			return nil, fmt.Errorf("open store %s: %w (%v)", cfg.Dir, ErrLocked, err)
-		}
-		return nil, fmt.Errorf("open store %s read-only: %w", cfg.Dir, err)
-	}
-	in := &Inspector{db: db, r: db}
-	if err := in.overlayWAL(fs, cfg.Dir); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("open store %s read-only: %w", cfg.Dir, err)
-	}
-	return in, nil
 }
 
 // overlayWAL reads the store's write-ahead log (walstore.go) and, if it
@@ -157,22 +174,31 @@ func isLockError(err error) bool {
 }
 
 // Close releases the store. Idempotent.
-func (in *Inspector) Close() error {
+func (in *Inspector) Close() (err error) {
 	if in.db == nil {
 		return nil
 	}
+	// After damage Pebble's bookkeeping may be off (an iterator that
+	// panicked is not closed): closing must not panic in turn.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("close store %s: pebble panicked: %v", in.dir, r)
+		}
+		in.db, in.r = nil, nil
+	}()
 	if in.overlay != nil {
 		_ = in.overlay.Close()
 		in.overlay = nil
 	}
-	err := in.db.Close()
-	in.db, in.r = nil, nil
-	return err
+	return in.db.Close()
 }
 
 // Scan calls fn for every entry of space in key order, until fn returns an
 // error (which Scan returns) or ctx ends (checked every 4096 entries).
-// Entries alias Pebble's memory: see Entry.
+// Entries alias Pebble's memory: see Entry. Stored data that does not read
+// back ends the scan with a *DamageError (errors.Is events.ErrCorrupt) that
+// says which key space, which key and, where Pebble or the file's checks
+// can tell, which file.
 func (in *Inspector) Scan(ctx context.Context, space Space, fn func(Entry) error) error {
 	return in.ScanFrom(ctx, space, nil, fn)
 }
@@ -180,11 +206,52 @@ func (in *Inspector) Scan(ctx context.Context, space Space, fn func(Entry) error
 // ScanFrom is Scan starting at the first key >= start (a full key,
 // prefix included; nil starts at the beginning of the space).
 func (in *Inspector) ScanFrom(ctx context.Context, space Space, start []byte, fn func(Entry) error) error {
-	it, err := in.r.NewIter(&pebble.IterOptions{LowerBound: []byte{byte(space)}, UpperBound: []byte{byte(space) + 1}})
+	return in.iterate(ctx, space, []byte{byte(space)}, []byte{byte(space) + 1}, start, fn)
+}
+
+// iterate calls fn for every entry in [lower, upper) from the first key >=
+// start (nil: lower), keys of space. Errors and panics of Pebble's read
+// path become a *DamageError when they show damage (guard); fn's own
+// errors and panics pass through untouched.
+func (in *Inspector) iterate(ctx context.Context, space Space, lower, upper, start []byte, fn func(Entry) error) (err error) {
+	var (
+		it    *pebble.Iterator
+		key   []byte // the key whose value is being read; nil between entries
+		last  []byte // a copy of the last key read intact
+		inFn  bool
+		fnErr bool
+	)
+	defer func() {
+		r := recover()
+		if r != nil && inFn {
+			panic(r) // the caller's, not Pebble's
+		}
+		if it != nil {
+			if r != nil {
+				closeAfterPanic(it)
+			} else if cerr := it.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if fnErr {
+			return
+		}
+		if r != nil {
+			err = pebblePanic(in.dir, r)
+		}
+		err = pebbleDamage(in.fs, in.dir, err)
+		if de := (*DamageError)(nil); errors.As(err, &de) && de.Space == 0 {
+			de.Space, de.Key = space, bytes.Clone(key)
+			if last != nil {
+				de.After = last
+			}
+		}
+	}()
+	it, err = in.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
+		it = nil
 		return err
 	}
-	defer it.Close()
 	ok := it.First()
 	if start != nil {
 		ok = it.SeekGE(start)
@@ -192,16 +259,22 @@ func (in *Inspector) ScanFrom(ctx context.Context, space Space, start []byte, fn
 	for n := 0; ok; ok, n = it.Next(), n+1 {
 		if n&4095 == 0 {
 			if err := ctx.Err(); err != nil {
+				fnErr = true
 				return err
 			}
 		}
+		key = it.Key()
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return fmt.Errorf("read %q space: %w", byte(space), err)
+			return fmt.Errorf("read the %s key space: %w", space, err)
 		}
-		if err := fn(Entry{Key: it.Key(), Value: v}); err != nil {
+		inFn = true
+		if err := fn(Entry{Key: key, Value: v}); err != nil {
+			fnErr = true
 			return err
 		}
+		inFn = false
+		last, key = append(last[:0], key...), nil
 	}
 	return it.Error()
 }
@@ -247,39 +320,23 @@ func (in *Inspector) ScanEvents(ctx context.Context, window uint64, fn func(Entr
 
 // firstFrom returns (a copy of) the first key in [lower, upper).
 func (in *Inspector) firstFrom(lower, upper []byte) ([]byte, bool, error) {
-	it, err := in.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
+	var first []byte
+	err := in.iterate(context.Background(), SpaceEvents, lower, upper, nil, func(e Entry) error {
+		first = bytes.Clone(e.Key)
+		return errStopScan
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
 		return nil, false, err
 	}
-	defer it.Close()
-	if !it.First() {
-		return nil, false, it.Error()
-	}
-	return append([]byte(nil), it.Key()...), true, nil
+	return first, first != nil, nil
 }
+
+// errStopScan ends a scan early; never returned.
+var errStopScan = errors.New("stop")
 
 // scanBounds calls fn for every entry in [lower, upper).
 func (in *Inspector) scanBounds(ctx context.Context, lower, upper []byte, fn func(Entry) error) error {
-	it, err := in.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok, n := it.First(), 0; ok; ok, n = it.Next(), n+1 {
-		if n&4095 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return fmt.Errorf("read event space: %w", err)
-		}
-		if err := fn(Entry{Key: it.Key(), Value: v}); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+	return in.iterate(ctx, SpaceEvents, lower, upper, nil, fn)
 }
 
 // Meta is the store's metadata as recorded. A field that is missing or
@@ -311,17 +368,23 @@ type State struct {
 // Meta reads the store's metadata.
 func (in *Inspector) Meta() Meta {
 	var m Meta
-	get := func(k []byte) ([]byte, error) {
-		v, closer, err := in.r.Get(k)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil, fmt.Errorf("meta %q missing: %w", k[1:], events.ErrNotFound)
+	get := func(k []byte) (out []byte, err error) {
+		err = in.guard(func() error {
+			v, closer, err := in.r.Get(k)
+			if errors.Is(err, pebble.ErrNotFound) {
+				return fmt.Errorf("meta %q missing: %w", k[1:], events.ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			out = append([]byte(nil), v...)
+			return closer.Close()
+		})
+		var de *DamageError
+		if errors.As(err, &de) && de.Space == 0 {
+			de.Space, de.Key = SpaceMeta, k
 		}
-		if err != nil {
-			return nil, err
-		}
-		out := append([]byte(nil), v...)
-		_ = closer.Close()
-		return out, nil
+		return out, err
 	}
 	f, err := get(metaFormat)
 	m.Format, m.FormatErr = string(f), err

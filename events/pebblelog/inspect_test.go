@@ -3,6 +3,9 @@ package pebblelog_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -93,3 +96,87 @@ type silent struct{}
 func (silent) Infof(string, ...any)           {}
 func (silent) Errorf(string, ...any)          {}
 func (silent) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+
+// TestInspector_DamageIsAnError: a flipped byte in a table or a blob file of
+// a closed store ends the scan that reads it with a *DamageError naming the
+// file and the key space, never a panic (Pebble's default reaction to a
+// damaged block is Logger.Fatalf, and a damaged blob file footer panics in
+// Pebble itself); CheckFiles names the same file.
+func TestInspector_DamageIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	s, err := pebblelog.Open(pebblelog.Config{Dir: dir, LedgerID: testLedger, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		pad := strings.Repeat("x", 400) // above the value-separation threshold: in a blob file
+		if _, err := s.Append(t.Context(), one("d", events.ExpectAny, ev("D", fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	type flip struct {
+		name string
+		file string
+		at   func(size int64) int64
+	}
+	var tests []flip
+	for _, ext := range []string{".sst", ".blob"} {
+		names, _ := filepath.Glob(filepath.Join(dir, "*"+ext))
+		for _, n := range names {
+			tests = append(tests,
+				flip{filepath.Base(n) + ", first block", n, func(int64) int64 { return 10 }},
+				flip{filepath.Base(n) + ", footer", n, func(size int64) int64 { return size - 2 }})
+		}
+	}
+	if len(tests) < 8 {
+		t.Fatalf("%d flips: the store holds too few tables and blob files", len(tests))
+	}
+	spaces := []pebblelog.Space{pebblelog.SpaceEvents, pebblelog.SpaceLeafTiles, pebblelog.SpaceNodes,
+		pebblelog.SpaceStreams, pebblelog.SpaceIDs, pebblelog.SpaceCheckpoints}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			orig, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := append([]byte(nil), orig...)
+			b[tc.at(int64(len(b)))] ^= 0x55
+			if err := os.WriteFile(tc.file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(tc.file, orig, 0o600)
+			// Whatever reads the damaged file first says so: the open (the
+			// meta records, the log's seq) or the scan of its key space.
+			in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+			if err == nil {
+				defer in.Close()
+				for _, sp := range spaces {
+					if err = in.Scan(t.Context(), sp, func(pebblelog.Entry) error { return nil }); err != nil {
+						break
+					}
+				}
+			}
+			var de *pebblelog.DamageError
+			if !errors.As(err, &de) || !errors.Is(err, events.ErrCorrupt) {
+				t.Fatalf("open and scans: %v, want a DamageError", err)
+			}
+			if de.File != dir && de.File != tc.file {
+				t.Errorf("the damage names %s, want %s", de.File, tc.file)
+			}
+			found, err := pebblelog.CheckFiles(t.Context(), nil, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, f := range found {
+				names = append(names, f.File)
+			}
+			if diff := cmp.Diff([]string{tc.file}, names); diff != "" {
+				t.Errorf("CheckFiles (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
