@@ -56,6 +56,7 @@ type Fault struct {
 	Detail string `json:"detail"`
 }
 
+// String is the fault on one line: kind, file, detail.
 func (f Fault) String() string {
 	if f.File != "" {
 		return fmt.Sprintf("%s: %s: %s", f.Kind, f.File, f.Detail)
@@ -91,7 +92,7 @@ type Report struct {
 	// The manifest's summary (zero when it could not be read).
 	LedgerID  string    `json:"ledger_id,omitempty"`
 	NodeID    string    `json:"node_id,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
 	Size      uint64    `json:"size"`
 	Root      []byte    `json:"root,omitempty"`
 	Files     int       `json:"files"`

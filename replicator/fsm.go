@@ -27,10 +27,6 @@ type Ledger interface {
 	// Snapshot captures the applied state; Restore replaces it.
 	Snapshot() (*pebblelog.Snapshot, error)
 	Restore(r io.Reader) error
-	// SeedAppliedIndex records the raft index of the snapshot that seeds a
-	// new cluster with the ledger's history (seed.go); called before raft
-	// starts.
-	SeedAppliedIndex(index uint64) error
 	// SetProposer switches the store to replicated mode.
 	SetProposer(p pebblelog.Proposer)
 	// LedgerID and Head identify the ledger and its acknowledged end.

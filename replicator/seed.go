@@ -1,11 +1,23 @@
 package replicator
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/greffe/greffe/events/pebblelog"
 )
+
+// appliedIndexSeeder is the optional capability seedCluster needs from a
+// ledger that never was a member (pebblelog.Store has it): recording the
+// raft index of the seed snapshot. Called before raft starts.
+type appliedIndexSeeder interface {
+	SeedAppliedIndex(index uint64) error
+}
+
+var _ appliedIndexSeeder = (*pebblelog.Store)(nil)
 
 // seedCluster makes self the only voter of a new cluster whose history is
 // the ledger's: it writes a raft snapshot of the ledger, at the ledger's
@@ -32,7 +44,11 @@ func seedCluster(snaps raft.SnapshotStore, ledger Ledger, self raft.Server, tran
 	index := ledger.AppliedIndex()
 	if index == 0 {
 		index = 1
-		if err := ledger.SeedAppliedIndex(index); err != nil {
+		ls, ok := ledger.(appliedIndexSeeder)
+		if !ok {
+			return errors.New("seed the cluster: this ledger cannot record a raft index; bootstrap over an empty ledger")
+		}
+		if err := ls.SeedAppliedIndex(index); err != nil {
 			return fmt.Errorf("seed the cluster: %w", err)
 		}
 	}
