@@ -75,6 +75,13 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
+// Stream sends a GET and returns the response of a successful one for the
+// caller to read and close (a backup stream, for one). A non-2xx answer is
+// returned as *Error.
+func (c *Client) Stream(ctx context.Context, path string) (*http.Response, error) {
+	return c.raw(ctx, http.MethodGet, path, nil)
+}
+
 func (c *Client) raw(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {

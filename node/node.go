@@ -105,6 +105,10 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.prepareCluster(&sc); err != nil {
 		return nil, err
 	}
+	// Backup copies a crash left next to the ledger (GET /v1/backup).
+	if err := pebblelog.RemoveBackupLeftovers(sc.Dir, sc.FS); err != nil {
+		return nil, err
+	}
 	st, err := pebblelog.Open(sc)
 	if err != nil {
 		return nil, err
@@ -138,6 +142,8 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.API = srv
+	// GET /v1/backup: a consistent copy of the ledger, and the keys.
+	srv.MountBackup(st, keysDir(cfg.DataDir))
 	n.startKeyRing() // signed appends are checked against the key ring (keyring.go)
 	if err := n.openDomain(); err != nil {
 		n.Close()

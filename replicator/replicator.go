@@ -411,6 +411,18 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	rc.NoSnapshotRestoreOnStart = true
 	rc.NoLegacyTelemetry = true
 	rc.Logger = hlog
+	// A ledger that already holds events when its node bootstraps a new
+	// cluster (a single node's ledger, or one restored from a backup)
+	// seeds it with a snapshot instead of an empty log (seed.go).
+	seeded := false
+	if cfg.Bootstrap && !hadState && (ledger.Head().Size > 0 || ledger.AppliedIndex() > 0) {
+		self := raft.Server{Suffrage: raft.Voter, ID: rc.LocalID, Address: p.trans.LocalAddr()}
+		if err := seedCluster(snaps, ledger, self, p.trans, log); err != nil {
+			p.closePartial()
+			return nil, err
+		}
+		seeded = true
+	}
 	cache, err := raft.NewLogCache(cfg.LogCacheEntries, logs)
 	if err != nil {
 		p.closePartial()
@@ -423,7 +435,7 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	}
 	p.raft = r
 	p.rptr.Store(r)
-	if cfg.Bootstrap && !hadState {
+	if cfg.Bootstrap && !hadState && !seeded {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: p.trans.LocalAddr()}}})
 		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			_ = r.Shutdown().Error()

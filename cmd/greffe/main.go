@@ -123,8 +123,8 @@ func newRoot() *cobra.Command {
 		Long: `greffe: the append-only, tamper-evident ledger of an AI control plane.
 
 Every command that prints a result takes --json. Long operations (verify,
-bench, apply, export, mirror) draw a progress bar on a terminal and print
-plain lines otherwise.
+bench, apply, export, mirror, backup, restore) draw a progress bar on a
+terminal and print plain lines otherwise.
 
 Shell completion: greffe completion bash|zsh|fish|powershell prints a
 script; e.g. source <(greffe completion bash), or see
@@ -141,7 +141,7 @@ greffe completion bash --help (docs/OPERATIONS.md).`,
 		newInfoCmd(), newBenchCmd(), newClusterCmd(),
 		newExportCmd(), newMirrorCmd(),
 		newExecutorCmd(),
-		newVerifyCmd(), newProveCmd(), newKeysCmd(),
+		newVerifyCmd(), newProveCmd(), newKeysCmd(), newBackupCmd(), newRestoreCmd(),
 		newCmdCmd(), newApplyCmd(), newMatrixCmd(), newDemoCmd(), newVerifyProjectionsCmd(),
 	)
 	return root

@@ -1,0 +1,233 @@
+package backup
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/greffe/greffe/client"
+)
+
+// ErrBadStream wraps every problem of a received stream: not a tar, an
+// entry that is not a regular file or has an unsafe name, a stream cut
+// short (no manifest), files that differ from the manifest.
+var ErrBadStream = errors.New("backup: bad backup stream")
+
+// Route is the node's backup route; its headers announce the backup before
+// the stream starts.
+const (
+	Route        = "/v1/backup"
+	HeaderSize   = "Greffe-Backup-Size"   // events in the backup
+	HeaderRoot   = "Greffe-Backup-Root"   // base64 Merkle root at that size
+	HeaderBytes  = "Greffe-Backup-Bytes"  // bytes of the files (the manifest excluded)
+	HeaderLedger = "Greffe-Backup-Ledger" // ledger id
+)
+
+// FetchConfig configures Fetch. The zero value takes a backup with keys to
+// the OS's filesystem.
+type FetchConfig struct {
+	// WithoutKeys leaves the node's key folder out of the backup: a restore
+	// then needs the keys from elsewhere (RestoreConfig.Keys).
+	WithoutKeys bool
+	// FS is where the backup folder is written. Nil: the OS.
+	FS vfs.FS
+	// Progress, when set, is called as bytes arrive with the bytes received
+	// and the total the node announced, on the receiving goroutine.
+	Progress func(done, total int64)
+}
+
+// FetchResult describes a backup taken.
+type FetchResult struct {
+	// Dir is the backup folder; Manifest its manifest.
+	Dir      string
+	Manifest Manifest
+	// Elapsed is the time from the request to the synced folder.
+	Elapsed time.Duration
+}
+
+// Fetch takes an online backup of the node c talks to (GET /v1/backup,
+// operator or admin role) into dir, which must not exist or be empty
+// (ErrNotEmpty). It writes a staging folder next to dir and renames it into
+// place only once the stream ended with its manifest and every file
+// matched it and was synced.
+func Fetch(ctx context.Context, c *client.Client, dir string, cfg FetchConfig) (*FetchResult, error) {
+	start := time.Now()
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if err := checkTarget(cfg.FS, dir); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if cfg.WithoutKeys {
+		q.Set("keys", "false")
+	}
+	p := Route
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	resp, err := c.Stream(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	rc := ReceiveConfig{FS: cfg.FS}
+	if cfg.Progress != nil {
+		total, _ := strconv.ParseInt(resp.Header.Get(HeaderBytes), 10, 64)
+		rc.Progress = func(done int64) { cfg.Progress(done, total) }
+	}
+	m, err := Receive(ctx, resp.Body, dir, rc)
+	if err != nil {
+		return nil, err
+	}
+	return &FetchResult{Dir: dir, Manifest: m, Elapsed: time.Since(start)}, nil
+}
+
+// ReceiveConfig configures Receive.
+type ReceiveConfig struct {
+	// FS is where the backup folder is written. Nil: the OS.
+	FS vfs.FS
+	// Progress, when set, is called with the bytes of files received so
+	// far, on the receiving goroutine.
+	Progress func(done int64)
+}
+
+// Receive reads a backup stream (the format of stream.go) into dir, which
+// must not exist or be empty, through a staging folder renamed into place
+// once complete. Each file is hashed as it is written; the manifest, last,
+// must list exactly the files received, with their sizes and hashes.
+func Receive(ctx context.Context, r io.Reader, dir string, cfg ReceiveConfig) (Manifest, error) {
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
+	}
+	if err := checkTarget(cfg.FS, dir); err != nil {
+		return Manifest{}, err
+	}
+	st, err := openStaging(cfg.FS, dir, ".partial")
+	if err != nil {
+		return Manifest{}, err
+	}
+	m, err := receive(ctx, r, st, cfg.Progress)
+	if err != nil {
+		st.abort()
+		return Manifest{}, err
+	}
+	if err := st.commit(); err != nil {
+		st.abort()
+		return Manifest{}, fmt.Errorf("backup: put %s in place: %w", dir, err)
+	}
+	return m, nil
+}
+
+func receive(ctx context.Context, r io.Reader, st *staging, progress func(int64)) (Manifest, error) {
+	tr := tar.NewReader(r)
+	got := map[string]File{}
+	var done int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return Manifest{}, err
+		}
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return Manifest{}, fmt.Errorf("%w: the stream ended before its manifest (the node stopped or failed mid-way)", ErrBadStream)
+		}
+		if err != nil {
+			return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			return Manifest{}, fmt.Errorf("%w: entry %q is not a regular file", ErrBadStream, h.Name)
+		}
+		if h.Name == ManifestFile {
+			raw, err := io.ReadAll(io.LimitReader(tr, maxManifestBytes+1))
+			if err != nil {
+				return Manifest{}, fmt.Errorf("%w: manifest: %w", ErrBadStream, err)
+			}
+			return finish(tr, st, raw, got)
+		}
+		if err := checkPath(h.Name); err != nil {
+			return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
+		}
+		if _, dup := got[h.Name]; dup {
+			return Manifest{}, fmt.Errorf("%w: %s sent twice", ErrBadStream, h.Name)
+		}
+		f, err := receiveFile(tr, st, h, func(n int) {
+			done += int64(n)
+			if progress != nil {
+				progress(done)
+			}
+		})
+		if err != nil {
+			return Manifest{}, err
+		}
+		got[h.Name] = f
+	}
+}
+
+// receiveFile writes one entry, synced, and returns its size and hash.
+func receiveFile(tr *tar.Reader, st *staging, h *tar.Header, progress func(int)) (File, error) {
+	f, err := st.create(h.Name)
+	if err != nil {
+		return File{}, fmt.Errorf("backup: %s: %w", h.Name, err)
+	}
+	sum := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, sum, progressWriter(progress)), tr)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return File{}, fmt.Errorf("%w: %s cut short after %d of %d bytes", ErrBadStream, h.Name, n, h.Size)
+	case err != nil:
+		return File{}, fmt.Errorf("backup: %s: %w", h.Name, err)
+	}
+	return File{Path: h.Name, Size: n, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
+}
+
+type progressWriter func(int)
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	p(len(b))
+	return len(b), nil
+}
+
+// finish checks the manifest against the files received and writes it.
+func finish(tr *tar.Reader, st *staging, raw []byte, got map[string]File) (Manifest, error) {
+	m, err := decodeManifest(bytes.NewReader(raw))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		return Manifest{}, fmt.Errorf("%w: entries after the manifest (%v)", ErrBadStream, err)
+	}
+	for _, want := range m.Files {
+		have, ok := got[want.Path]
+		switch {
+		case !ok:
+			return Manifest{}, fmt.Errorf("%w: the manifest lists %s, which the stream did not hold", ErrBadStream, want.Path)
+		case have != want:
+			return Manifest{}, fmt.Errorf("%w: %s arrived with %d bytes and SHA-256 %s, the manifest says %d and %s",
+				ErrBadStream, want.Path, have.Size, have.SHA256, want.Size, want.SHA256)
+		}
+		delete(got, want.Path)
+	}
+	for p := range got {
+		return Manifest{}, fmt.Errorf("%w: the stream held %s, which the manifest does not list", ErrBadStream, p)
+	}
+	if err := st.writeFile(ManifestFile, raw); err != nil {
+		return Manifest{}, fmt.Errorf("backup: write the manifest: %w", err)
+	}
+	return m, nil
+}
