@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -87,9 +88,37 @@ type Batch struct {
 // ValidateStreamName checks the 1–200 printable characters without spaces rule.
 func ValidateStreamName(field, s string) error {
 	if msg := streamNameProblem(s); msg != "" {
-		return Refusef(CodeInvalidStreamName, field, "%s", msg)
+		return Refusef(textCode(s, CodeInvalidStreamName), field, "%s", msg)
 	}
 	return nil
+}
+
+// textCode is the code of a refused text field: invalid_utf8 when s is not
+// UTF-8, whatever the field, else the field's own code. Called only for a
+// refusal, so the valid path pays nothing for it.
+func textCode(s, code string) string {
+	if !utf8.ValidString(s) {
+		return CodeInvalidUTF8
+	}
+	return code
+}
+
+// jsonRefusal refuses data or metadata (field is ".data" or ".metadata"
+// under at) that isJSONObject refused: invalid_utf8 when it is a JSON
+// object whose strings are not all text (json.Valid accepts it, ValidJSON
+// does not), else notObject. Called only for a refusal.
+func jsonRefusal(b []byte, notObject, name, field string) *Error {
+	if json.Valid(b) && firstNonSpace(b) == '{' {
+		return Refusef(CodeInvalidUTF8, field, "%s holds a string that is not UTF-8 text (invalid bytes or an unpaired surrogate escape such as \\ud800) at byte %d; send JSON as UTF-8 (RFC 8259 §8.1)", name, badTextOffset(b))
+	}
+	return Refusef(notObject, field, "%s must be a JSON object", name)
+}
+
+func firstNonSpace(b []byte) byte {
+	if i := skipJSONSpace(b, 0); i < len(b) {
+		return b[i]
+	}
+	return 0
 }
 
 // streamNameProblem says what is wrong with a stream name, or "" if nothing.
@@ -111,7 +140,8 @@ func streamNameProblem(s string) string {
 	return ""
 }
 
-// textProblem says what is wrong with a text field, or "" if nothing.
+// textProblem says what is wrong with a text field, or "" if nothing
+// (textCode gives the code).
 func textProblem(s string, min, max int) string {
 	if len(s) < min || len(s) > max {
 		return fmt.Sprintf("must be %d to %d bytes long, got %d", min, max, len(s))
@@ -127,10 +157,11 @@ func textProblem(s string, min, max int) string {
 	return ""
 }
 
-// isJSONObject reports whether b is one valid JSON object (whitespace around
-// it allowed, since the bytes are stored exactly as received). It runs on
-// every event's data and metadata, so it uses ValidJSON, which gives
-// json.Valid's answer several times faster.
+// isJSONObject reports whether b is one valid JSON object whose strings are
+// text (whitespace around it allowed, since the bytes are stored exactly as
+// received). It runs on every event's data and metadata, so it uses
+// ValidJSON, several times faster than json.Valid, which also checks the
+// text.
 func isJSONObject(b []byte) bool {
 	if !ValidJSON(b) {
 		return false
@@ -165,7 +196,7 @@ func (r *AppendRequest) Validate() error {
 	total := 0
 	for i, s := range r.Streams {
 		if msg := streamNameProblem(s.Stream); msg != "" {
-			return Refusef(CodeInvalidStreamName, fmt.Sprintf("appends[%d].stream", i), "%s", msg)
+			return Refusef(textCode(s.Stream, CodeInvalidStreamName), fmt.Sprintf("appends[%d].stream", i), "%s", msg)
 		}
 		if streams[s.Stream] {
 			return Refusef(CodeDuplicateStream, fmt.Sprintf("appends[%d].stream", i), "stream %q appears twice in one append; merge its events into one entry", s.Stream)
@@ -186,33 +217,33 @@ func (r *AppendRequest) Validate() error {
 			}
 			ids[p.ID] = true
 			if msg := textProblem(p.Type, 1, MaxTypeLen); msg != "" {
-				return Refusef(CodeInvalidEventType, at(".type"), "%s", msg)
+				return Refusef(textCode(p.Type, CodeInvalidEventType), at(".type"), "%s", msg)
 			}
 			if msg := textProblem(p.CorrelationID, 0, MaxTextFieldLen); msg != "" {
-				return Refusef(CodeInvalidField, at(".correlation_id"), "%s", msg)
+				return Refusef(textCode(p.CorrelationID, CodeInvalidField), at(".correlation_id"), "%s", msg)
 			}
 			if msg := textProblem(p.CausationID, 0, MaxTextFieldLen); msg != "" {
-				return Refusef(CodeInvalidField, at(".causation_id"), "%s", msg)
+				return Refusef(textCode(p.CausationID, CodeInvalidField), at(".causation_id"), "%s", msg)
 			}
 			if msg := textProblem(p.Actor, 0, MaxTextFieldLen); msg != "" {
-				return Refusef(CodeInvalidField, at(".actor"), "%s", msg)
+				return Refusef(textCode(p.Actor, CodeInvalidField), at(".actor"), "%s", msg)
 			}
 			if !isJSONObject(p.Data) {
-				return Refusef(CodeDataNotObject, at(".data"), "data must be a JSON object")
+				return jsonRefusal(p.Data, CodeDataNotObject, "data", at(".data"))
 			}
 			if !isJSONObject(p.Metadata) {
-				return Refusef(CodeMetadataNotObject, at(".metadata"), "metadata must be a JSON object")
+				return jsonRefusal(p.Metadata, CodeMetadataNotObject, "metadata", at(".metadata"))
 			}
 			if p.Envelope != nil {
 				if len(p.Envelope.Signatures) == 0 || len(p.Envelope.Signatures) > 16 {
 					return Refusef(CodeInvalidSignature, at(".envelope.signatures"), "an envelope carries 1 to 16 signatures")
 				}
 				if msg := textProblem(p.Envelope.PayloadType, 1, MaxTypeLen); msg != "" {
-					return Refusef(CodeInvalidSignature, at(".envelope.payloadType"), "%s", msg)
+					return Refusef(textCode(p.Envelope.PayloadType, CodeInvalidSignature), at(".envelope.payloadType"), "%s", msg)
 				}
 				for k, sg := range p.Envelope.Signatures {
 					if msg := textProblem(sg.KeyID, 1, MaxTextFieldLen); msg != "" {
-						return Refusef(CodeInvalidSignature, at(fmt.Sprintf(".envelope.signatures[%d].keyid", k)), "%s", msg)
+						return Refusef(textCode(sg.KeyID, CodeInvalidSignature), at(fmt.Sprintf(".envelope.signatures[%d].keyid", k)), "%s", msg)
 					}
 					if len(sg.Sig) == 0 || len(sg.Sig) > 1024 {
 						return Refusef(CodeInvalidSignature, at(fmt.Sprintf(".envelope.signatures[%d].sig", k)), "a signature is 1 to 1024 bytes")
