@@ -143,6 +143,21 @@ func DecodeStrict(rd io.Reader, v any) error {
 
 // decodeStrictBytes is DecodeStrict on a body already read.
 func decodeStrictBytes(body []byte, v any) error {
+	// JSON is UTF-8 (RFC 8259 §8.1). encoding/json decodes a string that is
+	// not text (invalid bytes, an unpaired surrogate escape) to U+FFFD and
+	// keeps a RawMessage's bytes as they are, so "p\xff" and "p\xfe" would
+	// become one name and data would be stored as no reader shows it: a
+	// body json.Valid accepts and events.ValidJSON does not is refused
+	// with the path of the first such string, in data too.
+	if !events.ValidJSON(body) && json.Valid(body) {
+		if err := strictjson.CheckText(body, ""); err != nil {
+			var se *strictjson.Error
+			if !errors.As(err, &se) {
+				return err
+			}
+			return &Error{Status: http.StatusBadRequest, Code: events.CodeInvalidUTF8, Field: se.Path, Message: pathMessage(se)}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -170,6 +185,15 @@ func decodeStrictBytes(body []byte, v any) error {
 			Message: fmt.Sprintf("%s: %s (keys are case-sensitive and appear once)", se.Path, se.Reason)}
 	}
 	return nil
+}
+
+// pathMessage words a strictjson error: "path: reason", or the reason
+// about "the body" at the root.
+func pathMessage(se *strictjson.Error) string {
+	if se.Path == "" {
+		return "the body " + se.Reason
+	}
+	return se.Path + ": " + se.Reason
 }
 
 func jsonError(err error) *Error {

@@ -363,6 +363,11 @@ func TestHandler_Invalid(t *testing.T) {
 			r.Data = json.RawMessage(`{"approval_id":"a","approver":"o","action":"startup","subject":"s","uses":0,"expires_at":"2027-01-01T00:00:00Z"}`)
 		}, commands.CodeInvalidCommand, "data.uses"},
 		{"actor not printable", h, func(r *commands.Request) { r.Actor = "a\x00b" }, commands.CodeInvalidCommand, "actor"},
+		// Not text (issue 13): encoding/json would read "\xff" and "\ud800" as U+FFFD.
+		{"actor not UTF-8", h, func(r *commands.Request) { r.Actor = "a\xffb" }, events.CodeInvalidUTF8, "actor"},
+		{"correlation id not UTF-8", h, func(r *commands.Request) { r.CorrelationID = "\xc0\xaf" }, events.CodeInvalidUTF8, "correlation_id"},
+		{"data not UTF-8", h, func(r *commands.Request) { r.Data = json.RawMessage("{\"approval_id\":\"a\xff\"}") }, events.CodeInvalidUTF8, "data.approval_id"},
+		{"data lone surrogate", h, func(r *commands.Request) { r.Data = json.RawMessage(`{"approval_id":"\udc00"}`) }, events.CodeInvalidUTF8, "data.approval_id"},
 		{"time on the system clock", sys, func(r *commands.Request) { r.At = &at }, commands.CodeCommandTimeNotAllowed, "at"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

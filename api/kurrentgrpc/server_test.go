@@ -1,6 +1,7 @@
 package kurrentgrpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
@@ -249,6 +251,12 @@ func TestServer_AppendIdempotencyAndRefusals(t *testing.T) {
 		{"metadata not a JSON object", "meta", esdb.EventData{EventID: uuid.New(), EventType: "M", Data: []byte(`{}`), Metadata: []byte(`[1]`)}, esdb.ErrorCodeUnknown, events.CodeMetadataNotObject},
 		{"no event type", "untyped", esdb.EventData{EventID: uuid.New(), Data: []byte(`{}`)}, esdb.ErrorCodeUnknown, events.CodeInvalidEventType},
 		{"stream name with a space", "a b", jsonEvent("A", 1), esdb.ErrorCodeUnknown, events.CodeInvalidStreamName},
+		// JSON is UTF-8 (issue 13): data and custom metadata are bytes in
+		// the protocol, so their text is checked as over HTTP.
+		{"data not UTF-8", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", ContentType: esdb.ContentTypeJson, Data: []byte("{\"name\":\"p\xff\"}")}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		{"data with a lone surrogate", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", ContentType: esdb.ContentTypeJson, Data: []byte(`{"name":"\ud800"}`)}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		{"metadata not UTF-8", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", Data: []byte(`{}`), Metadata: []byte("{\"$correlationId\":\"\xc0\xaf\"}")}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		{"stream name not UTF-8", "s\xff", jsonEvent("A", 1), esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +271,36 @@ func TestServer_AppendIdempotencyAndRefusals(t *testing.T) {
 	}
 	if got := f.store.Head().Size; got != 1 {
 		t.Errorf("head = %d after refusals, want 1", got)
+	}
+}
+
+// TestProto_RefusesInvalidUTF8Strings checks what the gRPC surface relies
+// on for the event type (a "type" entry of the proposed message's
+// map<string, string> metadata) and every other string field: the
+// protocol's messages are proto3, so decoding refuses a string that is
+// not UTF-8 before a handler sees it (the stream name, data and custom
+// metadata are bytes, checked by the handler instead).
+func TestProto_RefusesInvalidUTF8Strings(t *testing.T) {
+	pm := &streams.AppendReq{Content: &streams.AppendReq_ProposedMessage_{ProposedMessage: &streams.AppendReq_ProposedMessage{
+		Id:       &shared.UUID{Value: &shared.UUID_String_{String_: uuid.NewString()}},
+		Metadata: map[string]string{metaType: "T-MARK", metaContentType: contentTypeJSON},
+		Data:     []byte(`{}`),
+	}}}
+	wire, err := proto.Marshal(pm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(wire, &streams.AppendReq{}); err != nil {
+		t.Fatalf("the valid message does not decode: %v", err)
+	}
+	// The same bytes with the type's "MARK" turned into invalid UTF-8 of
+	// the same length, as a client that skips validation would send them.
+	bad := bytes.Replace(wire, []byte("MARK"), []byte("M\xff\xfeK"), 1)
+	if bytes.Equal(bad, wire) {
+		t.Fatal("marker not found in the encoded message")
+	}
+	if err := proto.Unmarshal(bad, &streams.AppendReq{}); err == nil {
+		t.Fatal("proto.Unmarshal accepted an event type that is not UTF-8")
 	}
 }
 

@@ -1,0 +1,197 @@
+package api_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// Bad input found when tried as an attacker would (issue 13): every case is
+// refused with a 4xx, a stable code, the field's full path and a sentence,
+// and the ledger does not move.
+
+// refusal is what these tests compare of an answer.
+type refusal struct {
+	Status      int
+	Code, Field string
+}
+
+// refusalCase is one request and the refusal it must get.
+type refusalCase struct {
+	name, path, body string
+	want             refusal
+}
+
+// checkRefusals posts each case to base and checks the refusal, that it
+// comes with a sentence, and that head (the ledger's head) did not move.
+func checkRefusals(t *testing.T, base string, head func() events.Head, cases []refusalCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := head()
+			status, code, body := post(t, base+tc.path, tc.body, nil)
+			got := refusal{Status: status, Code: code}
+			var eb client.ErrorBody
+			if err := json.Unmarshal(body, &eb); err == nil && eb.Error != nil {
+				got.Field = eb.Error.Field
+				if tc.want.Code != "" && eb.Error.Message == "" {
+					t.Errorf("a refusal without a sentence: %s", body)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s\nbody: %s", diff, body)
+			}
+			if tc.want.Status != http.StatusOK {
+				if after := head(); after != before {
+					t.Errorf("a refused request moved the ledger: %+v -> %+v", before, after)
+				}
+			}
+		})
+	}
+}
+
+// TestAPI_RefusesInvalidUTF8: JSON is UTF-8 (RFC 8259 §8.1). encoding/json
+// decodes invalid bytes and unpaired surrogate escapes to U+FFFD, so before
+// this the node stored "T\xff" as "T\uFFFD" (and "T\xfe" as the same), and
+// kept data's bytes as received. Every string of every body is refused
+// with invalid_utf8 and its path, on the fast path of the single-stream
+// append as on the slow one.
+func TestAPI_RefusesInvalidUTF8(t *testing.T) {
+	n := startNode(t, nil)
+	bad := func(code, field string) refusal { return refusal{400, code, field} }
+	utf8Bad := func(field string) refusal { return bad(events.CodeInvalidUTF8, field) }
+	checkRefusals(t, n.url, n.store.Head, []refusalCase{
+		{"text is fine", "/v1/streams/s", `{"events":[{"type":"Été ✓","data":{"name":"世界 \ud83d\ude00"},"metadata":{"é":"ü"}}]}`, refusal{Status: 200}},
+		{"type", "/v1/streams/s", "{\"events\":[{\"type\":\"T\xff\"}]}", utf8Bad("events[0].type")},
+		{"type, second event", "/v1/streams/s", "{\"events\":[{\"type\":\"T\"},{\"type\":\"T\xfe\"}]}", utf8Bad("events[1].type")},
+		{"type as a lone surrogate escape", "/v1/streams/s", `{"events":[{"type":"T\ud800"}]}`, utf8Bad("events[0].type")},
+		{"id", "/v1/streams/s", "{\"events\":[{\"id\":\"\xc0\xaf\",\"type\":\"T\"}]}", utf8Bad("events[0].id")},
+		{"correlation id", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"correlation_id\":\"c\xed\xa0\x80\"}]}", utf8Bad("events[0].correlation_id")},
+		{"causation id", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"causation_id\":\"\x80\"}]}", utf8Bad("events[0].causation_id")},
+		{"stream in the body", "/v1/streams/s", "{\"stream\":\"s\xff\",\"events\":[{\"type\":\"T\"}]}", utf8Bad("stream")},
+		{"stream in the path", "/v1/streams/s%FF", `{"events":[{"type":"T"}]}`, utf8Bad("stream")},
+		{"expected version", "/v1/streams/s", "{\"expected_version\":\"\xff\",\"events\":[{\"type\":\"T\"}]}", utf8Bad("expected_version")},
+		{"data value", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"data\":{\"name\":\"provider-\xff\"}}]}", utf8Bad("events[0].data.name")},
+		{"data value deep", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"data\":{\"a\":[1,{\"b\":\"\xf4\x90\x80\x80\"}]}}]}", utf8Bad("events[0].data.a[1].b")},
+		{"data key", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"data\":{\"ok\":{\"k\xff\":1}}}]}", utf8Bad("events[0].data.ok")},
+		{"data lone high surrogate", "/v1/streams/s", `{"events":[{"type":"T","data":{"name":"\ud800"}}]}`, utf8Bad("events[0].data.name")},
+		{"data lone low surrogate", "/v1/streams/s", `{"events":[{"type":"T","data":{"name":"x\udc00y"}}]}`, utf8Bad("events[0].data.name")},
+		{"metadata value", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"metadata\":{\"trace\":\"\xe4\xb8\"}}]}", utf8Bad("events[0].metadata.trace")},
+		{"envelope payload type", "/v1/streams/s", "{\"events\":[{\"type\":\"T\",\"envelope\":{\"payloadType\":\"x\xff\",\"signatures\":[{\"keyid\":\"k\",\"sig\":\"AQ==\"}]}}]}", utf8Bad("events[0].envelope.payloadType")},
+		{"a key of the body", "/v1/streams/s", "{\"ev\xffents\":[]}", utf8Bad("")},
+		{"multi: stream", "/v1/append", "{\"appends\":[{\"stream\":\"a\xff\",\"events\":[{\"type\":\"T\"}]}]}", utf8Bad("appends[0].stream")},
+		{"multi: data", "/v1/append", "{\"appends\":[{\"stream\":\"a\",\"events\":[{\"type\":\"T\"},{\"type\":\"T\",\"data\":{\"x\":\"\xff\"}}]}]}", utf8Bad("appends[0].events[1].data.x")},
+		{"multi: metadata surrogate", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"T","metadata":{"x":"\udfff"}}]}]}`, utf8Bad("appends[0].events[0].metadata.x")},
+		// Not JSON is still malformed_json, whatever its bytes.
+		{"syntax error with a bad byte", "/v1/streams/s", "{\"events\":[{\"type\":\xff}]}", bad("malformed_json", "")},
+	})
+}
+
+// TestCommands_RefuseInvalidUTF8: the same through POST /v1/commands, in the
+// envelope and in the command's data. Two providers named "p\xff" and
+// "p\xfe" were both stored as "p\uFFFD": one provider.
+func TestCommands_RefuseInvalidUTF8(t *testing.T) {
+	base, store := domainNode(t, nil, nil)
+	declare := func(name string) string {
+		return `{"command":"DeclareProvider","id":"` + uuid.NewString() + `","data":{"name":"` + name + `","kind":"local"}}`
+	}
+	utf8Bad := func(field string) refusal { return refusal{400, events.CodeInvalidUTF8, field} }
+	checkRefusals(t, base, store.Head, []refusalCase{
+		{"provider name", "/v1/commands", declare("p\xff"), utf8Bad("data.name")},
+		{"another provider name", "/v1/commands", declare("p\xfe"), utf8Bad("data.name")},
+		{"provider name as a lone surrogate", "/v1/commands", declare(`p\ud800`), utf8Bad("data.name")},
+		{"command name", "/v1/commands", `{"command":"Declare` + "\xff" + `","id":"` + uuid.NewString() + `"}`, utf8Bad("command")},
+		{"actor", "/v1/commands", `{"command":"DeclareProvider","id":"` + uuid.NewString() + `","actor":"bob` + "\xff" + `","data":{}}`, utf8Bad("actor")},
+		{"correlation id", "/v1/commands", `{"command":"DeclareProvider","id":"` + uuid.NewString() + `","correlation_id":"\udc00","data":{}}`, utf8Bad("correlation_id")},
+		{"a key deep in data", "/v1/commands", `{"command":"SubmitMission","id":"` + uuid.NewString() + `","data":{"mission_id":"m","acceptance_checks":[{"id":"c1","a` + "\xff" + `":1}]}}`, utf8Bad("data.acceptance_checks[0]")},
+	})
+}
+
+// TestClient_RefusesInvalidUTF8: the Go client encodes with json.Marshal,
+// which sends a string that is not UTF-8 as U+FFFD, so the node never saw
+// the bad bytes and stored the replacement. The client refuses such
+// strings before sending, with the code and path the node would give;
+// data, sent as it is, is refused by the node.
+func TestClient_RefusesInvalidUTF8(t *testing.T) {
+	n := startNode(t, nil)
+	c := client.New(n.url, "")
+	ev := func(e client.EventIn) []client.EventIn { return []client.EventIn{{Type: "ok"}, e} }
+	tests := []struct {
+		name  string
+		send  func() error
+		field string
+	}{
+		{"type", func() error {
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T\xff"}))
+			return err
+		}, "events[1].type"},
+		{"id", func() error {
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{ID: "\xfe", Type: "T"}))
+			return err
+		}, "events[1].id"},
+		{"correlation id", func() error {
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", CorrelationID: "\xc0\xaf"}))
+			return err
+		}, "events[1].correlation_id"},
+		{"causation id", func() error {
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", CausationID: "\x80"}))
+			return err
+		}, "events[1].causation_id"},
+		{"envelope key id", func() error {
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", Envelope: &events.Envelope{PayloadType: "p",
+				Signatures: []events.Signature{{KeyID: "k\xff", Sig: []byte{1}}}}}))
+			return err
+		}, "events[1].envelope.signatures[0].keyid"},
+		{"data", func() error {
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", Data: json.RawMessage("{\"x\":\"\xff\"}")}))
+			return err
+		}, "events[1].data.x"},
+		{"stream", func() error {
+			_, err := c.Append(t.Context(), "s\xff", events.ExpectAny, ev(client.EventIn{Type: "T"}))
+			return err
+		}, "stream"},
+		{"multi: stream", func() error {
+			_, err := c.AppendMulti(t.Context(), client.AppendIn{Appends: []client.StreamAppendIn{{Stream: "a", Events: ev(client.EventIn{Type: "T"})}, {Stream: "b\xff", Events: ev(client.EventIn{Type: "T"})}}})
+			return err
+		}, "appends[1].stream"},
+		{"multi: type", func() error {
+			_, err := c.AppendMulti(t.Context(), client.AppendIn{Appends: []client.StreamAppendIn{{Stream: "a", Events: ev(client.EventIn{Type: "T\xff"})}}})
+			return err
+		}, "appends[0].events[1].type"},
+		{"command name", func() error {
+			_, err := c.Command(t.Context(), client.CommandIn{Command: "Grant\xff", ID: uuid.NewString()})
+			return err
+		}, "command"},
+		{"command actor", func() error {
+			_, err := c.Command(t.Context(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Actor: "\xff"})
+			return err
+		}, "actor"},
+		{"command correlation id", func() error {
+			_, err := c.Command(t.Context(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), CorrelationID: "\xfe"})
+			return err
+		}, "correlation_id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := n.store.Head()
+			err := tc.send()
+			var ae *client.Error
+			if !errors.As(err, &ae) {
+				t.Fatalf("err = %v, want a *client.Error", err)
+			}
+			if diff := cmp.Diff(refusal{400, events.CodeInvalidUTF8, tc.field}, refusal{ae.Status, ae.Code, ae.Field}); diff != "" {
+				t.Errorf("(-want +got):\n%s\n%v", diff, err)
+			}
+			if after := n.store.Head(); after != before {
+				t.Errorf("a refused append moved the ledger: %+v -> %+v", before, after)
+			}
+		})
+	}
+}
