@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
 )
 
@@ -194,4 +197,54 @@ func TestClient_RefusesInvalidUTF8(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAPI_FieldPaths: unknown_field names the key by its full path (it gave
+// the key alone: "actor" for events[0].actor, "priority" for
+// appends[0].priority), and expected_version errors carry the field and
+// their own code (they had neither), in both append bodies.
+func TestAPI_FieldPaths(t *testing.T) {
+	n := startNode(t, nil)
+	unknown := func(field string) refusal { return refusal{400, api.CodeUnknownField, field} }
+	badVersion := func(field string) refusal { return refusal{400, events.CodeInvalidExpectedVersion, field} }
+	cases := []refusalCase{
+		{"unknown at the top", "/v1/streams/s", `{"events":[{"type":"A"}],"expected":"any"}`, unknown("expected")},
+		{"unknown in an event", "/v1/streams/s", `{"events":[{"type":"A","actor":"mallory"}]}`, unknown("events[0].actor")},
+		{"unknown in the third event", "/v1/streams/s", `{"events":[{"type":"A"},{"type":"A"},{"type":"A","payload":{}}]}`, unknown("events[2].payload")},
+		{"unknown in an envelope", "/v1/streams/s", `{"events":[{"type":"A","envelope":{"payloadType":"p","signatures":[{"keyid":"k","sig":"AQ==","alg":"x"}]}}]}`, unknown("events[0].envelope.signatures[0].alg")},
+		{"unknown in an append entry", "/v1/append", `{"appends":[{"stream":"a","priority":1,"events":[{"type":"A"}]}]}`, unknown("appends[0].priority")},
+		{"unknown in a multi event", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":"b","events":[{"type":"A","actor":"x"}]}]}`, unknown("appends[1].events[0].actor")},
+		{"wrong type keeps its index", "/v1/streams/s", `{"events":[{"type":"A"},{"type":5}]}`, refusal{400, api.CodeMalformedJSON, "events[1].type"}},
+		{"multi: wrong type keeps its index", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":7}]}`, refusal{400, api.CodeMalformedJSON, "appends[1].stream"}},
+	}
+	for _, v := range []string{`1e999`, `18446744073709551616`, `18446744073709551615`, `4611686018427387905`, `-1`, `1.5`, `1e3`, `true`, `null`, `{}`, `[]`, `"nostream"`, `"stream_exists"`, `"-1"`, `""`} {
+		cases = append(cases,
+			refusalCase{"expected_version " + v, "/v1/streams/s", `{"expected_version":` + v + `,"events":[{"type":"A"}]}`, badVersion("expected_version")},
+			refusalCase{"multi: expected_version " + v, "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":"b","expected_version":` + v + `,"events":[{"type":"A"}]}]}`, badVersion("appends[1].expected_version")},
+		)
+	}
+	for _, v := range []string{`"any"`, `"no_stream"`, `0`, `"0"`, `4611686018427387904`} {
+		// Accepted values decode (the condition may then fail: 409).
+		cases = append(cases, refusalCase{"expected_version " + v + " decodes", "/v1/streams/never", `{"expected_version":` + v + `,"events":[]}`, refusal{400, events.CodeEmptyAppend, "events"}})
+	}
+	checkRefusals(t, n.url, n.store.Head, cases)
+
+	// The sentence lists what is accepted.
+	_, _, body := post(t, n.url+"/v1/streams/s", `{"expected_version":1.5,"events":[{"type":"A"}]}`, nil)
+	for _, want := range []string{`\"any\"`, `\"no_stream\"`, `\"exists\"`, "4611686018427387904", "1.5"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the expected_version sentence does not name %s: %s", want, body)
+		}
+	}
+}
+
+// TestCommands_FieldPaths: the same in POST /v1/commands: the envelope's
+// unknown keys by their path, and data's members under "data".
+func TestCommands_FieldPaths(t *testing.T) {
+	base, store := domainNode(t, nil, nil)
+	checkRefusals(t, base, store.Head, []refusalCase{
+		{"unknown in the envelope", "/v1/commands", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","priority":1}`, refusal{400, api.CodeUnknownField, "priority"}},
+		{"unknown in data", "/v1/commands", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","data":{"approval_id":"a","foo":1}}`, refusal{400, commands.CodeInvalidCommand, "data.foo"}},
+		{"unknown deep in data", "/v1/commands", `{"command":"SubmitMission","id":"` + uuid.NewString() + `","data":{"mission_id":"m","acceptance_checks":[{"id":"c1","argv":["x"],"shell":true}]}}`, refusal{400, commands.CodeInvalidCommand, "data.acceptance_checks[0].shell"}},
+	})
 }

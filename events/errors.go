@@ -34,6 +34,9 @@ const (
 	// this code wins over the field's own, so a client can tell "fix the
 	// encoding" from "fix the value".
 	CodeInvalidUTF8 = "invalid_utf8"
+	// CodeInvalidExpectedVersion: an append's expected version is none of
+	// the values Expected.UnmarshalJSON accepts.
+	CodeInvalidExpectedVersion = "invalid_expected_version"
 )
 
 // Sentinel errors. Match them with errors.Is.

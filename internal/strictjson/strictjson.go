@@ -41,10 +41,17 @@ var (
 type Error struct {
 	Path   string
 	Reason string
+	// Err is the error of a type that decodes itself (its UnmarshalJSON or
+	// UnmarshalText), when that is the problem, so that a caller can
+	// match it (errors.As on the *Error reaches it); Reason is its text.
+	Err error
 }
 
 // Error returns "path: reason".
 func (e *Error) Error() string { return e.Path + ": " + e.Reason }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Check checks raw (one JSON value that json.Valid accepts) against t. Paths
 // start with root ("data", or "" for a request body). With nullOK, null is
@@ -166,6 +173,11 @@ func (w *walker) walkErr(format string, args ...any) error {
 	return &Error{Path: w.pathString(), Reason: fmt.Sprintf(format, args...)}
 }
 
+// unmarshalErr reports the error of a type that decodes itself.
+func (w *walker) unmarshalErr(err error) error {
+	return &Error{Path: w.pathString(), Reason: err.Error(), Err: err}
+}
+
 // jsonKind names the kind of a raw JSON value for messages.
 func jsonKind(raw []byte) string {
 	switch raw[0] {
@@ -227,10 +239,18 @@ func (w *walker) walk(t reflect.Type, raw []byte) error {
 		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
 			return nil
 		}
-		if w.nullOK {
-			return nil // encoding/json leaves the field as it is
+		if !w.nullOK {
+			return w.walkErr("must not be null")
 		}
-		return w.walkErr("must not be null")
+		// encoding/json leaves the field as it is, except that a value
+		// whose pointer decodes itself gets UnmarshalJSON("null") (a
+		// RawMessage takes it as its bytes).
+		if walkTypeOf(t).jsonUnmarshaler && t != rawMessageType {
+			if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+				return w.unmarshalErr(err)
+			}
+		}
+		return nil
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -242,7 +262,7 @@ func (w *walker) walk(t reflect.Type, raw []byte) error {
 			return nil
 		}
 		if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
-			return w.walkErr("%v", err)
+			return w.unmarshalErr(err)
 		}
 		return nil
 	}
@@ -252,7 +272,7 @@ func (w *walker) walk(t reflect.Type, raw []byte) error {
 		}
 		s := unquote(raw)
 		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText(bytes.Clone(s)); err != nil {
-			return w.walkErr("%v", err)
+			return w.unmarshalErr(err)
 		}
 		return nil
 	}

@@ -125,3 +125,37 @@ func FuzzCheckText(f *testing.F) {
 		}
 	})
 }
+
+// TestCheck_DecodesItself: the error of a type that decodes itself comes
+// back as Err (so callers can match its code), for null too: encoding/json
+// hands null to a value's UnmarshalJSON.
+func TestCheck_DecodesItself(t *testing.T) {
+	type doc struct {
+		Expected events.Expected  `json:"expected_version"`
+		Ptr      *events.Expected `json:"ptr"`
+	}
+	typ := reflect.TypeFor[doc]()
+	for _, tc := range []struct {
+		raw      string
+		wantPath string // "" when accepted
+	}{
+		{`{"expected_version":"any","ptr":7}`, ""},
+		{`{"ptr":null}`, ""},
+		{`{"expected_version":1.5}`, "expected_version"},
+		{`{"expected_version":null}`, "expected_version"},
+		{`{"ptr":"nostream"}`, "ptr"},
+	} {
+		err := strictjson.Check([]byte(tc.raw), typ, "", true)
+		if tc.wantPath == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.raw, err)
+			}
+			continue
+		}
+		var se *strictjson.Error
+		var ee *events.Error
+		if !errors.As(err, &se) || se.Path != tc.wantPath || !errors.As(err, &ee) || ee.Code != events.CodeInvalidExpectedVersion {
+			t.Errorf("%s: %#v, want %s at %s", tc.raw, err, events.CodeInvalidExpectedVersion, tc.wantPath)
+		}
+	}
+}
