@@ -21,6 +21,7 @@ const (
 	CodeMalformedJSON    = "malformed_json"
 	CodeUnknownField     = "unknown_field"
 	CodeBodyTooLarge     = "body_too_large"
+	CodeBodyTimeout      = "body_timeout"
 	CodeInvalidQuery     = "invalid_query"
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"

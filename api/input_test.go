@@ -1,11 +1,16 @@
 package api_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
@@ -14,6 +19,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
 )
 
 // Bad input found when tried as an attacker would (issue 13): every case is
@@ -247,4 +253,173 @@ func TestCommands_FieldPaths(t *testing.T) {
 		{"unknown in data", "/v1/commands", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","data":{"approval_id":"a","foo":1}}`, refusal{400, commands.CodeInvalidCommand, "data.foo"}},
 		{"unknown deep in data", "/v1/commands", `{"command":"SubmitMission","id":"` + uuid.NewString() + `","data":{"mission_id":"m","acceptance_checks":[{"id":"c1","argv":["x"],"shell":true}]}}`, refusal{400, commands.CodeInvalidCommand, "data.acceptance_checks[0].shell"}},
 	})
+}
+
+// gatedLog is the real store whose appends wait for release once they
+// have said so on entered: a command that takes as long as the test wants.
+type gatedLog struct {
+	*pebblelog.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gatedLog) Append(ctx context.Context, r events.AppendRequest) (events.Outcome, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+	}
+	if err := ctx.Err(); err != nil {
+		return events.Outcome{}, err // the request was cut while it waited
+	}
+	return g.Store.Append(ctx, r)
+}
+
+// TestAPI_StalledBodyTimesOut: a client that sends headers and part of a
+// chunked body, then nothing, held its handler's goroutine and buffer for
+// as long as it kept the connection (seen past 200 s). The server now
+// answers 408 body_timeout once BodyReadTimeout has passed since the
+// handler started, and closes the connection (so the goroutine serving it
+// returns). What is open all that time is not cut: a subscription (a GET
+// without a body), and a command whose body arrived but whose append
+// takes longer than the bound.
+func TestAPI_StalledBodyTimesOut(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	s, err := pebblelog.Open(pebblelog.Config{Dir: t.TempDir(), LedgerID: "api-test", CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := gatedLog{Store: s, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h, err := commands.New(commands.Config{Log: gate, Clock: commands.NewManualClock(cmdT0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{Addr: "127.0.0.1:0", BodyReadTimeout: bound}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.MountCommands(h)
+	base := serve(t, srv, s.Close)
+	c := client.New(base, "")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+
+	// A command whose append waits until the stalled requests are over.
+	slow := make(chan error, 1)
+	go func() {
+		var in client.CommandIn
+		if err := json.Unmarshal([]byte(grantBody(uuid.NewString(), "slow")), &in); err != nil {
+			slow <- err
+			return
+		}
+		_, err := c.Command(ctx, in)
+		slow <- err
+	}()
+	select {
+	case <-gate.entered:
+	case err := <-slow:
+		t.Fatalf("the command ended before its append: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the command never reached its append")
+	}
+
+	// A subscription from the start, open before the stalled request.
+	sub, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/subscribe", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ids := make(chan string, 8)
+	go func() {
+		defer close(ids)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+				ids <- id
+			}
+		}
+	}()
+
+	for _, tc := range []struct{ name, request string }{
+		{"chunked", "POST /v1/streams/stalled HTTP/1.1\r\nHost: greffe\r\nContent-Type: application/json\r\n" +
+			"Transfer-Encoding: chunked\r\n\r\n" + "c\r\n{\"events\":[{\r\n"},
+		{"content length", "POST /v1/append HTTP/1.1\r\nHost: greffe\r\nContent-Type: application/json\r\n" +
+			"Content-Length: 1000\r\n\r\n" + `{"appends":[`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The test's own bound, far above the server's: without the
+			// fix the read below ends here, with a timeout.
+			if err := conn.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := io.WriteString(conn, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			answer, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("no answer to a stalled body: %v", err)
+			}
+			took := time.Since(start)
+			var eb client.ErrorBody
+			if err := json.NewDecoder(answer.Body).Decode(&eb); err != nil || eb.Error == nil {
+				t.Fatalf("answer %d without an error body: %v", answer.StatusCode, err)
+			}
+			answer.Body.Close()
+			if diff := cmp.Diff(refusal{http.StatusRequestTimeout, api.CodeBodyTimeout, ""}, refusal{answer.StatusCode, eb.Error.Code, eb.Error.Field}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if !answer.Close {
+				t.Errorf("the answer does not say the connection closes")
+			}
+			// The server closed the connection: the goroutine serving it
+			// (which runs the handler) has returned.
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("the connection stayed open after the answer: %v", err)
+			}
+			if s.Head().Size != 0 {
+				t.Errorf("the stalled append wrote: head %d", s.Head().Size)
+			}
+			if took < bound {
+				t.Errorf("answered after %v, before the bound of %v", took, bound)
+			}
+		})
+	}
+
+	// The command outlived the bound (each stalled request took longer):
+	// its body was read, so nothing cut it.
+	close(gate.release)
+	if err := <-slow; err != nil {
+		t.Fatalf("the command whose append took longer than the bound: %v", err)
+	}
+	// The subscription outlived the bound too: it delivers the command's
+	// event, then what comes next.
+	if _, err := c.Append(ctx, "after", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case id, ok := <-ids:
+			if !ok {
+				t.Fatalf("the subscription ended after %v", got)
+			}
+			got = append(got, id)
+		case <-ctx.Done():
+			t.Fatalf("the subscription delivered only %v", got)
+		}
+	}
+	if diff := cmp.Diff([]string{"0", "1"}, got); diff != "" {
+		t.Errorf("subscription ids (-want +got):\n%s", diff)
+	}
 }
