@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -421,5 +422,163 @@ func TestAPI_StalledBodyTimesOut(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"0", "1"}, got); diff != "" {
 		t.Errorf("subscription ids (-want +got):\n%s", diff)
+	}
+}
+
+// TestAPI_SubscribeOutOfRange: "Last-Event-ID: 18446744073709551615"
+// resumed at that position + 1, which overflowed to 0 and replayed the
+// whole log (one request, the whole ledger streamed back). 2^64-1 is
+// events.FromEnd, "the end", in greffe as in KurrentDB (whose End position
+// is -1 unsigned): both it and from=2^64-1 (or from=end) start at the
+// head. Other positions at or beyond the head wait for the log to reach
+// them, as after any Last-Event-ID (a client that resumes on a node behind
+// the one it read gets no event twice); values that are not positions are
+// refused.
+func TestAPI_SubscribeOutOfRange(t *testing.T) {
+	n := startNode(t, nil)
+	c := client.New(n.url, "")
+	for range 3 {
+		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// open subscribes with a query and a Last-Event-ID and returns the
+	// answer's status, and for a 200 the position it starts from (its
+	// first comment) and the ids it then sends.
+	open := func(t *testing.T, query, lastID string) (int, string, <-chan string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		t.Cleanup(cancel)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/subscribe"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			var eb client.ErrorBody
+			_ = json.NewDecoder(resp.Body).Decode(&eb)
+			if eb.Error == nil || eb.Error.Code != api.CodeInvalidQuery || eb.Error.Message == "" {
+				t.Errorf("refusal %d without an invalid_query error: %+v", resp.StatusCode, eb.Error)
+			} else {
+				return resp.StatusCode, eb.Error.Field, nil
+			}
+			return resp.StatusCode, "", nil
+		}
+		sc := bufio.NewScanner(resp.Body)
+		if !sc.Scan() {
+			t.Fatalf("no first line: %v", sc.Err())
+		}
+		from, ok := strings.CutPrefix(sc.Text(), ": greffe subscription from ")
+		if !ok {
+			t.Fatalf("first line %q", sc.Text())
+		}
+		ids := make(chan string, 16)
+		go func() {
+			defer close(ids)
+			for sc.Scan() {
+				if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+					ids <- id
+				}
+			}
+		}()
+		return resp.StatusCode, from, ids
+	}
+	next := func(t *testing.T, ids <-chan string) string {
+		t.Helper()
+		select {
+		case id := <-ids:
+			return id
+		case <-t.Context().Done():
+			t.Fatal("no event")
+		}
+		return ""
+	}
+
+	const max = "18446744073709551615" // 2^64-1
+	t.Run("Last-Event-ID inside the log resumes after it", func(t *testing.T) {
+		status, from, ids := open(t, "", "1")
+		if status != http.StatusOK || from != "2" {
+			t.Fatalf("status %d, from %q; want 200 from 2", status, from)
+		}
+		if id := next(t, ids); id != "2" {
+			t.Fatalf("first id %s, want 2", id)
+		}
+	})
+	for _, tc := range []struct{ name, query, lastID string }{
+		{"Last-Event-ID 2^64-1 is the end", "", max},
+		{"from 2^64-1 is the end", "?from=" + max, ""},
+		{"from end", "?from=end", ""},
+		{"Last-Event-ID 2^64-1 wins over from", "?from=1", max},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			head := fmt.Sprint(n.store.Head().Size)
+			status, from, ids := open(t, tc.query, tc.lastID)
+			if status != http.StatusOK || from != head {
+				t.Fatalf("status %d, from %q; want 200 from the head, %s", status, from, head)
+			}
+			if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+				t.Fatal(err)
+			}
+			if id := next(t, ids); id != head {
+				t.Fatalf("first id %s, want %s: the subscription did not start at the head", id, head)
+			}
+		})
+	}
+
+	t.Run("Last-Event-ID beyond the head waits for it", func(t *testing.T) {
+		head := n.store.Head().Size
+		last := head + 2
+		status, from, ids := open(t, "", fmt.Sprint(last))
+		if want := fmt.Sprint(last + 1); status != http.StatusOK || from != want {
+			t.Fatalf("status %d, from %q; want 200 from %s", status, from, want)
+		}
+		for range 4 {
+			if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if id, want := next(t, ids), fmt.Sprint(last+1); id != want {
+			t.Fatalf("first id %s, want %s", id, want)
+		}
+	})
+
+	for _, tc := range []struct{ name, query, lastID, field string }{
+		{"Last-Event-ID 2^64", "", "18446744073709551616", "Last-Event-ID"},
+		{"Last-Event-ID negative", "", "-1", "Last-Event-ID"},
+		{"Last-Event-ID with a sign", "", "+3", "Last-Event-ID"},
+		{"Last-Event-ID not a number", "", "abc", "Last-Event-ID"},
+		{"from 2^64", "?from=18446744073709551616", "", "from"},
+		{"from negative", "?from=-1", "", "from"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := n.store.Head()
+			status, field, _ := open(t, tc.query, tc.lastID)
+			if status != http.StatusBadRequest || field != tc.field {
+				t.Errorf("status %d field %q, want 400 invalid_query at %s", status, field, tc.field)
+			}
+			if n.store.Head() != before {
+				t.Error("the ledger moved")
+			}
+		})
+	}
+
+	// The reads of the same family take 2^64-1 without replaying: a page
+	// from there forward is empty, backward it starts at the last event.
+	for _, path := range []string{"/v1/all?from=" + max, "/v1/streams/s?from=" + max} {
+		b, err := c.Get(t.Context(), path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		var out client.ReadOut
+		if err := json.Unmarshal(b, &out); err != nil || len(out.Events) != 0 || out.Next != nil {
+			t.Errorf("%s: %d events, next %v, %v; want an empty page", path, len(out.Events), out.Next, err)
+		}
 	}
 }

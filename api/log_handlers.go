@@ -241,13 +241,27 @@ const (
 // subscribe streams events as Server-Sent Events: "id" is the position (so a
 // reconnecting EventSource resumes with Last-Event-ID), "event" the type,
 // "data" the event JSON.
+//
+// from is the first position to send; Last-Event-ID, when present, wins
+// and resumes just after it. 2^64-1 (events.FromEnd, as from or as
+// Last-Event-ID) and from=end mean the end, as KurrentDB's End position
+// (-1 unsigned) does: the subscription starts at the head and sends what
+// comes next. It used to be taken as a Last-Event-ID like any other, and
+// its + 1 overflowed to 0: the whole log replayed. Any other position at
+// or beyond the head waits until the log reaches it: a client resuming on
+// a node that is behind the one it read (a follower) gets no event twice.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var from uint64
-	if f := q.Get("from"); f != "" {
+	switch f := q.Get("from"); f {
+	case "":
+	case "end":
+		from = events.FromEnd
+	default:
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from", Message: "from must be a non-negative integer position"})
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from",
+				Message: fmt.Sprintf("from %q: use a position (a decimal integer below 2^64) or \"end\"", f)})
 			return
 		}
 		from = v
@@ -255,10 +269,17 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		v, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "Last-Event-ID", Message: "Last-Event-ID must be a position"})
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "Last-Event-ID",
+				Message: fmt.Sprintf("Last-Event-ID %q: send the id of the last event received, a position (a decimal integer below 2^64; %d means the end)", last, uint64(events.FromEnd))})
 			return
 		}
 		from = v + 1
+		if v == events.FromEnd {
+			from = events.FromEnd // not + 1: that would wrap to 0
+		}
+	}
+	if from == events.FromEnd {
+		from = s.ledger.Head().Size
 	}
 	f := events.Filter{StreamPrefix: q.Get("stream_prefix")}
 	if t := q.Get("types"); t != "" {

@@ -773,3 +773,41 @@ func TestConfig_Validate(t *testing.T) {
 		t.Errorf("KeepaliveMinTime %s is above the client's 10 s pings", KeepaliveMinTime)
 	}
 }
+
+// TestServer_SubscribeAfterTheMaximum: a subscription "after" position or
+// revision 2^64-1 started at that + 1, which overflowed to 0 and replayed
+// all of $all or of the stream. 2^64-1 is KurrentDB's End (-1 unsigned,
+// StreamPosition.End / Position.End in its older clients): the
+// subscription now starts at the end and sends only what comes next.
+func TestServer_SubscribeAfterTheMaximum(t *testing.T) {
+	f := start(t)
+	ctx := ctxT(t)
+	seed(t, f.store, 5, "s", "other")
+	const max = ^uint64(0)
+	all, err := f.client.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Position{Commit: max, Prepare: max}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	stream, err := f.client.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: esdb.Revision(max)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	caughtUp := func(g []subEvent) bool { return len(g) > 0 && g[len(g)-1].CaughtUp }
+	for name, sub := range map[string]*esdb.Subscription{"$all": all, "stream": stream} {
+		if got := eventsOnly(follow(t, sub, caughtUp)); len(got) != 0 {
+			t.Errorf("%s after 2^64-1 replayed %v before catching up", name, got)
+		}
+	}
+	res, err := f.client.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, jsonEvent("Late", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{Stream: "s", Revision: res.NextExpectedVersion, Position: res.CommitPosition, Type: "Late"}}
+	for name, sub := range map[string]*esdb.Subscription{"$all": all, "stream": stream} {
+		if diff := cmp.Diff(want, eventsOnly(follow(t, sub, countEvents(1)))); diff != "" {
+			t.Errorf("%s after 2^64-1, live (-want +got):\n%s", name, diff)
+		}
+	}
+}
