@@ -582,3 +582,48 @@ func TestAPI_SubscribeOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// TestCommands_DerivedIDsUnreachable: a command's events get ids derived
+// from its id (commands.EventID, commands.RefusalID: UUIDv5), so anyone
+// who could append raw events could take such an id first, and the
+// command then failed with command_id_reused. Version-5 ids are reserved
+// for commands: raw appends carrying one are refused (reserved_event_id,
+// with the path of the id) on every route and through the Go client, and
+// the command then succeeds with the id the attacker tried to take.
+func TestCommands_DerivedIDsUnreachable(t *testing.T) {
+	base, store := domainNode(t, nil, nil)
+	cmdID := uuid.New()
+	derived, refusalID := commands.EventID(cmdID, 0), commands.RefusalID(cmdID)
+	reserved := func(field string) refusal { return refusal{400, events.CodeReservedEventID, field} }
+	ev := func(id uuid.UUID) string { return `{"id":"` + id.String() + `","type":"Squat"}` }
+	checkRefusals(t, base, store.Head, []refusalCase{
+		{"the derived id", "/v1/streams/notes", `{"events":[` + ev(derived) + `]}`, reserved("events[0].id")},
+		{"the refusal id, second event", "/v1/streams/notes", `{"events":[` + ev(uuid.New()) + `,` + ev(refusalID) + `]}`, reserved("events[1].id")},
+		{"another event of the command", "/v1/streams/notes", `{"events":[` + ev(commands.EventID(cmdID, 7)) + `]}`, reserved("events[0].id")},
+		{"any version-5 id", "/v1/streams/notes", `{"events":[` + ev(uuid.NewSHA1(uuid.NameSpaceDNS, []byte("example.org"))) + `]}`, reserved("events[0].id")},
+		{"multi", "/v1/append", `{"appends":[{"stream":"a","events":[` + ev(uuid.New()) + `]},{"stream":"b","events":[` + ev(uuid.New()) + `,` + ev(derived) + `]}]}`, reserved("appends[1].events[1].id")},
+		{"other versions are fine", "/v1/streams/notes", `{"events":[` + ev(uuid.New()) + `,` + ev(uuid.Must(uuid.NewV7())) + `,` + ev(uuid.NewMD5(uuid.NameSpaceDNS, []byte("x"))) + `]}`, refusal{Status: 200}},
+	})
+
+	// The Go client gets the same refusal.
+	c := client.New(base, "")
+	before := store.Head()
+	_, err := c.Append(t.Context(), "notes", events.ExpectAny, []client.EventIn{{ID: derived.String(), Type: "Squat"}})
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Code != events.CodeReservedEventID || ae.Field != "events[0].id" || store.Head() != before {
+		t.Fatalf("client append of the derived id: %v (field %q)", err, ae.Field)
+	}
+
+	// The command the attack aimed at goes through, with that very id.
+	var in client.CommandIn
+	if err := json.Unmarshal([]byte(grantBody(cmdID.String(), "squatted")), &in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Command(t.Context(), in)
+	if err != nil {
+		t.Fatalf("the command after the attack: %v", err)
+	}
+	if len(out.Events) != 1 || out.Events[0].ID != derived {
+		t.Fatalf("the command's events: %+v, want one with id %s", out.Events, derived)
+	}
+}

@@ -35,7 +35,9 @@ func (s *Server) routes() {
 }
 
 // ToProposed converts request events into proposals for stream, generating
-// missing ids and setting the actor. Errors carry the JSON path under base.
+// missing ids and setting the actor. Ids in the commands' space are
+// refused (events.IsReservedEventID). Errors carry the JSON path under
+// base.
 func ToProposed(base string, in []client.EventIn, actor string) ([]events.Proposed, error) {
 	out := make([]events.Proposed, len(in))
 	for i, e := range in {
@@ -44,6 +46,9 @@ func ToProposed(base string, in []client.EventIn, actor string) ([]events.Propos
 			var err error
 			if id, err = uuid.Parse(e.ID); err != nil || id == uuid.Nil {
 				return nil, &Error{Code: events.CodeInvalidEventID, Field: fmt.Sprintf("%s[%d].id", base, i), Message: fmt.Sprintf("event id %q is not a UUID", e.ID)}
+			}
+			if events.IsReservedEventID(id) {
+				return nil, events.CheckRawEventID(fmt.Sprintf("%s[%d].id", base, i), id)
 			}
 		}
 		data, meta := e.Data, e.Metadata

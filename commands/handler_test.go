@@ -179,6 +179,23 @@ func TestHandler_Idempotent(t *testing.T) {
 
 func commandsCode(err error) string { return events.CodeOf(err) }
 
+// TestEventID_Reserved: every id a command derives lies in the space the
+// raw append routes refuse (events.IsReservedEventID), so no raw append
+// can take it before the command (issue 13); random ids do not.
+func TestEventID_Reserved(t *testing.T) {
+	for range 100 {
+		cmd := uuid.New()
+		for _, id := range []uuid.UUID{commands.EventID(cmd, 0), commands.EventID(cmd, 1), commands.EventID(cmd, events.MaxEventsPerAppend-1), commands.RefusalID(cmd)} {
+			if !events.IsReservedEventID(id) {
+				t.Fatalf("derived id %s (version %d) is not reserved", id, id.Version())
+			}
+		}
+		if id := uuid.New(); events.IsReservedEventID(id) {
+			t.Fatalf("random id %s is reserved", id)
+		}
+	}
+}
+
 // capture wraps a real log and keeps every append request.
 type capture struct {
 	commands.Log

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Bounds checked at the edge, before anything is written. Each has its own
@@ -40,6 +42,32 @@ func IsReserved(stream string) bool {
 		}
 	}
 	return false
+}
+
+// IsReservedEventID reports whether id lies in the space the commands layer
+// derives its events' ids from: UUID version 5 (RFC 9562 §5.5, name-based
+// with SHA-1), which commands.EventID and commands.RefusalID compute from
+// the command id, so that a re-sent command proposes the same ids and the
+// log recognises it. The raw append routes (HTTP and gRPC) refuse such ids
+// with reserved_event_id: otherwise anyone who may append could take the
+// id of a command's event before the command is sent, and the command
+// would then fail with command_id_reused. A raw append wanting
+// deterministic ids has version 3 (MD5) or 8. Like IsReserved, Validate
+// does not check it: commands write these ids.
+//
+// The derivation stays as it has been (v5 of the command id), so events
+// stored before the reservation keep their ids and re-sent commands keep
+// finding them; reserving the whole version rather than a marker inside
+// it is what makes the reservation checkable from the id alone.
+func IsReservedEventID(id uuid.UUID) bool { return id.Version() == 5 }
+
+// CheckRawEventID returns the refusal (reserved_event_id, at field) of an
+// id that a raw append may not carry, or nil.
+func CheckRawEventID(field string, id uuid.UUID) error {
+	if !IsReservedEventID(id) {
+		return nil
+	}
+	return Refusef(CodeReservedEventID, field, "event id %s is a version-5 UUID, which greffe reserves for the events commands append (derived from the command id); use a version 4 or 7 UUID (or 3 or 8 for ids you derive), or let the node choose", id)
 }
 
 // StreamAppend is the part of an append that targets one stream. With no

@@ -37,6 +37,9 @@ const (
 	// CodeInvalidExpectedVersion: an append's expected version is none of
 	// the values Expected.UnmarshalJSON accepts.
 	CodeInvalidExpectedVersion = "invalid_expected_version"
+	// CodeReservedEventID: a raw append carries an event id of the space
+	// commands derive theirs from (IsReservedEventID).
+	CodeReservedEventID = "reserved_event_id"
 )
 
 // Sentinel errors. Match them with errors.Is.

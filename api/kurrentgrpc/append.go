@@ -138,6 +138,9 @@ func (svc *streamsService) proposed(pm *streams.AppendReq_ProposedMessage, actor
 	if err != nil {
 		return events.Proposed{}, err
 	}
+	if err := events.CheckRawEventID("id", id); err != nil {
+		return events.Proposed{}, err
+	}
 	data, meta := pm.GetData(), pm.GetCustomMetadata()
 	if len(data) == 0 {
 		data = []byte("{}")

@@ -257,6 +257,9 @@ func TestServer_AppendIdempotencyAndRefusals(t *testing.T) {
 		{"data with a lone surrogate", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", ContentType: esdb.ContentTypeJson, Data: []byte(`{"name":"\ud800"}`)}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
 		{"metadata not UTF-8", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", Data: []byte(`{}`), Metadata: []byte("{\"$correlationId\":\"\xc0\xaf\"}")}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
 		{"stream name not UTF-8", "s\xff", jsonEvent("A", 1), esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		// Version-5 ids are the commands' (issue 13): a raw append taking
+		// one first would block the command that derives it.
+		{"a version-5 id", "squat", esdb.EventData{EventID: uuid.NewSHA1(uuid.New(), []byte("event/0")), EventType: "Squat", Data: []byte(`{}`)}, esdb.ErrorCodeUnknown, events.CodeReservedEventID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
