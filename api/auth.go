@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -56,9 +57,18 @@ func LoadTokens(path string) (*Tokens, error) {
 	return NewTokens(list)
 }
 
-// NewTokens validates tokens: known roles, names, tokens of at least 16 bytes.
+// NewTokens validates tokens: known roles, names, tokens of at least 16
+// bytes, each token listed once (one token under two names or roles would
+// make the last entry win: a reader's token could become an admin's), and
+// one role per name (the name is the actor of what its tokens write; a
+// name may have several tokens, to rotate them). Every ambiguity is
+// reported, naming the entries by index and name; a token is never
+// printed.
 func NewTokens(list []Token) (*Tokens, error) {
 	t := &Tokens{}
+	byToken := make(map[[32]byte]int, len(list)) // digest → first index
+	byName := make(map[string]int, len(list))    // name → first index
+	var ambiguous []error
 	for i, e := range list {
 		switch e.Role {
 		case RoleReader, RoleWriter, RoleOperator, RoleExecutor, RoleAdmin:
@@ -68,7 +78,23 @@ func NewTokens(list []Token) (*Tokens, error) {
 		if len(e.Token) < 16 || e.Name == "" {
 			return nil, fmt.Errorf("tokens[%d]: a token needs a name and at least 16 characters", i)
 		}
-		t.entries = append(t.entries, tokenEntry{digest: sha256.Sum256([]byte(e.Token)), name: e.Name, role: e.Role})
+		d := sha256.Sum256([]byte(e.Token))
+		if j, dup := byToken[d]; dup {
+			ambiguous = append(ambiguous, fmt.Errorf("tokens[%d] (%q, %s) and tokens[%d] (%q, %s) hold the same token: a token names one principal with one role; give each entry its own token",
+				j, list[j].Name, list[j].Role, i, e.Name, e.Role))
+		} else {
+			byToken[d] = i
+		}
+		if j, seen := byName[e.Name]; !seen {
+			byName[e.Name] = i
+		} else if list[j].Role != e.Role {
+			ambiguous = append(ambiguous, fmt.Errorf("tokens[%d] (%q) is %s and tokens[%d] (%q) is %s: one name has one role, whatever its tokens; rename one",
+				j, list[j].Name, list[j].Role, i, e.Name, e.Role))
+		}
+		t.entries = append(t.entries, tokenEntry{digest: d, name: e.Name, role: e.Role})
+	}
+	if len(ambiguous) > 0 {
+		return nil, errors.Join(ambiguous...)
 	}
 	return t, nil
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -625,5 +627,64 @@ func TestCommands_DerivedIDsUnreachable(t *testing.T) {
 	}
 	if len(out.Events) != 1 || out.Events[0].ID != derived {
 		t.Fatalf("the command's events: %+v, want one with id %s", out.Events, derived)
+	}
+}
+
+// TestLoadTokens_RefusesAmbiguousEntries: a tokens file that listed one
+// token twice (under two names or roles) was accepted and the last entry
+// won, so a reader's token could silently become an admin's; one name with
+// two roles was accepted too. Both are refused at start, naming the
+// entries by index and name, never printing a token.
+func TestLoadTokens_RefusesAmbiguousEntries(t *testing.T) {
+	const secret, other = "s3cret-token-0123456789", "other-token-0123456789"
+	entry := func(name, role, token string) string {
+		return `{"name":"` + name + `","role":"` + role + `","token":"` + token + `"}`
+	}
+	for _, tc := range []struct {
+		name    string
+		entries []string
+		want    []string // in the error; empty: accepted
+	}{
+		{"one token, two names", []string{entry("alice", "reader", secret), entry("bob", "reader", other), entry("mallory", "reader", secret)},
+			[]string{`tokens[0] ("alice", reader)`, `tokens[2] ("mallory", reader)`, "same token"}},
+		{"one token, two roles", []string{entry("alice", "reader", secret), entry("alice", "admin", secret)},
+			[]string{`tokens[0] ("alice", reader)`, `tokens[1] ("alice", admin)`, "same token"}},
+		{"one token listed twice alike", []string{entry("alice", "reader", secret), entry("alice", "reader", secret)},
+			[]string{`tokens[0] ("alice", reader)`, `tokens[1] ("alice", reader)`, "same token"}},
+		{"one name, two roles", []string{entry("alice", "reader", secret), entry("alice", "admin", other)},
+			[]string{`tokens[0] ("alice") is reader`, `tokens[1] ("alice") is admin`, "one name has one role"}},
+		{"every ambiguity at once", []string{entry("alice", "reader", secret), entry("bob", "writer", secret), entry("bob", "admin", other)},
+			[]string{`tokens[0] ("alice", reader) and tokens[1] ("bob", writer)`, `tokens[1] ("bob") is writer and tokens[2] ("bob") is admin`}},
+		{"one name, one role, two tokens (a rotation)", []string{entry("alice", "writer", secret), entry("alice", "writer", other)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokens.json")
+			if err := os.WriteFile(path, []byte("["+strings.Join(tc.entries, ",")+"]"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tokens, err := api.LoadTokens(path)
+			if len(tc.want) == 0 {
+				if err != nil || !tokens.Enabled() {
+					t.Fatalf("refused: %v", err)
+				}
+				for _, tok := range []string{secret, other} {
+					if p, ok := tokens.Identify("alice", tok); !ok || p.Role != api.RoleWriter {
+						t.Errorf("token %d… of the rotation: %+v %v", len(tok), p, ok)
+					}
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), other) {
+				t.Errorf("error %q prints a token", err)
+			}
+		})
 	}
 }
