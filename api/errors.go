@@ -37,7 +37,7 @@ func statusOf(code string) int {
 	switch code {
 	case events.CodeWrongExpectedVersion, events.CodeDuplicateEventID:
 		return http.StatusConflict
-	case events.CodeReservedStream:
+	case events.CodeReservedStream, events.CodeReservedStreamName:
 		return http.StatusForbidden
 	case events.CodeEventTooLarge, events.CodeAppendTooLarge, events.CodeTooManyEvents, CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -688,3 +688,26 @@ func TestLoadTokens_RefusesAmbiguousEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestAPI_ReservedStreamNames: a stream named "$all" could be created over
+// HTTP, while KurrentDB (and greffe's gRPC surface, and the mirror, which
+// skips "$" streams when it resumes) give names starting with "$" a
+// meaning: its system streams and $all. They are reserved: raw appends to
+// them are refused with reserved_stream_name and the stream's path; they
+// can still be read (there is nothing in them).
+func TestAPI_ReservedStreamNames(t *testing.T) {
+	n := startNode(t, nil)
+	reserved := func(field string) refusal { return refusal{http.StatusForbidden, events.CodeReservedStreamName, field} }
+	checkRefusals(t, n.url, n.store.Head, []refusalCase{
+		{"$all", "/v1/streams/$all", `{"events":[{"type":"T"}]}`, reserved("stream")},
+		{"a system stream", "/v1/streams/$stats-127.0.0.1:2113", `{"events":[{"type":"T"}]}`, reserved("stream")},
+		{"stream metadata", "/v1/streams/$$orders", `{"events":[{"type":"T"}]}`, reserved("stream")},
+		{"escaped in the path", "/v1/streams/%24all", `{"events":[{"type":"T"}]}`, reserved("stream")},
+		{"condition only", "/v1/append", `{"appends":[{"stream":"ok","events":[{"type":"T"}]},{"stream":"$all","expected_version":"no_stream"}]}`, reserved("appends[1].stream")},
+		{"multi", "/v1/append", `{"appends":[{"stream":"$ce-orders","events":[{"type":"T"}]}]}`, reserved("appends[0].stream")},
+		{"$ inside a name is fine", "/v1/streams/price$usd", `{"events":[{"type":"T"}]}`, refusal{Status: 200}},
+	})
+	if _, err := client.New(n.url, "").ReadStream(t.Context(), "$all", events.ReadOptions{}); client.CodeOf(err) != events.CodeNotFound {
+		t.Errorf("reading $all: %v, want not_found", err)
+	}
+}

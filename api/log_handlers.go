@@ -100,6 +100,11 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 			writeError(w, err)
 			return
 		}
+		if events.IsSystemStream(sa.Stream) {
+			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStreamName, Field: streamField,
+				Message: fmt.Sprintf("stream names starting with \"$\" are reserved (KurrentDB's $all and system streams); %q cannot be appended to, choose a name without the leading \"$\"", sa.Stream)})
+			return
+		}
 		if events.IsReserved(sa.Stream) {
 			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStream, Field: streamField,
 				Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", sa.Stream)})

@@ -70,6 +70,15 @@ func CheckRawEventID(field string, id uuid.UUID) error {
 	return Refusef(CodeReservedEventID, field, "event id %s is a version-5 UUID, which greffe reserves for the events commands append (derived from the command id); use a version 4 or 7 UUID (or 3 or 8 for ids you derive), or let the node choose", id)
 }
 
+// IsSystemStream reports whether stream's name starts with "$": in
+// KurrentDB (whose protocol greffe serves and mirrors into) such names are
+// its own, $all and the system and metadata streams ($$name), and the
+// mirror skips them when it resumes. The raw append routes refuse them
+// (reserved_stream_name), so that no one can create a "$all" stream that
+// a KurrentDB client would take for something else. Nothing in greffe
+// writes one; reading them is allowed.
+func IsSystemStream(stream string) bool { return strings.HasPrefix(stream, "$") }
+
 // StreamAppend is the part of an append that targets one stream. With no
 // Events it only checks Expected.
 type StreamAppend struct {

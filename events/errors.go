@@ -40,6 +40,9 @@ const (
 	// CodeReservedEventID: a raw append carries an event id of the space
 	// commands derive theirs from (IsReservedEventID).
 	CodeReservedEventID = "reserved_event_id"
+	// CodeReservedStreamName: a raw append names a stream starting with "$"
+	// (IsSystemStream).
+	CodeReservedStreamName = "reserved_stream_name"
 )
 
 // Sentinel errors. Match them with errors.Is.

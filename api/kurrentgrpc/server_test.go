@@ -246,6 +246,9 @@ func TestServer_AppendIdempotencyAndRefusals(t *testing.T) {
 		wantCode   string
 	}{
 		{"reserved domain stream", "approval-42", jsonEvent("ApprovalGranted", 1), esdb.ErrorCodeAccessDenied, events.CodeReservedStream},
+		// "$" names are KurrentDB's own (issue 13), as they are there.
+		{"$all as a stream", "$all", jsonEvent("A", 1), esdb.ErrorCodeAccessDenied, events.CodeReservedStreamName},
+		{"a metadata stream", "$$idem", jsonEvent("A", 1), esdb.ErrorCodeAccessDenied, events.CodeReservedStreamName},
 		{"same id, other content", "idem", other, esdb.ErrorCodeResourceAlreadyExists, events.CodeDuplicateEventID},
 		{"data not a JSON object", "binary", esdb.EventData{EventID: uuid.New(), EventType: "Blob", Data: []byte{0xff, 0x00}}, esdb.ErrorCodeUnknown, events.CodeDataNotObject},
 		{"metadata not a JSON object", "meta", esdb.EventData{EventID: uuid.New(), EventType: "M", Data: []byte(`{}`), Metadata: []byte(`[1]`)}, esdb.ErrorCodeUnknown, events.CodeMetadataNotObject},
