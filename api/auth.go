@@ -10,6 +10,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/greffe/greffe/events"
 )
 
 // Role is what a bearer token may do.
@@ -78,6 +82,11 @@ func NewTokens(list []Token) (*Tokens, error) {
 		if len(e.Token) < 16 || e.Name == "" {
 			return nil, fmt.Errorf("tokens[%d]: a token needs a name and at least 16 characters", i)
 		}
+		// The name is the actor of every event its token writes, which the
+		// log accepts only as printable UTF-8 of at most 256 bytes.
+		if !actorNameOK(e.Name) {
+			return nil, fmt.Errorf("tokens[%d].name %q: a name is at most %d bytes of printable UTF-8 (it is recorded as the actor)", i, e.Name, events.MaxTextFieldLen)
+		}
 		d := sha256.Sum256([]byte(e.Token))
 		if j, dup := byToken[d]; dup {
 			ambiguous = append(ambiguous, fmt.Errorf("tokens[%d] (%q, %s) and tokens[%d] (%q, %s) hold the same token: a token names one principal with one role; give each entry its own token",
@@ -97,6 +106,18 @@ func NewTokens(list []Token) (*Tokens, error) {
 		return nil, errors.Join(ambiguous...)
 	}
 	return t, nil
+}
+
+func actorNameOK(s string) bool {
+	if len(s) > events.MaxTextFieldLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // Enabled reports whether tokens are configured.

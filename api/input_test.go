@@ -687,6 +687,21 @@ func TestLoadTokens_RefusesAmbiguousEntries(t *testing.T) {
 			}
 		})
 	}
+	// A name is the actor of what its token writes: one the log would
+	// refuse as an actor is refused at start, in a file (as any string
+	// that is not UTF-8) or given to NewTokens.
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	if err := os.WriteFile(path, []byte("["+entry("bob\xff", "writer", secret)+"]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.LoadTokens(path); client.CodeOf(err) != events.CodeInvalidUTF8 || !strings.Contains(err.Error(), "[0].name") {
+		t.Errorf("a name that is not UTF-8 in the file: %v", err)
+	}
+	for _, name := range []string{"bob\xff", "bob\nroot", strings.Repeat("b", events.MaxTextFieldLen+1)} {
+		if _, err := api.NewTokens([]api.Token{{Name: name, Role: api.RoleWriter, Token: secret}}); err == nil || !strings.Contains(err.Error(), "tokens[0].name") {
+			t.Errorf("NewTokens with the name %.20q: %v", name, err)
+		}
+	}
 }
 
 // TestAPI_ReservedStreamNames: a stream named "$all" could be created over
