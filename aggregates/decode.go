@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 
+	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/strictjson"
 )
 
@@ -28,6 +29,14 @@ func decodeStrict(data []byte, v any) error {
 	}
 	if data[0] != '{' {
 		return invalid("", "must be a JSON object")
+	}
+	// A string that is not text would decode to U+FFFD (two names, one
+	// provider): refused with its path, as the API refuses it in a body.
+	if !events.ValidJSON(data) {
+		var se *strictjson.Error
+		if err := strictjson.CheckText(data, "data"); errors.As(err, &se) {
+			return &InvalidCommandError{Path: se.Path, Reason: se.Reason, Code: events.CodeInvalidUTF8}
+		}
 	}
 	if err := strictjson.Check(data, reflect.TypeOf(v).Elem(), "data", false); err != nil {
 		var se *strictjson.Error

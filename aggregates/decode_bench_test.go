@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/greffe/greffe/events"
 )
 
 // benchGrantApproval is a typical small command.
@@ -74,6 +76,10 @@ type pathDoc struct {
 // errors, and what it accepts, on inputs that exercise the walk's scanning:
 // escapes in keys, brackets and quotes inside strings, whitespace.
 func TestDecodeStrictPaths(t *testing.T) {
+	// notText is strictjson.CheckText's sentence, after prefix.
+	notText := func(prefix string) string {
+		return prefix + `is not UTF-8 text (a byte that is not UTF-8, or an unpaired surrogate escape such as \ud800); JSON is UTF-8 (RFC 8259 §8.1)`
+	}
 	cases := []struct {
 		name string
 		data string
@@ -108,12 +114,17 @@ func TestDecodeStrictPaths(t *testing.T) {
 			want: &InvalidCommandError{Path: "data.labels.a\\b", Reason: "must be a number, got a string"}},
 		{name: "key containing unicode escapes", data: `{"labels":{"\u00e9t\u00E9":"x"}}`,
 			want: &InvalidCommandError{Path: "data.labels.été", Reason: "must be a number, got a string"}},
+		// A key that is not text is refused before its value is looked at,
+		// with the path of its object (issue 13): it used to be read as
+		// U+FFFD, so "\ud800" and "\udfff" were one key.
 		{name: "key containing a lone surrogate", data: `{"labels":{"\ud800":"x"}}`,
-			want: &InvalidCommandError{Path: "data.labels.\uFFFD", Reason: "must be a number, got a string"}},
+			want: &InvalidCommandError{Path: "data.labels", Reason: notText("holds a key that "), Code: events.CodeInvalidUTF8}},
 		{name: "key containing a surrogate pair", data: `{"labels":{"\ud83d\ude00":"x"}}`,
 			want: &InvalidCommandError{Path: "data.labels.😀", Reason: "must be a number, got a string"}},
 		{name: "key containing invalid UTF-8", data: "{\"labels\":{\"a\xffb\":\"x\"}}",
-			want: &InvalidCommandError{Path: "data.labels.a\uFFFDb", Reason: "must be a number, got a string"}},
+			want: &InvalidCommandError{Path: "data.labels", Reason: notText("holds a key that "), Code: events.CodeInvalidUTF8}},
+		{name: "value containing invalid UTF-8", data: "{\"labels\":{\"a\":1},\"name\":\"p\xfe\"}",
+			want: &InvalidCommandError{Path: "data.name", Reason: notText(""), Code: events.CodeInvalidUTF8}},
 		{name: "key containing raw UTF-8", data: `{"labels":{"été":"x"}}`,
 			want: &InvalidCommandError{Path: "data.labels.été", Reason: "must be a number, got a string"}},
 		{name: "escaped and raw UTF-8 keys are duplicates", data: `{"labels":{"été":1,"\u00e9t\u00e9":2}}`,
@@ -159,6 +170,8 @@ func TestDecodeStrictPaths(t *testing.T) {
 		{name: "an object for a map's number value", data: `{"labels":{"a":{"b":1}}}`,
 			want: &InvalidCommandError{Path: "data.labels.a", Reason: "must be a number, got an object"}},
 		{name: "null map and slice", data: `{"labels":null,"checks":null,"any":null}`},
+		{name: "any takes only text", data: `{"any":[1,{"x":"\udfff"}]}`,
+			want: &InvalidCommandError{Path: "data.any[1].x", Reason: notText(""), Code: events.CodeInvalidUTF8}},
 		{name: "not an object", data: `[1]`,
 			want: &InvalidCommandError{Path: "data", Reason: "must be a JSON object"}},
 		{name: "not JSON", data: `{"name":`,

@@ -46,6 +46,10 @@ type InvalidCommandError struct {
 	Path string
 	// Reason says what is wrong with it.
 	Reason string
+	// Code, when set, is a more precise code than the commands layer's
+	// invalid_command: events.CodeInvalidUTF8 for a string that is not
+	// text.
+	Code string
 }
 
 // Error returns "invalid <command> command: <path>: <reason>".

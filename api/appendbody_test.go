@@ -59,6 +59,12 @@ func TestFastDecodeStreamAppend(t *testing.T) {
 		{"control byte", "{\"events\":[{\"type\":\"T\x01\"}]}", false},
 		{"invalid utf-8", "{\"events\":[{\"type\":\"T\xff\"}]}", false},
 		{"surrogate utf-8", "{\"events\":[{\"type\":\"\xed\xa0\x80\"}]}", false},
+		{"invalid utf-8 in stream", "{\"stream\":\"s\xff\"}", false},
+		{"invalid utf-8 in data", "{\"events\":[{\"type\":\"T\",\"data\":{\"a\":\"\xff\"}}]}", false},
+		{"invalid utf-8 in a data key", "{\"events\":[{\"type\":\"T\",\"data\":{\"\xc0\xaf\":1}}]}", false},
+		{"invalid utf-8 in metadata", "{\"events\":[{\"type\":\"T\",\"metadata\":[\"\xe4\xb8\"]}]}", false},
+		{"lone surrogate in data", `{"events":[{"type":"T","data":{"a":"\ud800"}}]}`, false},
+		{"lone surrogate in metadata", `{"events":[{"type":"T","metadata":{"a":"\udc00"}}]}`, false},
 		{"null events", `{"events":null}`, false},
 		{"null type", `{"events":[{"type":null}]}`, false},
 		{"null data", `{"events":[{"type":"T","data":null}]}`, false},
@@ -195,16 +201,28 @@ func FuzzFastDecodeStreamAppend(f *testing.F) {
 		`{"events":[{"type":"T","data":{"a":"<&>\u2028"}},{"type":"T","metadata":{}}]}`,
 		`{"events":[{"Type":"T","envelope":null}]}`,
 		`{"expected_version":"any","events":[{"type":"T","data":{"k":"v"}}],"stream":"s"}`,
+		"{\"events\":[{\"type\":\"T\xff\",\"data\":{\"a\":\"\xfe\"}}]}",
+		`{"events":[{"type":"T","data":{"a":"\ud800"},"metadata":{"b":"\ud83d\ude00"}}]}`,
+		"{\"stream\":\"\xed\xa0\x80\",\"events\":[{\"type\":\"T\",\"correlation_id\":\"\x80\"}]}",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Add(testAppendBody(f, 3))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, ok := fastDecodeStreamAppend(body)
+		want, err := decodeStrictAppend(body)
+		// Neither path takes a body that is not text (issue 13): invalid
+		// UTF-8 or an unpaired surrogate escape anywhere, data included,
+		// would be read as U+FFFD or stored as no reader shows it.
+		if (ok || err == nil) && !events.ValidJSON(body) {
+			t.Fatalf("a body that is not text was accepted (fast %v, strict %v): %q", ok, err == nil, body)
+		}
+		if err != nil && json.Valid(body) && !events.ValidJSON(body) && client.CodeOf(err) != events.CodeInvalidUTF8 {
+			t.Fatalf("a body that is not text got %v, want %s: %q", err, events.CodeInvalidUTF8, body)
+		}
 		if !ok {
 			return
 		}
-		want, err := decodeStrictAppend(body)
 		if err != nil {
 			t.Fatalf("fast path accepted %q, DecodeStrict refuses it: %v", body, err)
 		}

@@ -4,11 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/greffe/greffe/events"
 )
 
 // Role is what a bearer token may do.
@@ -56,9 +61,18 @@ func LoadTokens(path string) (*Tokens, error) {
 	return NewTokens(list)
 }
 
-// NewTokens validates tokens: known roles, names, tokens of at least 16 bytes.
+// NewTokens validates tokens: known roles, names, tokens of at least 16
+// bytes, each token listed once (one token under two names or roles would
+// make the last entry win: a reader's token could become an admin's), and
+// one role per name (the name is the actor of what its tokens write; a
+// name may have several tokens, to rotate them). Every ambiguity is
+// reported, naming the entries by index and name; a token is never
+// printed.
 func NewTokens(list []Token) (*Tokens, error) {
 	t := &Tokens{}
+	byToken := make(map[[32]byte]int, len(list)) // digest → first index
+	byName := make(map[string]int, len(list))    // name → first index
+	var ambiguous []error
 	for i, e := range list {
 		switch e.Role {
 		case RoleReader, RoleWriter, RoleOperator, RoleExecutor, RoleAdmin:
@@ -68,9 +82,42 @@ func NewTokens(list []Token) (*Tokens, error) {
 		if len(e.Token) < 16 || e.Name == "" {
 			return nil, fmt.Errorf("tokens[%d]: a token needs a name and at least 16 characters", i)
 		}
-		t.entries = append(t.entries, tokenEntry{digest: sha256.Sum256([]byte(e.Token)), name: e.Name, role: e.Role})
+		// The name is the actor of every event its token writes, which the
+		// log accepts only as printable UTF-8 of at most 256 bytes.
+		if !actorNameOK(e.Name) {
+			return nil, fmt.Errorf("tokens[%d].name %q: a name is at most %d bytes of printable UTF-8 (it is recorded as the actor)", i, e.Name, events.MaxTextFieldLen)
+		}
+		d := sha256.Sum256([]byte(e.Token))
+		if j, dup := byToken[d]; dup {
+			ambiguous = append(ambiguous, fmt.Errorf("tokens[%d] (%q, %s) and tokens[%d] (%q, %s) hold the same token: a token names one principal with one role; give each entry its own token",
+				j, list[j].Name, list[j].Role, i, e.Name, e.Role))
+		} else {
+			byToken[d] = i
+		}
+		if j, seen := byName[e.Name]; !seen {
+			byName[e.Name] = i
+		} else if list[j].Role != e.Role {
+			ambiguous = append(ambiguous, fmt.Errorf("tokens[%d] (%q) is %s and tokens[%d] (%q) is %s: one name has one role, whatever its tokens; rename one",
+				j, list[j].Name, list[j].Role, i, e.Name, e.Role))
+		}
+		t.entries = append(t.entries, tokenEntry{digest: d, name: e.Name, role: e.Role})
+	}
+	if len(ambiguous) > 0 {
+		return nil, errors.Join(ambiguous...)
 	}
 	return t, nil
+}
+
+func actorNameOK(s string) bool {
+	if len(s) > events.MaxTextFieldLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // Enabled reports whether tokens are configured.

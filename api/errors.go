@@ -21,6 +21,7 @@ const (
 	CodeMalformedJSON    = "malformed_json"
 	CodeUnknownField     = "unknown_field"
 	CodeBodyTooLarge     = "body_too_large"
+	CodeBodyTimeout      = "body_timeout"
 	CodeInvalidQuery     = "invalid_query"
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
@@ -36,7 +37,7 @@ func statusOf(code string) int {
 	switch code {
 	case events.CodeWrongExpectedVersion, events.CodeDuplicateEventID:
 		return http.StatusConflict
-	case events.CodeReservedStream:
+	case events.CodeReservedStream, events.CodeReservedStreamName:
 		return http.StatusForbidden
 	case events.CodeEventTooLarge, events.CodeAppendTooLarge, events.CodeTooManyEvents, CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -142,10 +143,53 @@ func DecodeStrict(rd io.Reader, v any) error {
 }
 
 // decodeStrictBytes is DecodeStrict on a body already read.
+//
+// A body that is one JSON value whose strings are text is walked by
+// strictjson.Check before encoding/json decodes it, so that every problem
+// is named by its full path ("appends[0].events[2].actor", with the array
+// indices encoding/json drops): unknown fields (encoding/json names the key
+// alone), keys in another case and repeated keys (which encoding/json lets
+// through), type errors, and values that decode themselves
+// (expected_version, with its own code). encoding/json then cannot fail.
+// Anything else is refused before: not text, or not JSON.
 func decodeStrictBytes(body []byte, v any) error {
+	if !events.ValidJSON(body) {
+		// JSON is UTF-8 (RFC 8259 §8.1). encoding/json decodes a string
+		// that is not text (invalid bytes, an unpaired surrogate escape)
+		// to U+FFFD and keeps a RawMessage's bytes as they are, so "p\xff"
+		// and "p\xfe" would become one name and data would be stored as no
+		// reader shows it: such a body is refused with the path of the
+		// first such string, in data too.
+		if json.Valid(body) {
+			var se *strictjson.Error
+			if err := strictjson.CheckText(body, ""); errors.As(err, &se) {
+				return &Error{Status: http.StatusBadRequest, Code: events.CodeInvalidUTF8, Field: se.Path, Message: pathMessage(se)}
+			}
+		}
+		return syntaxError(body)
+	}
+	if err := strictjson.Check(body, reflect.TypeOf(v).Elem(), "", true); err != nil {
+		var se *strictjson.Error
+		if !errors.As(err, &se) {
+			return err
+		}
+		return strictError(se)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		return jsonError(err) // the walk accepts only what decodes: a gap in it
+	}
+	return nil
+}
+
+// syntaxError words why body, which is not one JSON value, is refused:
+// encoding/json's syntax error with its offset, an empty body, or what
+// follows the first value.
+func syntaxError(body []byte) *Error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var first json.RawMessage
+	if err := dec.Decode(&first); err != nil {
 		return jsonError(err)
 	}
 	if dec.More() {
@@ -154,22 +198,35 @@ func decodeStrictBytes(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "trailing data after the JSON value"}
 	}
-	// encoding/json accepted the body; what it lets through (a key in
-	// another case, a repeated key) is refused with its path. null stays
-	// accepted, as encoding/json accepts it.
-	if err := strictjson.Check(body, reflect.TypeOf(v).Elem(), "", true); err != nil {
-		var se *strictjson.Error
-		if !errors.As(err, &se) {
-			return err
-		}
-		code := CodeMalformedJSON
-		if strings.HasPrefix(se.Reason, "unknown field") {
-			code = CodeUnknownField
-		}
-		return &Error{Status: http.StatusBadRequest, Code: code, Field: se.Path,
-			Message: fmt.Sprintf("%s: %s (keys are case-sensitive and appear once)", se.Path, se.Reason)}
+	return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "the body is not one JSON value"}
+}
+
+// strictError turns the walk's first problem into the API's error, with
+// its path.
+func strictError(se *strictjson.Error) *Error {
+	// A value that decodes itself and refused with a code of the log
+	// (expected_version: invalid_expected_version) keeps that code.
+	var ee *events.Error
+	if errors.As(se, &ee) {
+		return &Error{Status: http.StatusBadRequest, Code: ee.Code, Field: se.Path, Message: ee.Message}
 	}
-	return nil
+	code, hint := CodeMalformedJSON, ""
+	switch {
+	case strings.HasPrefix(se.Reason, "unknown field"):
+		code, hint = CodeUnknownField, " (keys are case-sensitive; check the name against docs/API.md)"
+	case se.Reason == "appears twice":
+		hint = " (a key appears once)"
+	}
+	return &Error{Status: http.StatusBadRequest, Code: code, Field: se.Path, Message: pathMessage(se) + hint}
+}
+
+// pathMessage words a strictjson error: "path: reason", or the reason
+// about "the body" at the root.
+func pathMessage(se *strictjson.Error) string {
+	if se.Path == "" {
+		return "the body " + se.Reason
+	}
+	return se.Path + ": " + se.Reason
 }
 
 func jsonError(err error) *Error {

@@ -35,7 +35,9 @@ func (s *Server) routes() {
 }
 
 // ToProposed converts request events into proposals for stream, generating
-// missing ids and setting the actor. Errors carry the JSON path under base.
+// missing ids and setting the actor. Ids in the commands' space are
+// refused (events.IsReservedEventID). Errors carry the JSON path under
+// base.
 func ToProposed(base string, in []client.EventIn, actor string) ([]events.Proposed, error) {
 	out := make([]events.Proposed, len(in))
 	for i, e := range in {
@@ -44,6 +46,9 @@ func ToProposed(base string, in []client.EventIn, actor string) ([]events.Propos
 			var err error
 			if id, err = uuid.Parse(e.ID); err != nil || id == uuid.Nil {
 				return nil, &Error{Code: events.CodeInvalidEventID, Field: fmt.Sprintf("%s[%d].id", base, i), Message: fmt.Sprintf("event id %q is not a UUID", e.ID)}
+			}
+			if events.IsReservedEventID(id) {
+				return nil, events.CheckRawEventID(fmt.Sprintf("%s[%d].id", base, i), id)
 			}
 		}
 		data, meta := e.Data, e.Metadata
@@ -93,6 +98,11 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 		}
 		if err := events.ValidateStreamName(streamField, sa.Stream); err != nil {
 			writeError(w, err)
+			return
+		}
+		if events.IsSystemStream(sa.Stream) {
+			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStreamName, Field: streamField,
+				Message: fmt.Sprintf("stream names starting with \"$\" are reserved (KurrentDB's $all and system streams); %q cannot be appended to, choose a name without the leading \"$\"", sa.Stream)})
 			return
 		}
 		if events.IsReserved(sa.Stream) {
@@ -241,13 +251,27 @@ const (
 // subscribe streams events as Server-Sent Events: "id" is the position (so a
 // reconnecting EventSource resumes with Last-Event-ID), "event" the type,
 // "data" the event JSON.
+//
+// from is the first position to send; Last-Event-ID, when present, wins
+// and resumes just after it. 2^64-1 (events.FromEnd, as from or as
+// Last-Event-ID) and from=end mean the end, as KurrentDB's End position
+// (-1 unsigned) does: the subscription starts at the head and sends what
+// comes next. It used to be taken as a Last-Event-ID like any other, and
+// its + 1 overflowed to 0: the whole log replayed. Any other position at
+// or beyond the head waits until the log reaches it: a client resuming on
+// a node that is behind the one it read (a follower) gets no event twice.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var from uint64
-	if f := q.Get("from"); f != "" {
+	switch f := q.Get("from"); f {
+	case "":
+	case "end":
+		from = events.FromEnd
+	default:
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from", Message: "from must be a non-negative integer position"})
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from",
+				Message: fmt.Sprintf("from %q: use a position (a decimal integer below 2^64) or \"end\"", f)})
 			return
 		}
 		from = v
@@ -255,10 +279,17 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		v, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "Last-Event-ID", Message: "Last-Event-ID must be a position"})
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "Last-Event-ID",
+				Message: fmt.Sprintf("Last-Event-ID %q: send the id of the last event received, a position (a decimal integer below 2^64; %d means the end)", last, uint64(events.FromEnd))})
 			return
 		}
 		from = v + 1
+		if v == events.FromEnd {
+			from = events.FromEnd // not + 1: that would wrap to 0
+		}
+	}
+	if from == events.FromEnd {
+		from = s.ledger.Head().Size
 	}
 	f := events.Filter{StreamPrefix: q.Get("stream_prefix")}
 	if t := q.Get("types"); t != "" {

@@ -138,17 +138,30 @@ func CodeOf(err error) string {
 	return ""
 }
 
-// Append appends events to one stream.
+// Append appends events to one stream. Strings that are not UTF-8 are
+// refused before sending (client/text.go).
 func (c *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []EventIn) (AppendOut, error) {
 	var out AppendOut
+	if err := eventsTextError("events", evs); err != nil {
+		return out, err
+	}
 	body := streamAppendBody(StreamAppendIn{ExpectedVersion: expected, Events: evs}) // client/fastwire.go
 	err := c.doAppend(ctx, http.MethodPost, "/v1/streams/"+url.PathEscape(stream), body, &out)
 	return out, err
 }
 
-// AppendMulti appends atomically to several streams.
+// AppendMulti appends atomically to several streams. Strings that are not
+// UTF-8 are refused before sending (client/text.go).
 func (c *Client) AppendMulti(ctx context.Context, in AppendIn) (AppendOut, error) {
 	var out AppendOut
+	for i := range in.Appends {
+		if err := textError(fmt.Sprintf("appends[%d].stream", i), in.Appends[i].Stream); err != nil {
+			return out, err
+		}
+		if err := eventsTextError(fmt.Sprintf("appends[%d].events", i), in.Appends[i].Events); err != nil {
+			return out, err
+		}
+	}
 	err := c.Do(ctx, http.MethodPost, "/v1/append", in, &out)
 	return out, err
 }

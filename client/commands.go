@@ -118,9 +118,13 @@ func (q ProjectionQuery) values() url.Values {
 }
 
 // Command sends a command. A refusal is an *Error (422) with the gate's
-// code; a malformed command an *Error (400) with the JSON path in Field.
+// code; a malformed command an *Error (400) with the JSON path in Field
+// (strings that are not UTF-8 are refused before sending: client/text.go).
 func (c *Client) Command(ctx context.Context, in CommandIn) (CommandOut, error) {
 	var out CommandOut
+	if err := commandTextError(&in); err != nil {
+		return out, err
+	}
 	err := c.Do(ctx, http.MethodPost, "/v1/commands", in, &out)
 	return out, err
 }

@@ -41,7 +41,8 @@ func streamAppendBody(in StreamAppendIn) any {
 // encodeStreamAppend returns json.Marshal(in), or false when in has
 // something only json.Marshal should handle: an event with an Envelope, or
 // data or metadata that is not valid JSON (json.Marshal then gives the
-// error).
+// error) or holds a string that is not text (json.Marshal then copies it,
+// and the node refuses it with invalid_utf8).
 func encodeStreamAppend(in StreamAppendIn) ([]byte, bool) {
 	// Size the buffer for the plain case: keys, quotes and separators
 	// around each field (escaping and fallbacks may still grow it).
@@ -138,7 +139,8 @@ func appendEventIn(b []byte, e *EventIn) ([]byte, bool) {
 // appendRawJSON appends a json.RawMessage as json.Marshal does: json.Marshal
 // compacts it and escapes <, >, &, U+2028 and U+2029, so raw bytes are
 // copied only when that changes nothing; otherwise json.Marshal of the
-// value itself gives the exact bytes. False when raw is not valid JSON.
+// value itself gives the exact bytes. False when raw is not valid JSON or
+// not text (events.ValidJSON): json.Marshal then decides.
 func appendRawJSON(b, raw []byte) ([]byte, bool) {
 	if !events.ValidJSON(raw) {
 		return nil, false

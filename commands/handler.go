@@ -324,6 +324,9 @@ func (h *Handler) prepare(req Request) (*prepared, error) {
 			Message: fmt.Sprintf("the command id %q is not a UUID; every command carries a UUID, its idempotency key", req.ID)}
 	}
 	for _, f := range []struct{ name, v string }{{"actor", req.Actor}, {"correlation_id", req.CorrelationID}} {
+		if !utf8.ValidString(f.v) {
+			return nil, &InvalidError{Code: events.CodeInvalidUTF8, Field: f.name, Message: "is not UTF-8 text; send UTF-8"}
+		}
 		if !textOK(f.v) {
 			return nil, &InvalidError{Code: CodeInvalidCommand, Field: f.name,
 				Message: fmt.Sprintf("must be at most %d bytes of printable UTF-8", events.MaxTextFieldLen)}
@@ -341,7 +344,11 @@ func (h *Handler) prepare(req Request) (*prepared, error) {
 		case errors.As(err, &ue):
 			return nil, &InvalidError{Code: CodeUnknownCommand, Field: "command", Message: ue.Error(), Err: err}
 		case errors.As(err, &ie):
-			return nil, &InvalidError{Code: CodeInvalidCommand, Field: ie.Path, Message: ie.Reason, Err: err}
+			code := CodeInvalidCommand
+			if ie.Code != "" {
+				code = ie.Code
+			}
+			return nil, &InvalidError{Code: code, Field: ie.Path, Message: ie.Reason, Err: err}
 		}
 		return nil, &InvalidError{Code: CodeInvalidCommand, Field: "data", Message: err.Error(), Err: err}
 	}

@@ -179,6 +179,23 @@ func TestHandler_Idempotent(t *testing.T) {
 
 func commandsCode(err error) string { return events.CodeOf(err) }
 
+// TestEventID_Reserved: every id a command derives lies in the space the
+// raw append routes refuse (events.IsReservedEventID), so no raw append
+// can take it before the command (issue 13); random ids do not.
+func TestEventID_Reserved(t *testing.T) {
+	for range 100 {
+		cmd := uuid.New()
+		for _, id := range []uuid.UUID{commands.EventID(cmd, 0), commands.EventID(cmd, 1), commands.EventID(cmd, events.MaxEventsPerAppend-1), commands.RefusalID(cmd)} {
+			if !events.IsReservedEventID(id) {
+				t.Fatalf("derived id %s (version %d) is not reserved", id, id.Version())
+			}
+		}
+		if id := uuid.New(); events.IsReservedEventID(id) {
+			t.Fatalf("random id %s is reserved", id)
+		}
+	}
+}
+
 // capture wraps a real log and keeps every append request.
 type capture struct {
 	commands.Log
@@ -363,6 +380,11 @@ func TestHandler_Invalid(t *testing.T) {
 			r.Data = json.RawMessage(`{"approval_id":"a","approver":"o","action":"startup","subject":"s","uses":0,"expires_at":"2027-01-01T00:00:00Z"}`)
 		}, commands.CodeInvalidCommand, "data.uses"},
 		{"actor not printable", h, func(r *commands.Request) { r.Actor = "a\x00b" }, commands.CodeInvalidCommand, "actor"},
+		// Not text (issue 13): encoding/json would read "\xff" and "\ud800" as U+FFFD.
+		{"actor not UTF-8", h, func(r *commands.Request) { r.Actor = "a\xffb" }, events.CodeInvalidUTF8, "actor"},
+		{"correlation id not UTF-8", h, func(r *commands.Request) { r.CorrelationID = "\xc0\xaf" }, events.CodeInvalidUTF8, "correlation_id"},
+		{"data not UTF-8", h, func(r *commands.Request) { r.Data = json.RawMessage("{\"approval_id\":\"a\xff\"}") }, events.CodeInvalidUTF8, "data.approval_id"},
+		{"data lone surrogate", h, func(r *commands.Request) { r.Data = json.RawMessage(`{"approval_id":"\udc00"}`) }, events.CodeInvalidUTF8, "data.approval_id"},
 		{"time on the system clock", sys, func(r *commands.Request) { r.At = &at }, commands.CodeCommandTimeNotAllowed, "at"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,11 +2,14 @@ package events
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Bounds checked at the edge, before anything is written. Each has its own
@@ -40,6 +43,41 @@ func IsReserved(stream string) bool {
 	}
 	return false
 }
+
+// IsReservedEventID reports whether id lies in the space the commands layer
+// derives its events' ids from: UUID version 5 (RFC 9562 §5.5, name-based
+// with SHA-1), which commands.EventID and commands.RefusalID compute from
+// the command id, so that a re-sent command proposes the same ids and the
+// log recognises it. The raw append routes (HTTP and gRPC) refuse such ids
+// with reserved_event_id: otherwise anyone who may append could take the
+// id of a command's event before the command is sent, and the command
+// would then fail with command_id_reused. A raw append wanting
+// deterministic ids has version 3 (MD5) or 8. Like IsReserved, Validate
+// does not check it: commands write these ids.
+//
+// The derivation stays as it has been (v5 of the command id), so events
+// stored before the reservation keep their ids and re-sent commands keep
+// finding them; reserving the whole version rather than a marker inside
+// it is what makes the reservation checkable from the id alone.
+func IsReservedEventID(id uuid.UUID) bool { return id.Version() == 5 }
+
+// CheckRawEventID returns the refusal (reserved_event_id, at field) of an
+// id that a raw append may not carry, or nil.
+func CheckRawEventID(field string, id uuid.UUID) error {
+	if !IsReservedEventID(id) {
+		return nil
+	}
+	return Refusef(CodeReservedEventID, field, "event id %s is a version-5 UUID, which greffe reserves for the events commands append (derived from the command id); use a version 4 or 7 UUID (or 3 or 8 for ids you derive), or let the node choose", id)
+}
+
+// IsSystemStream reports whether stream's name starts with "$": in
+// KurrentDB (whose protocol greffe serves and mirrors into) such names are
+// its own, $all and the system and metadata streams ($$name), and the
+// mirror skips them when it resumes. The raw append routes refuse them
+// (reserved_stream_name), so that no one can create a "$all" stream that
+// a KurrentDB client would take for something else. Nothing in greffe
+// writes one; reading them is allowed.
+func IsSystemStream(stream string) bool { return strings.HasPrefix(stream, "$") }
 
 // StreamAppend is the part of an append that targets one stream. With no
 // Events it only checks Expected.
@@ -87,9 +125,37 @@ type Batch struct {
 // ValidateStreamName checks the 1–200 printable characters without spaces rule.
 func ValidateStreamName(field, s string) error {
 	if msg := streamNameProblem(s); msg != "" {
-		return Refusef(CodeInvalidStreamName, field, "%s", msg)
+		return Refusef(textCode(s, CodeInvalidStreamName), field, "%s", msg)
 	}
 	return nil
+}
+
+// textCode is the code of a refused text field: invalid_utf8 when s is not
+// UTF-8, whatever the field, else the field's own code. Called only for a
+// refusal, so the valid path pays nothing for it.
+func textCode(s, code string) string {
+	if !utf8.ValidString(s) {
+		return CodeInvalidUTF8
+	}
+	return code
+}
+
+// jsonRefusal refuses data or metadata (field is ".data" or ".metadata"
+// under at) that isJSONObject refused: invalid_utf8 when it is a JSON
+// object whose strings are not all text (json.Valid accepts it, ValidJSON
+// does not), else notObject. Called only for a refusal.
+func jsonRefusal(b []byte, notObject, name, field string) *Error {
+	if json.Valid(b) && firstNonSpace(b) == '{' {
+		return Refusef(CodeInvalidUTF8, field, "%s holds a string that is not UTF-8 text (invalid bytes or an unpaired surrogate escape such as \\ud800) at byte %d; send JSON as UTF-8 (RFC 8259 §8.1)", name, badTextOffset(b))
+	}
+	return Refusef(notObject, field, "%s must be a JSON object", name)
+}
+
+func firstNonSpace(b []byte) byte {
+	if i := skipJSONSpace(b, 0); i < len(b) {
+		return b[i]
+	}
+	return 0
 }
 
 // streamNameProblem says what is wrong with a stream name, or "" if nothing.
@@ -111,7 +177,8 @@ func streamNameProblem(s string) string {
 	return ""
 }
 
-// textProblem says what is wrong with a text field, or "" if nothing.
+// textProblem says what is wrong with a text field, or "" if nothing
+// (textCode gives the code).
 func textProblem(s string, min, max int) string {
 	if len(s) < min || len(s) > max {
 		return fmt.Sprintf("must be %d to %d bytes long, got %d", min, max, len(s))
@@ -127,10 +194,11 @@ func textProblem(s string, min, max int) string {
 	return ""
 }
 
-// isJSONObject reports whether b is one valid JSON object (whitespace around
-// it allowed, since the bytes are stored exactly as received). It runs on
-// every event's data and metadata, so it uses ValidJSON, which gives
-// json.Valid's answer several times faster.
+// isJSONObject reports whether b is one valid JSON object whose strings are
+// text (whitespace around it allowed, since the bytes are stored exactly as
+// received). It runs on every event's data and metadata, so it uses
+// ValidJSON, several times faster than json.Valid, which also checks the
+// text.
 func isJSONObject(b []byte) bool {
 	if !ValidJSON(b) {
 		return false
@@ -165,7 +233,7 @@ func (r *AppendRequest) Validate() error {
 	total := 0
 	for i, s := range r.Streams {
 		if msg := streamNameProblem(s.Stream); msg != "" {
-			return Refusef(CodeInvalidStreamName, fmt.Sprintf("appends[%d].stream", i), "%s", msg)
+			return Refusef(textCode(s.Stream, CodeInvalidStreamName), fmt.Sprintf("appends[%d].stream", i), "%s", msg)
 		}
 		if streams[s.Stream] {
 			return Refusef(CodeDuplicateStream, fmt.Sprintf("appends[%d].stream", i), "stream %q appears twice in one append; merge its events into one entry", s.Stream)
@@ -186,33 +254,33 @@ func (r *AppendRequest) Validate() error {
 			}
 			ids[p.ID] = true
 			if msg := textProblem(p.Type, 1, MaxTypeLen); msg != "" {
-				return Refusef(CodeInvalidEventType, at(".type"), "%s", msg)
+				return Refusef(textCode(p.Type, CodeInvalidEventType), at(".type"), "%s", msg)
 			}
 			if msg := textProblem(p.CorrelationID, 0, MaxTextFieldLen); msg != "" {
-				return Refusef(CodeInvalidField, at(".correlation_id"), "%s", msg)
+				return Refusef(textCode(p.CorrelationID, CodeInvalidField), at(".correlation_id"), "%s", msg)
 			}
 			if msg := textProblem(p.CausationID, 0, MaxTextFieldLen); msg != "" {
-				return Refusef(CodeInvalidField, at(".causation_id"), "%s", msg)
+				return Refusef(textCode(p.CausationID, CodeInvalidField), at(".causation_id"), "%s", msg)
 			}
 			if msg := textProblem(p.Actor, 0, MaxTextFieldLen); msg != "" {
-				return Refusef(CodeInvalidField, at(".actor"), "%s", msg)
+				return Refusef(textCode(p.Actor, CodeInvalidField), at(".actor"), "%s", msg)
 			}
 			if !isJSONObject(p.Data) {
-				return Refusef(CodeDataNotObject, at(".data"), "data must be a JSON object")
+				return jsonRefusal(p.Data, CodeDataNotObject, "data", at(".data"))
 			}
 			if !isJSONObject(p.Metadata) {
-				return Refusef(CodeMetadataNotObject, at(".metadata"), "metadata must be a JSON object")
+				return jsonRefusal(p.Metadata, CodeMetadataNotObject, "metadata", at(".metadata"))
 			}
 			if p.Envelope != nil {
 				if len(p.Envelope.Signatures) == 0 || len(p.Envelope.Signatures) > 16 {
 					return Refusef(CodeInvalidSignature, at(".envelope.signatures"), "an envelope carries 1 to 16 signatures")
 				}
 				if msg := textProblem(p.Envelope.PayloadType, 1, MaxTypeLen); msg != "" {
-					return Refusef(CodeInvalidSignature, at(".envelope.payloadType"), "%s", msg)
+					return Refusef(textCode(p.Envelope.PayloadType, CodeInvalidSignature), at(".envelope.payloadType"), "%s", msg)
 				}
 				for k, sg := range p.Envelope.Signatures {
 					if msg := textProblem(sg.KeyID, 1, MaxTextFieldLen); msg != "" {
-						return Refusef(CodeInvalidSignature, at(fmt.Sprintf(".envelope.signatures[%d].keyid", k)), "%s", msg)
+						return Refusef(textCode(sg.KeyID, CodeInvalidSignature), at(fmt.Sprintf(".envelope.signatures[%d].keyid", k)), "%s", msg)
 					}
 					if len(sg.Sig) == 0 || len(sg.Sig) > 1024 {
 						return Refusef(CodeInvalidSignature, at(fmt.Sprintf(".envelope.signatures[%d].sig", k)), "a signature is 1 to 1024 bytes")

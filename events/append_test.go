@@ -42,6 +42,26 @@ func TestValidate_FieldPaths(t *testing.T) {
 		{"actor", req("s", with(func(p *events.Proposed) { p.Actor = strings.Repeat("a", events.MaxTextFieldLen+1) })), refusal{events.CodeInvalidField, "appends[1].events[2].actor"}},
 		{"data", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage(`[]`) })), refusal{events.CodeDataNotObject, "appends[1].events[2].data"}},
 		{"metadata", req("s", with(func(p *events.Proposed) { p.Metadata = json.RawMessage(`1`) })), refusal{events.CodeMetadataNotObject, "appends[1].events[2].metadata"}},
+		// Invalid UTF-8 has its own code whatever the field (RFC 8259 §8.1).
+		{"stream name not UTF-8", req("a\xffb", ok()), refusal{events.CodeInvalidUTF8, "appends[1].stream"}},
+		{"type not UTF-8", req("s", with(func(p *events.Proposed) { p.Type = "T\xc0\xaf" })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].type"}},
+		{"correlation id not UTF-8", req("s", with(func(p *events.Proposed) { p.CorrelationID = "\xed\xa0\x80" })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].correlation_id"}},
+		{"causation id not UTF-8", req("s", with(func(p *events.Proposed) { p.CausationID = "\x80" })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].causation_id"}},
+		{"actor not UTF-8", req("s", with(func(p *events.Proposed) { p.Actor = "bob\xff" })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].actor"}},
+		{"payload type not UTF-8", req("s", with(func(p *events.Proposed) {
+			p.Envelope = &events.Envelope{PayloadType: "x\xff", Signatures: []events.Signature{{KeyID: "k", Sig: []byte{1}}}}
+		})), refusal{events.CodeInvalidUTF8, "appends[1].events[2].envelope.payloadType"}},
+		{"key id not UTF-8", req("s", with(func(p *events.Proposed) {
+			p.Envelope = &events.Envelope{PayloadType: "x", Signatures: []events.Signature{{KeyID: "k", Sig: []byte{1}}, {KeyID: "k\xff", Sig: []byte{1}}}}
+		})), refusal{events.CodeInvalidUTF8, "appends[1].events[2].envelope.signatures[1].keyid"}},
+		{"data not UTF-8", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage("{\"name\":\"\xff\"}") })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].data"}},
+		{"data key not UTF-8", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage("{\"\xe4\xb8\":1}") })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].data"}},
+		{"data lone surrogate", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage(`{"a":["\ud800"]}`) })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].data"}},
+		{"metadata not UTF-8", req("s", with(func(p *events.Proposed) { p.Metadata = json.RawMessage("{\"trace\":\"\xc3\"}") })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].metadata"}},
+		{"metadata lone surrogate", req("s", with(func(p *events.Proposed) { p.Metadata = json.RawMessage(`{"x":"\udc00"}`) })), refusal{events.CodeInvalidUTF8, "appends[1].events[2].metadata"}},
+		// Not JSON at all stays data_not_object, even with a byte above 0x7f.
+		{"data not JSON", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage("{\xff}") })), refusal{events.CodeDataNotObject, "appends[1].events[2].data"}},
+		{"data array with bad text", req("s", with(func(p *events.Proposed) { p.Data = json.RawMessage("[\"\xff\"]") })), refusal{events.CodeDataNotObject, "appends[1].events[2].data"}},
 		{"too large", req("s", with(func(p *events.Proposed) {
 			p.Data = json.RawMessage(`{"x":"` + strings.Repeat("x", events.MaxEncodedSize) + `"}`)
 		})), refusal{events.CodeEventTooLarge, "appends[1].events[2]"}},

@@ -27,6 +27,22 @@ const (
 	CodeStreamNotFound       = "stream_not_found"
 	CodeStoreFailed          = "store_failed"
 	CodeOutcomeUnknown       = "outcome_unknown"
+	// CodeInvalidUTF8: a string (a name, a type, a text field, or any key
+	// or string value inside data or metadata) is not Unicode text: bytes
+	// that are not UTF-8, or an unpaired UTF-16 surrogate escape such as
+	// "\ud800" (see ValidJSON for why both are refused). Whatever the field,
+	// this code wins over the field's own, so a client can tell "fix the
+	// encoding" from "fix the value".
+	CodeInvalidUTF8 = "invalid_utf8"
+	// CodeInvalidExpectedVersion: an append's expected version is none of
+	// the values Expected.UnmarshalJSON accepts.
+	CodeInvalidExpectedVersion = "invalid_expected_version"
+	// CodeReservedEventID: a raw append carries an event id of the space
+	// commands derive theirs from (IsReservedEventID).
+	CodeReservedEventID = "reserved_event_id"
+	// CodeReservedStreamName: a raw append names a stream starting with "$"
+	// (IsSystemStream).
+	CodeReservedStreamName = "reserved_stream_name"
 )
 
 // Sentinel errors. Match them with errors.Is.

@@ -162,8 +162,16 @@ func (x Expected) MarshalJSON() ([]byte, error) {
 	return json.Marshal(x.String())
 }
 
-// UnmarshalJSON accepts "any", "no_stream", "exists", a non-negative integer
-// or a string holding one.
+// MaxExpectedVersion is the largest version an append may expect, 2^62: far
+// above any stream's length, and low enough that version arithmetic in
+// int64 (actual versions are -1 for no stream) never overflows.
+const MaxExpectedVersion = 1 << 62
+
+// UnmarshalJSON accepts "any", "no_stream", "exists", an integer from 0 to
+// MaxExpectedVersion or a string holding one. Anything else (null, a
+// fraction, an exponent, a sign, a bool, another word) is an *Error with
+// CodeInvalidExpectedVersion, without a field: the caller knows where the
+// value was.
 func (x *Expected) UnmarshalJSON(b []byte) error {
 	var s string
 	if len(b) > 0 && b[0] == '"' {
@@ -182,8 +190,9 @@ func (x *Expected) UnmarshalJSON(b []byte) error {
 		*x = ExpectExists
 	default:
 		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || v > 1<<62 {
-			return fmt.Errorf(`expected_version must be "any", "no_stream", "exists" or a version number >= 0, got %s`, b)
+		if err != nil || v > MaxExpectedVersion {
+			return Refusef(CodeInvalidExpectedVersion, "",
+				`expected_version must be "any", "no_stream", "exists", or a version number from 0 to %d (as a number or a string), got %s`, uint64(MaxExpectedVersion), b)
 		}
 		*x = ExpectVersion(v)
 	}

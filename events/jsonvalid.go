@@ -1,6 +1,9 @@
 package events
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // JSON validation on the append path.
 //
@@ -8,23 +11,37 @@ import "encoding/binary"
 // written, so the check runs over every byte of every append. The standard
 // library's json.Valid drives a byte-at-a-time state machine through a
 // function pointer (about 200 MB/s) and showed up as 5-10 % of CPU in the
-// append benchmarks. ValidJSON accepts exactly the same language, but as a
-// plain iterative parser that skips the ordinary bytes of strings, where
-// most payload bytes are, eight at a time.
+// append benchmarks. ValidJSON accepts the same grammar, but as a plain
+// iterative parser that skips the ordinary ASCII bytes of strings, where
+// most payload bytes are, eight at a time; unlike json.Valid it also
+// requires the strings to be Unicode text (see ValidJSON).
 
 // maxJSONDepth is encoding/json's maxNestingDepth: json.Valid refuses input
 // with more than this many arrays and objects open at once, and so must we.
 const maxJSONDepth = 10000
 
 // ValidJSON reports whether b is exactly one valid JSON value, surrounded by
-// optional whitespace: the same answer as encoding/json.Valid, faster.
+// optional whitespace, whose strings are Unicode text.
 //
 // It is on every append's path (see isJSONObject), hence the hand-written
-// parser. Its grammar is that of encoding/json's scanner, not a stricter
-// reading of RFC 8259: strings are checked byte by byte, so invalid UTF-8 is
-// accepted, as are lone surrogates in \u escapes; only bytes below 0x20 are
-// refused inside strings. Whitespace is space, \t, \r and \n. Nesting deeper
-// than 10000 arrays and objects is refused. It does not allocate.
+// parser. Its grammar is that of encoding/json's scanner: only bytes below
+// 0x20 are refused raw inside strings, whitespace is space, \t, \r and \n,
+// and nesting deeper than 10000 arrays and objects is refused. Unlike
+// json.Valid, which accepts any byte above 0x7f, it also refuses what is
+// not Unicode text inside a string (keys included), for two reasons:
+//   - invalid UTF-8 (stray or truncated sequences, overlong forms, encoded
+//     surrogates, code points above U+10FFFF): RFC 8259 §8.1 says JSON
+//     exchanged between systems is UTF-8;
+//   - a \u escape of a UTF-16 surrogate that is not one half of a high-low
+//     pair ("\ud800"): RFC 8259 §8.2 leaves what a reader does with it
+//     unpredictable and I-JSON (RFC 7493 §2.1) forbids it.
+//
+// Both are refused rather than stored because every reader repairs them its
+// own way: encoding/json decodes each to U+FFFD, so two different stored
+// names would read back as one, and the bytes a verifier hashes would not
+// mean what a reader shows. So json.Valid(b) && !ValidJSON(b) means exactly
+// that b is JSON with a string that is not text (see isJSONObject's
+// caller). It does not allocate.
 func ValidJSON(b []byte) bool {
 	// inObject holds one bit per open container, set for an object and
 	// clear for an array: 1.25 KiB on the goroutine stack, which replaces
@@ -157,11 +174,10 @@ func scanJSONKey(b []byte, i int) int {
 }
 
 // jsonStringPlain marks the bytes that stand for themselves inside a JSON
-// string as encoding/json's scanner reads it: everything but '"', '\\' and
-// the control bytes below 0x20. Bytes >= 0x80 are plain whether or not they
-// form valid UTF-8, as in json.Valid.
+// string: the ASCII bytes but '"', '\\' and the control bytes below 0x20.
+// Bytes >= 0x80 start UTF-8 sequences, which scanJSONString decodes.
 var jsonStringPlain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
@@ -187,10 +203,13 @@ const (
 // scanJSONString checks the rest of a string whose opening quote is at
 // b[i-1], and returns the index just after its closing quote, or -1.
 //
-// This is where validation spends its time, so runs of plain bytes are
-// skipped eight at a time: a word is skipped when none of its bytes is '"',
-// '\\' or below 0x20, tested with the classic "has a byte less than n" and
-// "has a zero byte" bit tricks, which are exact as yes/no answers.
+// This is where validation spends its time, so runs of plain ASCII bytes
+// are skipped eight at a time: a word is skipped when none of its bytes is
+// '"', '\\', below 0x20 or above 0x7f, tested with the classic "has a byte
+// less than n" and "has a zero byte" bit tricks, which are exact as yes/no
+// answers, and the words' top bits. A byte above 0x7f leaves the word loop
+// for utf8.DecodeRune, so text in other scripts costs a decode per
+// character; payloads are mostly ASCII keys and values.
 func scanJSONString(b []byte, i int) int {
 	n := len(b)
 	for {
@@ -201,6 +220,7 @@ func scanJSONString(b []byte, i int) int {
 			special := (x - swarOnes*0x20) &^ x // < 0x20
 			special |= (q - swarOnes) &^ q
 			special |= (s - swarOnes) &^ s
+			special |= x // >= 0x80
 			if special&swarHigh != 0 {
 				break
 			}
@@ -214,27 +234,73 @@ func scanJSONString(b []byte, i int) int {
 		if i >= n {
 			return -1 // unterminated
 		}
-		switch b[i] {
-		case '"':
+		switch c := b[i]; {
+		case c == '"':
 			return i + 1
-		case '\\':
+		case c == '\\':
 			if i+1 >= n {
 				return -1
 			}
 			if c := b[i+1]; c == 'u' {
-				if i+6 > n || !jsonHex[b[i+2]] || !jsonHex[b[i+3]] || !jsonHex[b[i+4]] || !jsonHex[b[i+5]] {
+				r, ok := hex4(b, i+2)
+				if !ok {
 					return -1
 				}
 				i += 6
+				switch {
+				case 0xdc00 <= r && r <= 0xdfff:
+					return -1 // a low surrogate without its high half
+				case 0xd800 <= r && r <= 0xdbff:
+					// Only a low surrogate may follow a high one.
+					if i+6 > n || b[i] != '\\' || b[i+1] != 'u' {
+						return -1
+					}
+					if lo, ok := hex4(b, i+2); !ok || lo < 0xdc00 || lo > 0xdfff {
+						return -1
+					}
+					i += 6
+				}
 			} else if jsonEscape[c] {
 				i += 2
 			} else {
 				return -1
 			}
+		case c >= utf8.RuneSelf:
+			// utf8.DecodeRune refuses exactly what is not UTF-8 (RFC 3629):
+			// stray and truncated bytes, overlong forms, surrogates, above
+			// U+10FFFF; each gives (RuneError, 1). A real U+FFFD is 3 bytes.
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
+			}
+			i += size
 		default:
 			return -1 // a control byte
 		}
 	}
+}
+
+// hex4 decodes the four hexadecimal digits of a \u escape at b[i:i+4].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		if !jsonHex[c] {
+			return 0, false
+		}
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c <= 'F':
+			c -= 'A' - 10
+		default:
+			c -= 'a' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // scanJSONNumber checks a number starting at b[i] and returns the index just
@@ -284,4 +350,49 @@ func scanJSONNumber(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// badTextOffset returns the offset in b (JSON that json.Valid accepts) of
+// the first string byte that makes ValidJSON refuse it: a byte that is not
+// UTF-8, or the backslash of an unpaired surrogate escape; -1 if none. It
+// only words a refusal, so it is plain rather than fast.
+func badTextOffset(b []byte) int {
+	inString := false
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			inString = !inString
+			i++
+		case !inString:
+			i++ // outside strings, valid JSON is ASCII
+		case c == '\\' && b[i+1] == 'u':
+			r, _ := hex4(b, i+2)
+			switch {
+			case 0xdc00 <= r && r <= 0xdfff:
+				return i
+			case 0xd800 <= r && r <= 0xdbff:
+				if i+12 > len(b) || b[i+6] != '\\' || b[i+7] != 'u' {
+					return i
+				}
+				if lo, _ := hex4(b, i+8); lo < 0xdc00 || lo > 0xdfff {
+					return i
+				}
+				i += 12
+			default:
+				i += 6
+			}
+		case c == '\\':
+			i += 2 // \" included: it does not end the string
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i
+			}
+			i += size
+		default:
+			i++
+		}
+	}
+	return -1
 }

@@ -2,8 +2,10 @@ package events
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // nested returns depth arrays (or objects, each holding its child under the
@@ -36,8 +38,10 @@ func alternating(depth int) string {
 	return open.String() + "0" + close.String()
 }
 
-// validJSONCases are the grammar's corners, each with the answer json.Valid
-// gives (checked against it in TestValidJSON).
+// validJSONCases are the grammar's corners, each with ValidJSON's answer,
+// which is json.Valid's answer for every document whose strings are valid
+// UTF-8 without unpaired surrogate escapes, and false for the others
+// (checked against validJSONReference in TestValidJSON).
 var validJSONCases = []struct {
 	name string
 	in   string
@@ -126,9 +130,20 @@ var validJSONCases = []struct {
 	{"unicode escape non-hex", `"\u00G1"`, false},
 	{"unicode escape at end", `"\u00`, false},
 	{"surrogate pair", `"\ud83d\ude00"`, true},
-	{"lone high surrogate", `"\ud800"`, true},
-	{"lone low surrogate", `"\udc00"`, true},
-	{"reversed surrogates", `"\udc00\ud800"`, true},
+	{"surrogate pair upper hex", `"\uD83D\uDE00"`, true},
+	{"lone high surrogate", `"\ud800"`, false},
+	{"lone low surrogate", `"\udc00"`, false},
+	{"reversed surrogates", `"\udc00\ud800"`, false},
+	{"high surrogate then text", `"\ud800abcdef"`, false},
+	{"high surrogate then other escape", `"\ud800\n"`, false},
+	{"high surrogate then BMP escape", `"\ud800\u0041"`, false},
+	{"two high surrogates", `"\ud800\ud800"`, false},
+	{"high surrogate at end", `"\udbff"`, false},
+	{"last BMP before surrogates", `"\ud7ff"`, true},
+	{"first BMP after surrogates", `"\ue000"`, true},
+	{"lone surrogate in key", `{"\ud800":1}`, false},
+	{"lone surrogate deep", `{"a":[1,{"b":"x\udfffy"}]}`, false},
+	{"escaped backslash before u", `"\\ud800"`, true},
 	{"control byte NUL", "\"a\x00b\"", false},
 	{"control byte 0x1f", "\"a\x1fb\"", false},
 	{"raw tab in string", "\"a\tb\"", false},
@@ -136,17 +151,24 @@ var validJSONCases = []struct {
 	{"DEL in string", "\"a\x7fb\"", true},
 	{"space in string", `" "`, true},
 	{"UTF-8 in string", `"héllo, 世界 😀"`, true},
-	{"invalid UTF-8 byte", "\"\xff\"", true},
-	{"lone continuation byte", "\"\x80\"", true},
-	{"truncated UTF-8", "\"\xe4\xb8\"", true},
-	{"overlong UTF-8", "\"\xc0\xaf\"", true},
-	{"UTF-16 surrogate in UTF-8", "\"\xed\xa0\x80\"", true},
+	{"UTF-8 of every length", "\"\u007f\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\"", true},
+	{"invalid UTF-8 byte", "\"\xff\"", false},
+	{"lone continuation byte", "\"\x80\"", false},
+	{"truncated UTF-8", "\"\xe4\xb8\"", false},
+	{"truncated UTF-8 at end of input", "\"\xe4\xb8", false},
+	{"overlong UTF-8", "\"\xc0\xaf\"", false},
+	{"UTF-16 surrogate in UTF-8", "\"\xed\xa0\x80\"", false},
+	{"above U+10FFFF", "\"\xf4\x90\x80\x80\"", false},
+	{"invalid UTF-8 in key", "{\"\xff\":1}", false},
+	{"invalid UTF-8 deep in long string", `"` + strings.Repeat("a", 37) + "\xfe" + strings.Repeat("a", 20) + `"`, false},
+	{"invalid UTF-8 after valid multibyte", "\"" + strings.Repeat("é", 9) + "\xe9" + strings.Repeat("é", 9) + "\"", false},
 	{"invalid UTF-8 outside string", "\xff", false},
 	{"long plain string", `"` + strings.Repeat("abcdefgh", 50) + `"`, true},
 	{"quote at each word offset", `["` + strings.Repeat("x", 7) + `","` + strings.Repeat("y", 9) + `","` + strings.Repeat("z", 16) + `"]`, true},
 	{"control byte deep in long string", `"` + strings.Repeat("a", 37) + "\x01" + strings.Repeat("a", 20) + `"`, false},
 	{"escape deep in long string", `"` + strings.Repeat("a", 29) + `\n` + strings.Repeat("a", 20) + `"`, true},
-	{"high bytes then quote", "\"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\"", true},
+	{"high bytes then quote", "\"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\"", false},
+	{"multibyte across words then quote", "\"" + strings.Repeat("世", 11) + "\"", true},
 	{"single quotes", `'a'`, false},
 	{"string then string", `"a""b"`, false},
 
@@ -205,12 +227,50 @@ var validJSONCases = []struct {
 	{"wrong close deep down", strings.Repeat("[", 100) + strings.Repeat(`{"a":1}`, 1) + strings.Repeat("]", 99) + "}", false},
 }
 
+// validJSONReference is ValidJSON's definition, written plainly: what
+// json.Valid accepts, as long as the document is UTF-8 (RFC 8259 §8.1; on
+// valid JSON only strings can hold bytes above 0x7f) and every \u escape of
+// a UTF-16 surrogate is one half of a pair (RFC 7493 §2.1).
+func validJSONReference(b []byte) bool {
+	if !json.Valid(b) || !utf8.Valid(b) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '"':
+			inString = !inString
+		case inString && b[i] == '\\':
+			if b[i+1] != 'u' {
+				i++ // a one-letter escape, \" and \\ included
+				continue
+			}
+			r, _ := strconv.ParseUint(string(b[i+2:i+6]), 16, 32)
+			i += 5
+			switch {
+			case 0xdc00 <= r && r <= 0xdfff:
+				return false // a low half without its high half
+			case 0xd800 <= r && r <= 0xdbff:
+				if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+					return false
+				}
+				lo, err := strconv.ParseUint(string(b[i+3:i+7]), 16, 32)
+				if err != nil || lo < 0xdc00 || lo > 0xdfff {
+					return false
+				}
+				i += 6
+			}
+		}
+	}
+	return true
+}
+
 func TestValidJSON(t *testing.T) {
 	for _, tc := range validJSONCases {
 		name := tc.name
 		b := []byte(tc.in)
-		if std := json.Valid(b); std != tc.want {
-			t.Errorf("%s: json.Valid(%.40q) = %v, the table says %v", name, tc.in, std, tc.want)
+		if ref := validJSONReference(b); ref != tc.want {
+			t.Errorf("%s: validJSONReference(%.40q) = %v, the table says %v", name, tc.in, ref, tc.want)
 		}
 		if got := ValidJSON(b); got != tc.want {
 			t.Errorf("%s: ValidJSON(%.40q) = %v, want %v", name, tc.in, got, tc.want)
@@ -225,12 +285,42 @@ func TestValidJSONPrefixes(t *testing.T) {
 		realisticJSON,
 		`{"a":[1,-2.5e+3,true,false,null,"\u00e9\n\"x\""],"b":{}}`,
 		`"` + strings.Repeat("é", 20) + `\ud83d\ude00"`,
+		`"世界😀\ud83d\ude00é"`,
 	} {
 		for n := 0; n <= len(doc); n++ {
 			b := []byte(doc[:n])
-			if got, want := ValidJSON(b), json.Valid(b); got != want {
-				t.Errorf("ValidJSON(%q) = %v, json.Valid says %v", b, got, want)
+			if got, want := ValidJSON(b), validJSONReference(b); got != want {
+				t.Errorf("ValidJSON(%q) = %v, validJSONReference says %v", b, got, want)
 			}
+		}
+	}
+}
+
+// TestBadTextOffset: on JSON that json.Valid accepts, badTextOffset finds
+// a bad string byte exactly when ValidJSON refuses, and names the first.
+func TestBadTextOffset(t *testing.T) {
+	for _, tc := range validJSONCases {
+		b := []byte(tc.in)
+		if !json.Valid(b) {
+			continue
+		}
+		if got := badTextOffset(b); (got >= 0) == tc.want {
+			t.Errorf("%s: badTextOffset(%.40q) = %d, ValidJSON says %v", tc.name, tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{"{\"a\":\"xy\xffz\"}", 8},
+		{"{\"\xff\":\"\xfe\"}", 2},
+		{`{"a":"\\","b":"\udc00"}`, 15},
+		{`{"a":"\ud83d\ude00","b":"\ud83d"}`, 25},
+		{"{\"a\":\"é\xe9\"}", 8},
+		{`{"a":"\\ud800"}`, -1},
+	} {
+		if got := badTextOffset([]byte(tc.in)); got != tc.want {
+			t.Errorf("badTextOffset(%q) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 }
@@ -253,8 +343,12 @@ func FuzzValidJSON(f *testing.F) {
 	f.Add([]byte(nested(70, false)))
 	f.Add([]byte(alternating(70)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := ValidJSON(b), json.Valid(b); got != want {
-			t.Errorf("ValidJSON(%q) = %v, json.Valid says %v", b, got, want)
+		got, want := ValidJSON(b), validJSONReference(b)
+		if got != want {
+			t.Errorf("ValidJSON(%q) = %v, validJSONReference says %v", b, got, want)
+		}
+		if json.Valid(b) && (badTextOffset(b) >= 0) == got {
+			t.Errorf("badTextOffset(%q) = %d, ValidJSON says %v", b, badTextOffset(b), got)
 		}
 	})
 }

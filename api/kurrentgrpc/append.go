@@ -64,6 +64,9 @@ func (svc *streamsService) append(ctx context.Context, call streams.Streams_Appe
 	if err := events.ValidateStreamName("stream", stream); err != nil {
 		return nil, err
 	}
+	if events.IsSystemStream(stream) {
+		return nil, refusef(events.CodeReservedStreamName, "stream names starting with \"$\" are KurrentDB's ($all, system and metadata streams); %q cannot be appended to here", stream)
+	}
 	if events.IsReserved(stream) {
 		return nil, refusef(events.CodeReservedStream, "stream %q belongs to a domain aggregate; change it with a command, not a raw append", stream)
 	}
@@ -136,6 +139,9 @@ func (svc *streamsService) append(ctx context.Context, call streams.Streams_Appe
 func (svc *streamsService) proposed(pm *streams.AppendReq_ProposedMessage, actor string) (events.Proposed, error) {
 	id, err := fromProtoUUID(pm.GetId())
 	if err != nil {
+		return events.Proposed{}, err
+	}
+	if err := events.CheckRawEventID("id", id); err != nil {
 		return events.Proposed{}, err
 	}
 	data, meta := pm.GetData(), pm.GetCustomMetadata()

@@ -51,7 +51,7 @@ func refusef(code, format string, args ...any) *Error {
 // AlreadyExists → resource already exists, NotFound → resource not found).
 func grpcCode(code string) codes.Code {
 	switch code {
-	case events.CodeReservedStream, CodeForbidden:
+	case events.CodeReservedStream, events.CodeReservedStreamName, CodeForbidden:
 		return codes.PermissionDenied
 	case CodeUnauthorized:
 		return codes.Unauthenticated

@@ -231,7 +231,12 @@ func (r *reader) subscribeStream(ctx context.Context, stream string, so *streams
 	case *streams.ReadReq_Options_StreamOptions_End:
 		fromEnd = true
 	case *streams.ReadReq_Options_StreamOptions_Revision:
-		next = rv.Revision + 1
+		// After 2^64-1 is the end, as for $all.
+		if rv.Revision == ^uint64(0) {
+			fromEnd = true
+		} else {
+			next = rv.Revision + 1
+		}
 	default:
 		return refusef(CodeInvalidRequest, "a stream subscription starts at start, end or after a revision")
 	}
@@ -282,7 +287,13 @@ func (r *reader) subscribeAll(ctx context.Context, ao *streams.ReadReq_Options_A
 	case *streams.ReadReq_Options_AllOptions_End:
 		next = r.log.Head().Size
 	case *streams.ReadReq_Options_AllOptions_Position:
-		next = p.Position.GetCommitPosition() + 1
+		// After 2^64-1 is the end (KurrentDB's End is -1 unsigned); + 1
+		// would wrap to 0 and replay the whole log.
+		if c := p.Position.GetCommitPosition(); c == events.FromEnd {
+			next = r.log.Head().Size
+		} else {
+			next = c + 1
+		}
 	default:
 		return refusef(CodeInvalidRequest, "a $all subscription starts at start, end or after a position")
 	}

@@ -1,6 +1,7 @@
 package kurrentgrpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
@@ -244,11 +246,23 @@ func TestServer_AppendIdempotencyAndRefusals(t *testing.T) {
 		wantCode   string
 	}{
 		{"reserved domain stream", "approval-42", jsonEvent("ApprovalGranted", 1), esdb.ErrorCodeAccessDenied, events.CodeReservedStream},
+		// "$" names are KurrentDB's own (issue 13), as they are there.
+		{"$all as a stream", "$all", jsonEvent("A", 1), esdb.ErrorCodeAccessDenied, events.CodeReservedStreamName},
+		{"a metadata stream", "$$idem", jsonEvent("A", 1), esdb.ErrorCodeAccessDenied, events.CodeReservedStreamName},
 		{"same id, other content", "idem", other, esdb.ErrorCodeResourceAlreadyExists, events.CodeDuplicateEventID},
 		{"data not a JSON object", "binary", esdb.EventData{EventID: uuid.New(), EventType: "Blob", Data: []byte{0xff, 0x00}}, esdb.ErrorCodeUnknown, events.CodeDataNotObject},
 		{"metadata not a JSON object", "meta", esdb.EventData{EventID: uuid.New(), EventType: "M", Data: []byte(`{}`), Metadata: []byte(`[1]`)}, esdb.ErrorCodeUnknown, events.CodeMetadataNotObject},
 		{"no event type", "untyped", esdb.EventData{EventID: uuid.New(), Data: []byte(`{}`)}, esdb.ErrorCodeUnknown, events.CodeInvalidEventType},
 		{"stream name with a space", "a b", jsonEvent("A", 1), esdb.ErrorCodeUnknown, events.CodeInvalidStreamName},
+		// JSON is UTF-8 (issue 13): data and custom metadata are bytes in
+		// the protocol, so their text is checked as over HTTP.
+		{"data not UTF-8", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", ContentType: esdb.ContentTypeJson, Data: []byte("{\"name\":\"p\xff\"}")}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		{"data with a lone surrogate", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", ContentType: esdb.ContentTypeJson, Data: []byte(`{"name":"\ud800"}`)}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		{"metadata not UTF-8", "text", esdb.EventData{EventID: uuid.New(), EventType: "T", Data: []byte(`{}`), Metadata: []byte("{\"$correlationId\":\"\xc0\xaf\"}")}, esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		{"stream name not UTF-8", "s\xff", jsonEvent("A", 1), esdb.ErrorCodeUnknown, events.CodeInvalidUTF8},
+		// Version-5 ids are the commands' (issue 13): a raw append taking
+		// one first would block the command that derives it.
+		{"a version-5 id", "squat", esdb.EventData{EventID: uuid.NewSHA1(uuid.New(), []byte("event/0")), EventType: "Squat", Data: []byte(`{}`)}, esdb.ErrorCodeUnknown, events.CodeReservedEventID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +277,36 @@ func TestServer_AppendIdempotencyAndRefusals(t *testing.T) {
 	}
 	if got := f.store.Head().Size; got != 1 {
 		t.Errorf("head = %d after refusals, want 1", got)
+	}
+}
+
+// TestProto_RefusesInvalidUTF8Strings checks what the gRPC surface relies
+// on for the event type (a "type" entry of the proposed message's
+// map<string, string> metadata) and every other string field: the
+// protocol's messages are proto3, so decoding refuses a string that is
+// not UTF-8 before a handler sees it (the stream name, data and custom
+// metadata are bytes, checked by the handler instead).
+func TestProto_RefusesInvalidUTF8Strings(t *testing.T) {
+	pm := &streams.AppendReq{Content: &streams.AppendReq_ProposedMessage_{ProposedMessage: &streams.AppendReq_ProposedMessage{
+		Id:       &shared.UUID{Value: &shared.UUID_String_{String_: uuid.NewString()}},
+		Metadata: map[string]string{metaType: "T-MARK", metaContentType: contentTypeJSON},
+		Data:     []byte(`{}`),
+	}}}
+	wire, err := proto.Marshal(pm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(wire, &streams.AppendReq{}); err != nil {
+		t.Fatalf("the valid message does not decode: %v", err)
+	}
+	// The same bytes with the type's "MARK" turned into invalid UTF-8 of
+	// the same length, as a client that skips validation would send them.
+	bad := bytes.Replace(wire, []byte("MARK"), []byte("M\xff\xfeK"), 1)
+	if bytes.Equal(bad, wire) {
+		t.Fatal("marker not found in the encoded message")
+	}
+	if err := proto.Unmarshal(bad, &streams.AppendReq{}); err == nil {
+		t.Fatal("proto.Unmarshal accepted an event type that is not UTF-8")
 	}
 }
 
@@ -733,5 +777,43 @@ func TestConfig_Validate(t *testing.T) {
 	// would answer with GOAWAY and drop idle connections.
 	if KeepaliveMinTime > 10*time.Second {
 		t.Errorf("KeepaliveMinTime %s is above the client's 10 s pings", KeepaliveMinTime)
+	}
+}
+
+// TestServer_SubscribeAfterTheMaximum: a subscription "after" position or
+// revision 2^64-1 started at that + 1, which overflowed to 0 and replayed
+// all of $all or of the stream. 2^64-1 is KurrentDB's End (-1 unsigned,
+// StreamPosition.End / Position.End in its older clients): the
+// subscription now starts at the end and sends only what comes next.
+func TestServer_SubscribeAfterTheMaximum(t *testing.T) {
+	f := start(t)
+	ctx := ctxT(t)
+	seed(t, f.store, 5, "s", "other")
+	const max = ^uint64(0)
+	all, err := f.client.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Position{Commit: max, Prepare: max}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	stream, err := f.client.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: esdb.Revision(max)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	caughtUp := func(g []subEvent) bool { return len(g) > 0 && g[len(g)-1].CaughtUp }
+	for name, sub := range map[string]*esdb.Subscription{"$all": all, "stream": stream} {
+		if got := eventsOnly(follow(t, sub, caughtUp)); len(got) != 0 {
+			t.Errorf("%s after 2^64-1 replayed %v before catching up", name, got)
+		}
+	}
+	res, err := f.client.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, jsonEvent("Late", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{Stream: "s", Revision: res.NextExpectedVersion, Position: res.CommitPosition, Type: "Late"}}
+	for name, sub := range map[string]*esdb.Subscription{"$all": all, "stream": stream} {
+		if diff := cmp.Diff(want, eventsOnly(follow(t, sub, countEvents(1)))); diff != "" {
+			t.Errorf("%s after 2^64-1, live (-want +got):\n%s", name, diff)
+		}
 	}
 }

@@ -75,6 +75,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&tokens, "tokens", "", "JSON file of bearer tokens [{name, role, token}]; required to listen beyond loopback")
 	f.StringVar(&cfg.API.TLSCert, "tls-cert", "", "TLS certificate (PEM)")
 	f.StringVar(&cfg.API.TLSKey, "tls-key", "", "TLS private key (PEM)")
+	f.DurationVar(&cfg.API.BodyReadTimeout, "body-read-timeout", api.DefaultBodyReadTimeout, "how long a request's body may take to arrive once its headers have; a client still sending then gets 408 body_timeout and its connection is closed (negative: no bound)")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&asJSON, "json", false, "print the start line as JSON and log JSON lines (to stderr)")
 	registerClusterFlags(f, &cfg.Cluster)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -77,5 +79,35 @@ func TestServe_Policy(t *testing.T) {
 	want.Budgets.Corrections = 2
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("served policy (-want +got):\n%s", diff)
+	}
+}
+
+// TestServe_AmbiguousTokens: `serve --tokens FILE` with one token under two
+// names (the last entry used to win) stops before the node opens anything,
+// with exit 2, the entries named by index and name and the token itself
+// not printed.
+func TestServe_AmbiguousTokens(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "shared-token-0123456789"
+	tokens := filepath.Join(dir, "tokens.json")
+	if err := os.WriteFile(tokens, []byte(`[{"name":"audit","role":"reader","token":"`+secret+`"},`+
+		`{"name":"root","role":"admin","token":"`+secret+`"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	// Bounded: a serve that accepted the file would run until cancelled.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var outb, errb bytes.Buffer
+	code := run(ctx, []string{"serve", "--data", data, "--http", "127.0.0.1:0", "--tokens", tokens}, strings.NewReader(""), &outb, &errb)
+	out, errs := outb.String(), errb.String()
+	if code != exitCannot || !strings.Contains(errs, `tokens[0] ("audit", reader) and tokens[1] ("root", admin) hold the same token`) {
+		t.Fatalf("exit %d stderr %q, want %d naming both entries", code, errs, exitCannot)
+	}
+	if strings.Contains(errs+out, secret) {
+		t.Errorf("serve printed the token: %q", errs+out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("serve created %s before refusing its tokens", data)
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/greffe/greffe/events"
 )
 
 var (
@@ -39,10 +41,17 @@ var (
 type Error struct {
 	Path   string
 	Reason string
+	// Err is the error of a type that decodes itself (its UnmarshalJSON or
+	// UnmarshalText), when that is the problem, so that a caller can
+	// match it (errors.As on the *Error reaches it); Reason is its text.
+	Err error
 }
 
 // Error returns "path: reason".
 func (e *Error) Error() string { return e.Path + ": " + e.Reason }
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Check checks raw (one JSON value that json.Valid accepts) against t. Paths
 // start with root ("data", or "" for a request body). With nullOK, null is
@@ -55,6 +64,68 @@ func Check(raw []byte, t reflect.Type, root string, nullOK bool) error {
 		return &Error{Path: root, Reason: "is empty"}
 	}
 	return (&walker{root: root, nullOK: nullOK, path: make([]pathSegment, 0, 8)}).walk(t, raw)
+}
+
+// CheckText finds the first string of raw (one JSON value that json.Valid
+// accepts) that is not Unicode text, which events.ValidJSON then refuses:
+// bytes that are not UTF-8, or an unpaired surrogate escape such as
+// "\ud800". It reports the string's path under root, or for a key the path
+// of its object (a key that is not text cannot be written in a path), as
+// an *Error; nil when every string is text. Check does not look at text,
+// and the inside of a json.RawMessage is walked here like any other value.
+// Callers run it only after events.ValidJSON refused a body json.Valid
+// accepted, so its cost is a refusal's.
+func CheckText(raw []byte, root string) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	return (&walker{root: root, path: make([]pathSegment, 0, 8)}).text(raw)
+}
+
+// textReason is CheckText's sentence.
+const textReason = "is not UTF-8 text (a byte that is not UTF-8, or an unpaired surrogate escape such as \\ud800); JSON is UTF-8 (RFC 8259 §8.1)"
+
+// text walks raw for CheckText.
+func (w *walker) text(raw []byte) error {
+	switch raw[0] {
+	case '"':
+		// A string is itself a JSON document: events.ValidJSON is the one
+		// definition of text, shared with the check of stored data.
+		if !events.ValidJSON(raw) {
+			return w.walkErr("%s", textReason)
+		}
+	case '{':
+		for it := (objectIter{raw: raw}); it.next(); {
+			if !events.ValidJSON(it.rawKey) {
+				return w.walkErr("holds a key that %s", textReason)
+			}
+			w.push(it.key, -1)
+			if err := w.text(it.val); err != nil {
+				return err
+			}
+			w.pop()
+		}
+	case '[':
+		i := skipSpace(raw, 1)
+		if raw[i] == ']' {
+			return nil
+		}
+		for n := 0; ; n++ {
+			end := valueEnd(raw, i)
+			w.push(nil, n)
+			if err := w.text(raw[i:end]); err != nil {
+				return err
+			}
+			w.pop()
+			i = skipSpace(raw, end) // ',' or ']'
+			if raw[i] == ']' {
+				return nil
+			}
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return nil
 }
 
 // walker walks one value; path is the JSON path below root of the value
@@ -100,6 +171,11 @@ func (w *walker) pathString() string {
 // walkErr reports the value being walked.
 func (w *walker) walkErr(format string, args ...any) error {
 	return &Error{Path: w.pathString(), Reason: fmt.Sprintf(format, args...)}
+}
+
+// unmarshalErr reports the error of a type that decodes itself.
+func (w *walker) unmarshalErr(err error) error {
+	return &Error{Path: w.pathString(), Reason: err.Error(), Err: err}
 }
 
 // jsonKind names the kind of a raw JSON value for messages.
@@ -163,10 +239,18 @@ func (w *walker) walk(t reflect.Type, raw []byte) error {
 		case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
 			return nil
 		}
-		if w.nullOK {
-			return nil // encoding/json leaves the field as it is
+		if !w.nullOK {
+			return w.walkErr("must not be null")
 		}
-		return w.walkErr("must not be null")
+		// encoding/json leaves the field as it is, except that a value
+		// whose pointer decodes itself gets UnmarshalJSON("null") (a
+		// RawMessage takes it as its bytes).
+		if walkTypeOf(t).jsonUnmarshaler && t != rawMessageType {
+			if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+				return w.unmarshalErr(err)
+			}
+		}
+		return nil
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -178,7 +262,7 @@ func (w *walker) walk(t reflect.Type, raw []byte) error {
 			return nil
 		}
 		if err := reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
-			return w.walkErr("%v", err)
+			return w.unmarshalErr(err)
 		}
 		return nil
 	}
@@ -188,7 +272,7 @@ func (w *walker) walk(t reflect.Type, raw []byte) error {
 		}
 		s := unquote(raw)
 		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText(bytes.Clone(s)); err != nil {
-			return w.walkErr("%v", err)
+			return w.unmarshalErr(err)
 		}
 		return nil
 	}
@@ -399,11 +483,12 @@ func unquote(raw []byte) []byte {
 
 // objectIter walks the members of a JSON object: for it := (objectIter{raw:
 // raw}); it.next(); { it.key, it.val }. key is unescaped (see unquote),
-// val is the member's value without surrounding space.
+// rawKey the key as written (quotes included), val is the member's value
+// without surrounding space.
 type objectIter struct {
-	raw      []byte
-	i        int // where the next member (or '}') starts; 0 before the first
-	key, val []byte
+	raw              []byte
+	i                int // where the next member (or '}') starts; 0 before the first
+	key, rawKey, val []byte
 }
 
 func (it *objectIter) next() bool {
@@ -422,7 +507,8 @@ func (it *objectIter) next() bool {
 		return false
 	}
 	ke := stringEnd(raw, i)
-	it.key = unquote(raw[i:ke])
+	it.rawKey = raw[i:ke]
+	it.key = unquote(it.rawKey)
 	i = skipSpace(raw, ke)  // ':'
 	i = skipSpace(raw, i+1) // the value
 	ve := valueEnd(raw, i)
