@@ -206,7 +206,7 @@ func ReadLedgerState(dir string, fs vfs.FS) (LedgerState, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	db, err := pebble.Open(dir, &pebble.Options{FS: fs, ReadOnly: true, Logger: quietLogger{discardLogger()}})
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, ReadOnly: true, Logger: quietLogger{l: discardLogger()}})
 	if err != nil {
 		return LedgerState{}, fmt.Errorf("open %s read-only: %w", dir, err)
 	}
