@@ -277,10 +277,12 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 		tests = append(tests, tc{name: "free log segment " + n, f: f, src: clean, d: damage{file: n, offset: files[n] / 2}, want: ""})
 	}
 	// The live log segments of a store stopped uncleanly. A segment is
-	// synced in full before the next one takes writes: a record that does
-	// not read back in any segment but the last loses records the next
-	// segments continue. In the last one it cannot be told from a record
-	// torn by the crash (the log records no synced offset).
+	// synced in full before the next one takes writes (and the next one
+	// says how long it was): anything in it that does not read back is
+	// damage. In the last one, a later record says how far the segment was
+	// synced; only its very last record (the sync record after the last
+	// sync) has none after it, and cannot be told from a write torn by the
+	// crash.
 	segs := named(ufiles, func(n string) bool {
 		return strings.HasPrefix(n, "greffe-wal/") && !strings.HasPrefix(n, "greffe-wal/free-")
 	})
@@ -290,7 +292,7 @@ func TestVerifyDir_DamagedStorage(t *testing.T) {
 	for i, n := range segs {
 		for _, off := range []int64{0, ufiles[n] / 2, ufiles[n] - 1} {
 			tests = append(tests, tc{name: fmt.Sprintf("log segment %s@%d", n, off), f: uncleanF, src: unclean,
-				d: damage{file: n, offset: off}, want: "greffe-wal", limitation: i == len(segs)-1})
+				d: damage{file: n, offset: off}, want: n, limitation: i == len(segs)-1 && off == ufiles[n]-1})
 		}
 	}
 

@@ -186,8 +186,11 @@ func (in *Inspector) checkStorage() error {
 			if errors.As(err, &de) {
 				return de
 			}
-			return &DamageError{File: walDir(in.fs, in.dir), Offset: -1, Err: fmt.Errorf(
-				"a segment ends early, on a record that does not read back, while a later segment holds later records (a segment is synced in full before the next takes writes: the records after the damaged one were acknowledged, and are lost): %w", err)}
+			var wd *wal.DamageError
+			if errors.As(err, &wd) {
+				return &DamageError{File: wd.File, Offset: int64(wd.Offset), Err: err}
+			}
+			return &DamageError{File: walDir(in.fs, in.dir), Offset: -1, Err: err}
 		}
 		return fmt.Errorf("open store %s read-only: %w", in.dir, err)
 	}

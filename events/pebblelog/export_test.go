@@ -16,6 +16,25 @@ func (s *Store) Flush() error {
 	return s.db.Flush()
 }
 
+// SetKey writes key = value into the closed store at dir, as damage or
+// another version would have left it.
+func SetKey(dir string, key, value []byte) error {
+	s := &Store{cfg: Config{Dir: dir, FS: vfs.Default, CacheSize: 1 << 20, MemTableSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	db, err := s.openPebble()
+	if err != nil {
+		return err
+	}
+	if err := db.Set(key, value, pebble.NoSync); err != nil {
+		_ = db.Close()
+		return err
+	}
+	if err := db.Flush(); err != nil {
+		_ = db.Close()
+		return err
+	}
+	return db.Close()
+}
+
 // SetFormat records format as the store's format in the closed store at dir,
 // as a store written by another version would hold it.
 func SetFormat(dir, format string) error {

@@ -16,7 +16,8 @@ import (
 // ReadAll reads acknowledged events in global order. Forward reads start at
 // o.From; backward reads start at o.From (or the last event for FromEnd) and
 // go down. An empty page is not an error.
-func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) ([]events.Event, error) {
+func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) (_ []events.Event, err error) {
+	defer s.noteDamage(&err)
 	size := s.Head().Size
 	limit := uint64(o.EffectiveLimit())
 	var lo, hi uint64
@@ -110,7 +111,8 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 // ReadRaw returns the stored bytes of events [lo, hi), which must be
 // acknowledged. The tlog-tiles entry bundles and offline verification use
 // it: the bytes are exactly what is hashed.
-func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) ([][]byte, error) {
+func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) (_ [][]byte, err error) {
+	defer s.noteDamage(&err)
 	if hi > s.Head().Size || lo > hi {
 		return nil, fmt.Errorf("raw range [%d, %d) beyond head %d: %w", lo, hi, s.Head().Size, events.ErrNotFound)
 	}
@@ -144,7 +146,8 @@ func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) ([][]byte, error) {
 
 // ReadStream reads a stream's acknowledged events by version. A stream with
 // no acknowledged event returns events.ErrNotFound.
-func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOptions) ([]events.Event, error) {
+func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOptions) (_ []events.Event, err error) {
+	defer s.noteDamage(&err)
 	if err := events.ValidateStreamName("stream", stream); err != nil {
 		return nil, err
 	}
@@ -275,7 +278,8 @@ func (s *Store) eventAtLocked(pos uint64) (events.Event, error) {
 }
 
 // EventByID returns the acknowledged event with id, or events.ErrNotFound.
-func (s *Store) EventByID(ctx context.Context, id uuid.UUID) (events.Event, error) {
+func (s *Store) EventByID(ctx context.Context, id uuid.UUID) (_ events.Event, err error) {
+	defer s.noteDamage(&err)
 	if err := ctx.Err(); err != nil {
 		return events.Event{}, err
 	}
@@ -304,7 +308,8 @@ const subscribePage = 1024
 // Subscribe implements events.Subscriber. It reads pages from Pebble up to
 // the acknowledged head, then waits for the head to move. Writers only close
 // a channel when the head advances, so a slow subscriber costs them nothing.
-func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) error {
+func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) (err error) {
+	defer s.noteDamage(&err)
 	next := from
 	for {
 		// Take the wake-up channel before reading the head so that an

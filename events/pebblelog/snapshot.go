@@ -550,11 +550,11 @@ func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo)
 func (s *Store) reopenLocked(cause error) error {
 	db, err := s.openPebble()
 	if err != nil {
-		panic(fmt.Sprintf("pebblelog: reopen %s after restore: %v (cause: %v)", s.cfg.Dir, err, cause))
+		s.fatal(fmt.Errorf("reopen %s after restore: %w (cause: %v)", s.cfg.Dir, err, cause))
 	}
 	s.db = db
 	if err := s.openWAL(); err != nil {
-		panic(fmt.Sprintf("pebblelog: reopen the write-ahead log of %s after restore: %v (cause: %v)", s.cfg.Dir, err, cause))
+		s.fatal(fmt.Errorf("reopen the write-ahead log of %s after restore: %w (cause: %v)", s.cfg.Dir, err, cause))
 	}
 	s.nodes.mu.Lock()
 	s.nodes.nodes = nil

@@ -235,8 +235,14 @@ var _ events.Log = (*Store)(nil)
 const maxStreamCache = 1 << 16
 
 // Open opens or creates the store in cfg.Dir and starts group commit and the
-// checkpoint signer.
-func Open(cfg Config) (*Store, error) {
+// checkpoint signer. A store it finds damaged is refused with an error that
+// matches events.ErrCorrupt and names the file.
+func Open(cfg Config) (_ *Store, err error) {
+	defer func() {
+		if err != nil && pebble.IsCorruptionError(err) && !errors.Is(err, events.ErrCorrupt) {
+			err = fmt.Errorf("open store %s: %w: %w", cfg.Dir, events.ErrCorrupt, err)
+		}
+	}()
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -245,6 +251,12 @@ func Open(cfg Config) (*Store, error) {
 	existed, err := holdsLedger(s.fs(), cfg.Dir)
 	if err != nil {
 		return nil, err
+	}
+	// Before Pebble opens the folder read-write: with a damaged MANIFEST it
+	// would see fewer tables, delete the others as obsolete, and open a
+	// store that lost them.
+	if err := CheckManifest(s.fs(), cfg.Dir); err != nil {
+		return nil, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
 	}
 	db, err := s.openPebble()
 	if err != nil {
@@ -318,7 +330,16 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 		// retry; the data is still in the memtable and the log, so nothing
 		// acknowledged is lost either way, but a disk that fails once is
 		// not trusted again.
-		EventListener: &pebble.EventListener{BackgroundError: func(err error) { s.fail(fmt.Errorf("pebble: %w", err)) }},
+		EventListener: &pebble.EventListener{
+			BackgroundError: func(err error) { s.fail(fmt.Errorf("pebble: %w", err)) },
+			// A block that fails its checksum: the read returns the error
+			// (naming the file) and the store stops writing. Pebble's
+			// default is Fatalf, which would end the node on one bad
+			// block that a restore of one file can mend.
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				s.fail(fmt.Errorf("damaged storage: %s: %w: %w", info.Path, info.Details, events.ErrCorrupt))
+			},
+		},
 	}
 	// Value separation: event bytes (and leaf tiles) go to blob files at
 	// flush and are not rewritten by every compaction; only the keys and
@@ -571,7 +592,8 @@ func decodeState(b []byte) (size uint64, last int64, applied uint64, hashes [][]
 }
 
 // get reads a key; a missing key is events.ErrNotFound. The value is a copy.
-func (s *Store) get(key []byte) ([]byte, error) {
+func (s *Store) get(key []byte) (_ []byte, err error) {
+	defer s.noteDamage(&err)
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, events.ErrNotFound
@@ -708,6 +730,22 @@ func (s *Store) fail(err error) {
 	}
 	s.mu.Unlock()
 	s.cfg.Logger.Error("store failed: refusing writes until restart", "err", err)
+}
+
+// noteDamage turns a Pebble corruption error of a read (a block that fails
+// its checksum: Pebble's message names the file) into events.ErrCorrupt and
+// fails the store: a disk that returned damaged data is not trusted with
+// writes. Call it deferred, on the named error of a read.
+func (s *Store) noteDamage(err *error) {
+	if *err == nil {
+		return
+	}
+	if pebble.IsCorruptionError(*err) && !errors.Is(*err, events.ErrCorrupt) {
+		*err = fmt.Errorf("%w: %w", events.ErrCorrupt, *err)
+	}
+	if errors.Is(*err, events.ErrCorrupt) {
+		s.fail(fmt.Errorf("damaged storage: %w", *err))
+	}
 }
 
 // Failure returns the error that failed the store (a write or sync error of

@@ -25,7 +25,11 @@
 // the record was written: a record vouches that everything before synced
 // was durable. After every sync the log writes a sync record (seq 0, no
 // payload) saying how far that sync reached; it is itself synced by the
-// next sync, and after a process crash it is on disk like any write.
+// next sync, and after a process crash it is on disk like any write. The
+// first record of a segment that follows one this process wrote is a
+// segment record (seq 0, an 8-byte payload): the length the previous
+// segment had when it was synced in full, so that damage anywhere in a
+// complete segment, even in its last record, is seen.
 //
 // A record is read back only if its CRC matches and it names the segment
 // it is in. The first record that does not is the end of the segment when
@@ -40,6 +44,10 @@
 //
 // Segments written before the magic existed (version 1: the same header
 // without synced, from offset 0) are still read, without the read-ahead.
+//
+// Open is lenient with damage that loses nothing (a damaged magic, a
+// damaged sync record, records Pebble's tables hold already): it logs it
+// and goes on. Read, for auditors, reports every damage it sees.
 //
 // A segment is synced in full before the next one takes writes, so a record
 // in segment n+1 implies that segment n is complete. Segments whose records
@@ -113,6 +121,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // in the numbering of records). It is not returned for a torn tail.
 var ErrCorrupt = errors.New("wal: corrupt")
 
+// DamageError is the ErrCorrupt of a damaged segment: the file and the
+// offset where it stops reading back.
+type DamageError struct {
+	File   string // the segment's path
+	Offset int
+	What   string
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("wal: corrupt: %s at offset %d: %s", e.File, e.Offset, e.What)
+}
+
+// Unwrap makes a DamageError match ErrCorrupt.
+func (e *DamageError) Unwrap() error { return ErrCorrupt }
+
 // ErrFailed wraps every error after a write or a sync failed: what reached
 // the disk is then unknown, and only reopening (which reads it back) tells.
 var ErrFailed = errors.New("wal: failed earlier")
@@ -177,7 +200,7 @@ func Open(o Options, after uint64, replay func(Record) error) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	sealed, lastSeq, err := replayAll(o, d.segments, after, replay)
+	sealed, lastSeq, err := replayAll(o, d.segments, after, false, replay)
 	if err != nil {
 		return nil, err
 	}
@@ -211,24 +234,59 @@ func Read(fs vfs.FS, dir string, after uint64, replay func(Record) error) error 
 	if err != nil {
 		return err
 	}
-	_, _, err = replayAll(o, d.segments, after, replay)
+	_, _, err = replayAll(o, d.segments, after, true, replay)
 	return err
 }
 
 // replayAll reads the segments in order (see readSegment) and returns them
-// with the seq of the last record read.
-func replayAll(o Options, nums []uint64, after uint64, replay func(Record) error) ([]*segment, uint64, error) {
+// with the seq of the last record read. strict reports damage that loses
+// nothing too.
+func replayAll(o Options, nums []uint64, after uint64, strict bool, replay func(Record) error) ([]*segment, uint64, error) {
 	var segs []*segment
 	var lastSeq uint64
 	var buf []byte
 	for i, num := range nums {
-		seg, err := readSegment(o, num, &buf, &lastSeq, after, i == len(nums)-1, replay)
+		rs := readState{o: o, num: num, lastSeq: &lastSeq, after: after, strict: strict, newest: i == len(nums)-1}
+		if !rs.newest {
+			l, err := sealedLength(o, num, nums[i+1])
+			if err != nil {
+				return nil, 0, err
+			}
+			rs.sealedLen = l
+		}
+		seg, err := rs.read(&buf, replay)
 		if err != nil {
 			return nil, 0, err
 		}
 		segs = append(segs, seg)
 	}
 	return segs, lastSeq, nil
+}
+
+// sealedLength returns the length segment num had when it was synced in
+// full, as the segment record of the next segment (next) says, or 0 when
+// it says nothing (it follows a segment another process wrote, or it is
+// of version 1, or its start did not read back).
+func sealedLength(o Options, num, next uint64) (int, error) {
+	if next != num+1 {
+		return 0, nil
+	}
+	f, err := o.FS.Open(o.FS.PathJoin(o.Dir, segmentName(next)))
+	if err != nil {
+		return 0, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	b := make([]byte, magicSize+headerSize+8)
+	n, _ := io.ReadFull(f, b)
+	b = b[:n]
+	if len(b) < magicSize || [magicSize]byte(b[:magicSize]) != magic {
+		return 0, nil
+	}
+	r, ok := parseRecord(b, magicSize, next, headerSize)
+	if !ok || r.seq != 0 || len(r.data) != 8 {
+		return 0, nil
+	}
+	return int(binary.LittleEndian.Uint64(r.data)), nil
 }
 
 type dirList struct {
@@ -340,10 +398,22 @@ func vouchFor(b []byte, bad int, num uint64) (voucher, next rec, found bool) {
 	return rec{}, rec{}, false
 }
 
-// readSegment replays segment num. lastSeq is the seq of the last record
-// read before it (0 if none), and is advanced. buf is reused across
-// segments.
-func readSegment(o Options, num uint64, buf *[]byte, lastSeq *uint64, after uint64, newest bool, replay func(Record) error) (*segment, error) {
+// readState is the reading of one segment.
+type readState struct {
+	o       Options
+	num     uint64
+	lastSeq *uint64 // the seq of the last record read before (0 if none); advanced
+	after   uint64  // records up to it are in Pebble's tables
+	newest  bool
+	strict  bool
+	// sealedLen is the length the segment had when it was synced in full
+	// (the next segment's segment record), 0 if unknown.
+	sealedLen int
+}
+
+// read replays the segment. buf is reused across segments.
+func (rs *readState) read(buf *[]byte, replay func(Record) error) (*segment, error) {
+	o, num := rs.o, rs.num
 	name := o.FS.PathJoin(o.Dir, segmentName(num))
 	b, err := readFile(o.FS, name, buf)
 	if err != nil {
@@ -358,10 +428,16 @@ func readSegment(o Options, num uint64, buf *[]byte, lastSeq *uint64, after uint
 	default:
 		if _, ok := parseRecord(b, 0, num, headerSizeV1); ok {
 			hs, off = headerSizeV1, 0 // written before the magic existed
+			break
 		}
-		// Otherwise a damaged magic, or a file whose first write never
-		// reached the disk: read on as version 2, so that a later record
-		// vouching for the start is seen.
+		// A damaged magic, or a file whose first write never reached the
+		// disk: read on as version 2, so that a later record vouching for
+		// the start is seen.
+		if _, ok := parseRecord(b, magicSize, num, headerSize); ok {
+			if err := rs.harmless(name, 0, "the segment's magic is damaged; its records read back"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for off < len(b) {
 		r, ok := parseRecord(b, off, num, hs)
@@ -369,52 +445,80 @@ func readSegment(o Options, num uint64, buf *[]byte, lastSeq *uint64, after uint
 			if hs == headerSizeV1 {
 				break
 			}
-			voucher, next, found := vouchFor(b, off, num)
-			if !found {
-				if rest := b[off:]; newest && !allZero(rest) && !otherSegment(rest, num) {
-					o.Logger.Warn("write-ahead log: discarded a torn tail (no later record says it was synced)",
-						"file", name, "offset", off, "bytes", len(rest), "after_record", *lastSeq)
-				}
+			next, resume, err := rs.damaged(b, off, name)
+			if err != nil {
+				return nil, err
+			}
+			if !resume {
 				break
 			}
-			if expected := max(*lastSeq, after) + 1; *lastSeq+1 > after {
-				return nil, fmt.Errorf("%w: %s: the record at offset %d (record %d expected) does not read back, and the record at offset %d says the segment was synced through offset %d: damage, not a torn write",
-					ErrCorrupt, name, off, expected, voucher.start, voucher.synced)
-			}
-			// The damaged records are in Pebble's tables already: nothing
-			// they held is lost. Read on from the next intact one; the
-			// continuity check below still sees a record past after that
-			// the damage swallowed.
-			o.Logger.Warn("write-ahead log: damaged records already held by the tables, skipped",
-				"file", name, "offset", off, "resumed_at", next.start)
-			off = next.start
+			off = next
 			continue
 		}
 		off = r.end
 		seg.off = int64(off)
 		if r.seq == 0 {
-			continue // a sync record
+			continue // a sync or segment record
 		}
 		seq := r.seq
 		seg.lastSeq = seq
-		if seq <= after {
+		if seq <= rs.after {
 			// Already in Pebble's tables. A crash while dropping segments
 			// can leave some of them behind, so no continuity is asked of
 			// these.
-			*lastSeq = max(*lastSeq, seq)
+			*rs.lastSeq = max(*rs.lastSeq, seq)
 			continue
 		}
 		// Every record past after must be there, in order: a hole would be
 		// acknowledged batches lost.
-		if seq != max(*lastSeq, after)+1 {
-			return nil, fmt.Errorf("%w: %s holds record %d where record %d was expected", ErrCorrupt, name, seq, max(*lastSeq, after)+1)
+		if want := max(*rs.lastSeq, rs.after) + 1; seq != want {
+			return nil, &DamageError{File: name, Offset: r.start, What: fmt.Sprintf("record %d where record %d was expected: records before it, in this segment or the one before, are missing", seq, want)}
 		}
-		*lastSeq = seq
+		*rs.lastSeq = seq
 		if err := replay(Record{Seq: seq, Data: r.data}); err != nil {
 			return nil, fmt.Errorf("wal: replay record %d: %w", seq, err)
 		}
 	}
 	return seg, nil
+}
+
+// damaged judges the bytes at off, which are not a record: the end of the
+// segment (resume false), damage to refuse (an error), or damage that
+// loses nothing, read past (resume at next).
+func (rs *readState) damaged(b []byte, off int, name string) (next int, resume bool, err error) {
+	voucher, intact, found := vouchFor(b, off, rs.num)
+	switch {
+	case found && *rs.lastSeq+1 > rs.after:
+		return 0, false, &DamageError{File: name, Offset: off, What: fmt.Sprintf("the record here (record %d expected) does not read back, and the record at offset %d says the segment was synced through offset %d: damage, not a torn write",
+			max(*rs.lastSeq, rs.after)+1, voucher.start, voucher.synced)}
+	case found:
+		// The damaged records are in Pebble's tables already: nothing
+		// they held is lost. Read on from the next intact one; the
+		// continuity check still sees a record past after that the
+		// damage swallowed.
+		return intact.start, true, rs.harmless(name, off, "damaged records that Pebble's tables hold already")
+	case off < rs.sealedLen:
+		// The segment was synced in full up to sealedLen before the next
+		// one took writes. Data records lost there break the continuity
+		// with the next segment, which refuses the log; a damaged sync
+		// record loses nothing.
+		return 0, false, rs.harmless(name, off, fmt.Sprintf("the complete segment does not read back from here (it was synced through offset %d)", rs.sealedLen))
+	}
+	if rest := b[off:]; rs.newest && !allZero(rest) && !otherSegment(rest, rs.num) {
+		rs.o.Logger.Warn("write-ahead log: discarded a torn tail (no later record says it was synced)",
+			"file", name, "offset", off, "bytes", len(rest), "after_record", *rs.lastSeq)
+	}
+	return 0, false, nil
+}
+
+// harmless reports damage that loses nothing: an error for a strict
+// reader (an auditor), a warning for Open.
+func (rs *readState) harmless(name string, off int, what string) error {
+	if rs.strict {
+		return &DamageError{File: name, Offset: off, What: what}
+	}
+	rs.o.Logger.Warn("write-ahead log: damage that loses nothing", "file", name, "offset", off, "what", what)
+	return nil
 }
 
 // readFile reads the whole file into *buf (grown as needed) and returns it.
@@ -549,7 +653,16 @@ func (l *Log) rotateLocked() error {
 	}
 	l.nextNum++
 	l.lsn += magicSize
+	prev := l.cur
 	l.cur = &segment{num: num, f: f, off: magicSize}
+	if prev != nil && prev.num+1 == num {
+		// The segment record: prev was synced in full at this length.
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(prev.off))
+		if err := l.writeLocked(0, n[:]); err != nil {
+			return err
+		}
+	}
 	select {
 	case l.rotated <- struct{}{}:
 	default:
