@@ -160,6 +160,32 @@ func writeAll(t *testing.T, fs vfs.FS, name string, b []byte) {
 	}
 }
 
+// folderFiles maps every file under dir (sub-folders included) to its
+// bytes, Pebble's LOCK file left out.
+func folderFiles(t *testing.T, fs vfs.FS, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		p := fs.PathJoin(dir, n)
+		fi, err := fs.Stat(p)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case fi.IsDir():
+			for k, v := range folderFiles(t, fs, p) {
+				out[k] = v
+			}
+		case n != "LOCK":
+			out[p] = string(readAll(t, fs, p))
+		}
+	}
+	return out
+}
+
 // files lists the store's files whose name ends with suffix, in order.
 func files(t *testing.T, fs vfs.FS, dir, suffix string) []string {
 	t.Helper()
@@ -210,6 +236,7 @@ func TestStore_DamagedLogRecordRefusesToOpen(t *testing.T) {
 			at := map[string]int{"first": offs[0], "middle": offs[len(offs)/2], "last": offs[len(offs)-1]}[which]
 			b[at+32+5] ^= 0x01
 			writeAll(t, im.fs, seg, b)
+			before := folderFiles(t, im.fs, "/ledger")
 			s, err := im.open(t, im.fs)
 			if err == nil {
 				defer s.Close()
@@ -217,6 +244,16 @@ func TestStore_DamagedLogRecordRefusesToOpen(t *testing.T) {
 			}
 			if !errors.Is(err, events.ErrCorrupt) || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", at)) {
 				t.Errorf("open: %v; want a corruption error naming %s at offset %d", err, seg, at)
+			}
+			var de *pebblelog.DamageError
+			if !errors.As(err, &de) || de.File != seg || de.Offset != int64(at) {
+				t.Errorf("open: %#v; want a *pebblelog.DamageError of %s at offset %d", de, seg, at)
+			}
+			// Refused before Pebble opened the folder read-write (which
+			// writes a new MANIFEST, OPTIONS and WAL file and removes the
+			// old ones): the folder is as the damage left it.
+			if d := cmp.Diff(before, folderFiles(t, im.fs, "/ledger")); d != "" {
+				t.Errorf("the refused open changed the folder (-before +after):\n%s", d)
 			}
 		})
 	}

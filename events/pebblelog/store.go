@@ -258,6 +258,15 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := CheckManifest(s.fs(), cfg.Dir); err != nil {
 		return nil, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
 	}
+	// The write-ahead log too, for the same reason: Pebble's read-write
+	// open rewrites its MANIFEST, OPTIONS and WAL files (checkWAL).
+	if err := s.checkWAL(); err != nil {
+		var de *DamageError
+		if errors.As(err, &de) {
+			return nil, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
+		}
+		return nil, err
+	}
 	db, err := s.openPebble()
 	if err != nil {
 		return nil, err

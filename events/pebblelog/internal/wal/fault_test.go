@@ -509,3 +509,60 @@ func TestLog_DamagedMagic(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// TestLog_CheckJudgesAsOpen: Check, which the store runs before it changes
+// anything in its folder, gives the verdict Open gives on the same log
+// (damage refused, a torn tail and damage that loses nothing read past),
+// replays the same records, and writes nothing.
+func TestLog_CheckJudgesAsOpen(t *testing.T) {
+	const n = 10
+	name := "/wal/" + segmentName(1)
+	for _, tc := range []struct {
+		name    string
+		power   bool
+		after   uint64
+		at      func(offs []int) int
+		corrupt bool
+	}{
+		{"a synced record's payload", false, 0, func(offs []int) int { return offs[n/2] + headerSize + 1 }, true},
+		{"the last record's payload, its sync record after it", false, 0, func(offs []int) int { return offs[n-1] + headerSize }, true},
+		{"the last record's payload after a power loss (torn)", true, 0, func(offs []int) int { return offs[n-1] + headerSize }, false},
+		{"a record the tables hold", false, 3, func(offs []int) int { return offs[1] + headerSize }, false},
+		{"the magic", false, 0, func([]int) int { return 3 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := syncedLog(t, n, tc.power)
+			flipByte(t, fs, name, tc.at(recordOffsets(t, segmentBytes(t, fs, name))))
+			before := folderBytes(t, fs, "/wal")
+			var checked, opened []string
+			cerr := Check(fs, "/wal", tc.after, func(r Record) error { checked = append(checked, string(r.Data)); return nil })
+			if d := cmp.Diff(before, folderBytes(t, fs, "/wal")); d != "" {
+				t.Errorf("Check changed the folder (-before +after):\n%s", d)
+			}
+			l, oerr := Open(Options{FS: fs, Dir: "/wal"}, tc.after, func(r Record) error { opened = append(opened, string(r.Data)); return nil })
+			if oerr == nil {
+				_ = l.Close()
+			}
+			if errors.Is(cerr, ErrCorrupt) != tc.corrupt || fmt.Sprint(cerr) != fmt.Sprint(oerr) {
+				t.Errorf("Check: %v; Open: %v; want both corrupt: %t", cerr, oerr, tc.corrupt)
+			}
+			if d := cmp.Diff(opened, checked); d != "" {
+				t.Errorf("records (-Open +Check):\n%s", d)
+			}
+		})
+	}
+}
+
+// folderBytes maps every file of dir to its bytes.
+func folderBytes(t *testing.T, fs vfs.FS, dir string) map[string]string {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		out[n] = string(segmentBytes(t, fs, fs.PathJoin(dir, n)))
+	}
+	return out
+}

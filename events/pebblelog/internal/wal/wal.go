@@ -225,6 +225,24 @@ func (o *Options) setDefaults() {
 // a stopped store. A missing dir holds no records. It returns ErrCorrupt
 // where Open would.
 func Read(fs vfs.FS, dir string, after uint64, replay func(Record) error) error {
+	return read(fs, dir, after, true, replay)
+}
+
+// Check is Open without the log: it reads the log in dir exactly as Open
+// would with the same after, and calls replay for the same records, but
+// writes nothing (not even the folder) and logs nothing. It returns the
+// error Open would return (ErrCorrupt where the log is damaged), and nil
+// where Open would read on: a torn tail, damage that loses nothing (Read,
+// for auditors, reports those). A missing dir holds no records.
+//
+// It is for a caller that must refuse a damaged log before it changes
+// anything else (the store opens Pebble read-write only after it): the
+// folder is then left as the damage found it, for an operator to inspect.
+func Check(fs vfs.FS, dir string, after uint64, replay func(Record) error) error {
+	return read(fs, dir, after, false, replay)
+}
+
+func read(fs vfs.FS, dir string, after uint64, strict bool, replay func(Record) error) error {
 	o := Options{FS: fs, Dir: dir}
 	o.setDefaults()
 	if _, err := o.FS.Stat(dir); err != nil {
@@ -234,7 +252,7 @@ func Read(fs vfs.FS, dir string, after uint64, replay func(Record) error) error 
 	if err != nil {
 		return err
 	}
-	_, _, err = replayAll(o, d.segments, after, true, replay)
+	_, _, err = replayAll(o, d.segments, after, strict, replay)
 	return err
 }
 
