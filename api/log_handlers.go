@@ -14,12 +14,11 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
 )
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "head": s.ledger.Head().Size})
-	})
+	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.Handle("GET /v1/info", s.info, readerRoles()...)
 	s.Handle("POST /v1/streams/{stream}", s.appendStream, RoleWriter)
 	s.Handle("POST /v1/append", s.appendMulti, RoleWriter)
@@ -32,6 +31,32 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
 	})
+}
+
+// FailingLedger is the capability of a Ledger that can fail (a
+// *pebblelog.Store after a write or sync error): Failure returns why it
+// refuses writes, or nil while it accepts them. It is safe for concurrent
+// use and does no I/O.
+type FailingLedger interface {
+	Failure() error
+}
+
+var _ FailingLedger = (*pebblelog.Store)(nil)
+
+// healthz is liveness: 200 while the process serves HTTP, whatever the
+// store's state. A store that failed is reported in the body (status
+// "store_failed" and why) but keeps the answer 200: the node still serves
+// every event it acknowledged, and whether to restart it (which replays
+// the log, and may refuse a damaged one) is the operator's call, told by
+// /readyz and greffe_store_failed (docs/OPERATIONS.md).
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	body := map[string]any{"status": "ok", "head": s.ledger.Head().Size}
+	if f, ok := s.ledger.(FailingLedger); ok {
+		if err := f.Failure(); err != nil {
+			body["status"], body["error"] = events.CodeStoreFailed, err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // ToProposed converts request events into proposals for stream, generating

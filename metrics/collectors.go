@@ -20,7 +20,7 @@ type storeCollector struct {
 	appendRequests, appendedEvents           *prometheus.Desc
 	appendSeconds, fsyncSeconds, batchEvents *prometheus.Desc
 	checkpointSize, checkpointAge            *prometheus.Desc
-	walReplayed                              *prometheus.Desc
+	walReplayed, failed                      *prometheus.Desc
 }
 
 func newStoreCollector(cfg Config) *storeCollector {
@@ -50,6 +50,8 @@ func newStoreCollector(cfg Config) *storeCollector {
 			"Tree size (events covered) of the last signed checkpoint; 0 before the first.", nil, nil),
 		walReplayed: prometheus.NewDesc("greffe_wal_replayed_records",
 			"Write-ahead log records replayed when the store last opened: 0 after a clean stop, more after a crash.", nil, nil),
+		failed: prometheus.NewDesc("greffe_store_failed",
+			"1 when the store met a write or sync error and refuses writes until the node is restarted (it still serves what it acknowledged); 0 otherwise.", nil, nil),
 		checkpointAge: prometheus.NewDesc("greffe_checkpoint_age_seconds",
 			"Seconds since the last checkpoint was signed (or, after a restart, since it was loaded); absent before the first.", nil, nil),
 	}
@@ -58,7 +60,7 @@ func newStoreCollector(cfg Config) *storeCollector {
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.info, c.events, c.bytes, c.lastAppend, c.appendRequests, c.appendedEvents,
-		c.appendSeconds, c.fsyncSeconds, c.batchEvents, c.checkpointSize, c.checkpointAge, c.walReplayed} {
+		c.appendSeconds, c.fsyncSeconds, c.batchEvents, c.checkpointSize, c.checkpointAge, c.walReplayed, c.failed} {
 		ch <- d
 	}
 }
@@ -80,6 +82,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- constHistogram(c.batchEvents, h.BatchEvents)
 	ch <- prometheus.MustNewConstMetric(c.checkpointSize, prometheus.GaugeValue, float64(st.LastCheck))
 	ch <- prometheus.MustNewConstMetric(c.walReplayed, prometheus.GaugeValue, float64(st.WALReplayed))
+	failed := 0.0
+	if c.store.Failure() != nil {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, failed)
 	if !st.LastCheckAt.IsZero() {
 		age := max(c.clock().Sub(st.LastCheckAt), 0)
 		ch <- prometheus.MustNewConstMetric(c.checkpointAge, prometheus.GaugeValue, age.Seconds())

@@ -29,6 +29,9 @@ type Store interface {
 	Histograms() pebblelog.Histograms
 	// DiskUsage returns the bytes the ledger uses on disk (0 when closed).
 	DiskUsage() uint64
+	// Failure returns why the store refuses writes (a write or sync error),
+	// or nil while it accepts them.
+	Failure() error
 	// ReadStream reads the refusals stream (events.ErrNotFound while no
 	// command was refused).
 	ReadStream(ctx context.Context, stream string, o events.ReadOptions) ([]events.Event, error)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/api/dashboard"
+	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/metrics"
 )
 
@@ -30,6 +31,11 @@ const (
 	CodeNoLeader = "no_leader"
 	// CodeRaftStopped: this node's raft member has stopped.
 	CodeRaftStopped = "raft_stopped"
+	// CodeStoreFailed: the ledger's store met a write or sync error
+	// (pebblelog.Store.Failure) and refuses writes until the node is
+	// restarted; it still serves what it acknowledged. The same code
+	// answers the appends it refuses (events.CodeStoreFailed).
+	CodeStoreFailed = events.CodeStoreFailed
 )
 
 // Readiness is the body of GET /readyz.
@@ -90,12 +96,16 @@ func (n *Node) openObserve() error {
 	return nil
 }
 
-// Ready runs the readiness checks: every projection is within ReadyMaxLag
-// events of the head and has not failed, and in a cluster a leader is
-// known. It reads local state only (never another member), so a probe
+// Ready runs the readiness checks: the store accepts writes (it has not
+// failed), every projection is within ReadyMaxLag events of the head and
+// has not failed, and in a cluster a leader is known. It reads local state only (never another member), so a probe
 // answers at once.
 func (n *Node) Ready() Readiness {
 	r := Readiness{Head: n.Store.Head().Size}
+	if err := n.Store.Failure(); err != nil {
+		r.Reasons = append(r.Reasons, NotReady{Code: CodeStoreFailed,
+			Message: fmt.Sprintf("the store refuses writes until the node is restarted (it serves the %d events it acknowledged): %v", r.Head, err)})
+	}
 	if n.Projections != nil {
 		for _, st := range n.Projections.Status() {
 			r.MaxProjectionLag = max(r.MaxProjectionLag, st.Lag)

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/faultfs"
 	"github.com/greffe/greffe/replicator"
 	"github.com/greffe/greffe/replicator/kafka"
 )
@@ -347,4 +351,120 @@ func TestNode_MetricsKafkaExport(t *testing.T) {
 	if d := cmp.Diff(map[string]float64{"exported": 3, "lag": 0, "resyncs": 0}, got); d != "" {
 		t.Errorf("export metrics (-want +got):\n%s", d)
 	}
+}
+
+// TestNode_FailedStoreIsVisible: a store that met an fsync error refuses
+// writes until the node is restarted (pebblelog.Store.Failure). The node
+// used to go on answering /readyz 200, with nothing in its metrics: only
+// appends said so. Now, through the real HTTP server on a store whose
+// write-ahead log fails one fsync (internal/faultfs over the real disk):
+// the append caught by the failed fsync is outcome_unknown (503), every
+// later append and command is refused with store_failed (503); reads
+// still serve every acknowledged event; /readyz answers 503 with reason
+// store_failed, greffe_store_failed is 1, and /healthz stays 200 with
+// status store_failed.
+func TestNode_FailedStoreIsVisible(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var armed atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpFileSyncData && strings.Contains(op.Path, "greffe-wal") && armed.CompareAndSwap(true, false) {
+			return errors.New("injected: fsync of the write-ahead log failed (EIO)")
+		}
+		return nil
+	})
+	cfg := Config{}
+	cfg.Store.FS = faultfs.Wrap(vfs.Default, inj)
+	cfg.Store.CheckpointInterval = -1
+	n := openNode(t, cfg)
+	c := client.New(n.URL(), "")
+
+	for i := range 3 {
+		if _, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, r := readyz(t, ctx, n.URL()); code != http.StatusOK || !r.Ready {
+		t.Fatalf("/readyz before the failure: %d %+v", code, r)
+	}
+	if v := sample(scrape(t, ctx, n.URL()), "greffe_store_failed"); v != 0 {
+		t.Fatalf("greffe_store_failed before the failure: %v", v)
+	}
+
+	armed.Store(true)
+	appendErr := func(what string, err error, status int, code string) {
+		t.Helper()
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Status != status || ae.Code != code {
+			t.Errorf("%s: %v, want %d %s", what, err, status, code)
+		}
+	}
+	_, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced", Data: json.RawMessage(`{"i":3}`)}})
+	appendErr("the append whose fsync failed", err, http.StatusServiceUnavailable, events.CodeOutcomeUnknown)
+	if n.Store.Failure() == nil {
+		t.Fatal("the store did not fail on the fsync error")
+	}
+	_, err = c.Append(ctx, "orders-2", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced"}})
+	appendErr("an append after the failure", err, http.StatusServiceUnavailable, events.CodeStoreFailed)
+	_, err = c.AppendMulti(ctx, client.AppendIn{Appends: []client.StreamAppendIn{{Stream: "orders-3", ExpectedVersion: events.ExpectAny, Events: []client.EventIn{{Type: "OrderPlaced"}}}}})
+	appendErr("a multi-stream append after the failure", err, http.StatusServiceUnavailable, events.CodeStoreFailed)
+	_, err = c.Command(ctx, client.CommandIn{Command: "RevokeApproval", ID: "00000000-0000-4000-8000-000000000001", Actor: "owner",
+		Data: json.RawMessage(`{"approval_id":"never-granted","reason":"cleanup"}`)})
+	appendErr("a command after the failure", err, http.StatusServiceUnavailable, events.CodeStoreFailed)
+
+	// Reads go on: what was acknowledged is served, nothing else.
+	ro, err := c.ReadStream(ctx, "orders-1", events.ReadOptions{})
+	if err != nil || len(ro.Events) != 3 {
+		t.Fatalf("read after the failure: %v, %d events, want the 3 acknowledged", err, len(ro.Events))
+	}
+	if info, err := c.Info(ctx); err != nil || info.Head.Size != 3 {
+		t.Fatalf("info after the failure: %v %+v", err, info.Head)
+	}
+
+	code, r := readyz(t, ctx, n.URL())
+	if code != http.StatusServiceUnavailable || r.Ready || len(r.Reasons) == 0 || r.Reasons[0].Code != CodeStoreFailed ||
+		!strings.Contains(r.Reasons[0].Message, "injected: fsync") {
+		t.Errorf("/readyz after the failure: %d %+v, want 503 with reason %s and its cause", code, r, CodeStoreFailed)
+	}
+	if v := sample(scrape(t, ctx, n.URL()), "greffe_store_failed"); v != 1 {
+		t.Errorf("greffe_store_failed after the failure: %v, want 1", v)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+"/healthz", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var health struct {
+		Status string `json:"status"`
+		Head   uint64 `json:"head"`
+		Error  string `json:"error"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&health); err != nil || res.StatusCode != http.StatusOK ||
+		health.Status != events.CodeStoreFailed || health.Head != 3 || !strings.Contains(health.Error, "injected: fsync") {
+		t.Errorf("/healthz after the failure: %d %+v %v", res.StatusCode, health, err)
+	}
+}
+
+// openNode opens a node with cfg (data folder and address filled in) and
+// serves it until the test ends; unlike serveNode, an error of its close
+// (a failed store may report one) does not fail the test.
+func openNode(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Logf("serve: %v", err)
+		}
+	})
+	return n
 }
