@@ -105,16 +105,19 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.prepareCluster(&sc); err != nil {
 		return nil, err
 	}
-	// Backup copies a crash left next to the ledger (GET /v1/backup).
-	if err := pebblelog.RemoveBackupLeftovers(sc.Dir, sc.FS); err != nil {
-		return nil, err
-	}
 	st, err := pebblelog.Open(sc)
 	if err != nil {
 		return nil, err
 	}
 	n.Store = st
 	n.closers = append(n.closers, st.Close)
+	// Backup copies a crash left next to the ledger (GET /v1/backup),
+	// removed once the store opened: a store refused as damaged leaves
+	// the data folder as it found it, for the operator (issue #13).
+	if err := pebblelog.RemoveBackupLeftovers(sc.Dir, sc.FS); err != nil {
+		n.Close()
+		return nil, err
+	}
 	ks, err := LoadOrCreateKeys(cfg.DataDir, st.Origin())
 	if err != nil {
 		n.Close()

@@ -236,7 +236,10 @@ const maxStreamCache = 1 << 16
 
 // Open opens or creates the store in cfg.Dir and starts group commit and the
 // checkpoint signer. A store it finds damaged is refused with an error that
-// matches events.ErrCorrupt and names the file.
+// matches events.ErrCorrupt and names the file. Damage to the MANIFEST or
+// to the write-ahead log is found before Pebble opens the folder
+// read-write: it is refused with a *DamageError, and nothing in the folder
+// has changed.
 func Open(cfg Config) (_ *Store, err error) {
 	defer func() {
 		if err != nil && pebble.IsCorruptionError(err) && !errors.Is(err, events.ErrCorrupt) {
