@@ -186,12 +186,32 @@ func runProjections(ctx context.Context, r remote, data, at string) (*projection
 
 // printReport writes the human summary of a verification.
 func printReport(w io.Writer, rep *audit.Report) {
+	// Damaged storage stops the verification where it shows (docs/AUDIT.md):
+	// the counts are what was verified before, and a store that did not
+	// open at all (a damaged MANIFEST or write-ahead log) verified nothing.
+	// Saying "0 events" then would read as an empty ledger (issue #13).
+	stopped := rep.First != nil && rep.First.Kind == audit.KindStorageCorrupt
 	fmt.Fprintf(w, "source      %s\n", rep.Source)
-	fmt.Fprintf(w, "ledger      %s (origin %s)\n", rep.LedgerID, rep.Origin)
-	fmt.Fprintf(w, "events      %d in %d streams\n", rep.Events, rep.Streams)
+	if rep.LedgerID == "" && stopped {
+		fmt.Fprintf(w, "ledger      not read: the store's files do not read back\n")
+	} else {
+		fmt.Fprintf(w, "ledger      %s (origin %s)\n", rep.LedgerID, rep.Origin)
+	}
+	switch {
+	case stopped && rep.Events == 0:
+		fmt.Fprintf(w, "events      none verified: damaged storage stopped the verification (FAULT below)\n")
+	case stopped:
+		fmt.Fprintf(w, "events      %d in %d streams verified, then damaged storage stopped the verification (FAULT below)\n", rep.Events, rep.Streams)
+	default:
+		fmt.Fprintf(w, "events      %d in %d streams\n", rep.Events, rep.Streams)
+	}
 	fmt.Fprintf(w, "checkpoints %d checked\n", rep.Checkpoints)
 	fmt.Fprintf(w, "signatures  %d checked\n", rep.Signatures)
-	fmt.Fprintf(w, "tree        size %d, root %s\n", rep.Size, base64.StdEncoding.EncodeToString(rep.Root))
+	if stopped && rep.Root == nil {
+		fmt.Fprintf(w, "tree        not recomputed\n")
+	} else {
+		fmt.Fprintf(w, "tree        size %d, root %s\n", rep.Size, base64.StdEncoding.EncodeToString(rep.Root))
+	}
 	fmt.Fprintf(w, "time        %s (%.0f events/s)\n", rep.Elapsed.Round(time.Millisecond), rep.EventsPerSec)
 	if st := rep.State; st != nil {
 		switch {
