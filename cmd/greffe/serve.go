@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
 )
 
@@ -52,6 +55,9 @@ func newServeCmd() *cobra.Command {
 				cfg.API.Tokens = t
 			}
 			n, err := node.Open(cfg)
+			if errors.Is(err, events.ErrCorrupt) {
+				return &exitError{exitCannot, damagedStore(cfg.DataDir, err)}
+			}
 			if err != nil {
 				return err
 			}
@@ -84,4 +90,28 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Ecosystem.Kafka.Topic, "export-kafka-topic", "", "Kafka topic the export writes to; it must exist")
 	f.Uint64Var(&cfg.Ecosystem.Kafka.From, "export-kafka-from", 0, "first position to export when the topic holds nothing of this ledger yet")
 	return c
+}
+
+// damagedStore words the refusal of a data folder whose store is damaged
+// (err matches events.ErrCorrupt): which file, where and what, whether the
+// folder was left as it was, and what the operator does next (the
+// disaster-recovery runbook of docs/OPERATIONS.md). serve exits 2 with it:
+// the node could not run, and starting it again will not change that.
+func damagedStore(data string, err error) error {
+	what, changed := err.Error(), ""
+	// Open refuses a damaged MANIFEST or write-ahead log with a
+	// *pebblelog.DamageError before Pebble opens the folder read-write,
+	// and changes nothing in it then.
+	var de *pebblelog.DamageError
+	if errors.As(err, &de) {
+		what = de.File
+		if de.Offset >= 0 {
+			what += fmt.Sprintf(", at offset %d", de.Offset)
+		}
+		what += ": " + de.Err.Error()
+		changed = " and changed nothing in " + data
+	}
+	return fmt.Errorf("the store in %s is damaged: %s; the node did not start%s: keep the folder as it is, run \"greffe verify --data %s\" to see what is damaged, "+
+		"and restore the last backup (\"greffe restore --from BACKUP --data NEWDIR\"; in a cluster, replace the member instead): docs/OPERATIONS.md, Disaster recovery",
+		data, what, changed, data)
 }
