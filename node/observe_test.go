@@ -362,7 +362,8 @@ func TestNode_MetricsKafkaExport(t *testing.T) {
 // later append and command is refused with store_failed (503); reads
 // still serve every acknowledged event; /readyz answers 503 with reason
 // store_failed, greffe_store_failed is 1, and /healthz stays 200 with
-// status store_failed.
+// status store_failed. A restart replays the log: the node is ready again
+// and takes writes, and the uncertain append re-sent keeps its position.
 func TestNode_FailedStoreIsVisible(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -399,7 +400,8 @@ func TestNode_FailedStoreIsVisible(t *testing.T) {
 			t.Errorf("%s: %v, want %d %s", what, err, status, code)
 		}
 	}
-	_, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced", Data: json.RawMessage(`{"i":3}`)}})
+	uncertain := client.EventIn{ID: "00000000-0000-4000-8000-0000000000aa", Type: "OrderPlaced", Data: json.RawMessage(`{"i":3}`)}
+	_, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{uncertain})
 	appendErr("the append whose fsync failed", err, http.StatusServiceUnavailable, events.CodeOutcomeUnknown)
 	if n.Store.Failure() == nil {
 		t.Fatal("the store did not fail on the fsync error")
@@ -444,14 +446,46 @@ func TestNode_FailedStoreIsVisible(t *testing.T) {
 		health.Status != events.CodeStoreFailed || health.Head != 3 || !strings.Contains(health.Error, "injected: fsync") {
 		t.Errorf("/healthz after the failure: %d %+v %v", res.StatusCode, health, err)
 	}
+
+	// The restart: the log is replayed, the node is ready and takes
+	// writes; the uncertain append, re-sent with the same id, is given
+	// position 3: its record reached the log file before the fsync failed
+	// (faultfs fails the sync, not the write), so the replay holds it and
+	// the re-send is answered as a duplicate.
+	if err := n.Close(); err != nil {
+		t.Logf("close of the failed node: %v", err)
+	}
+	cfg.DataDir, cfg.Store.FS = n.cfg.DataDir, nil
+	n = openNode(t, cfg)
+	c = client.New(n.URL(), "")
+	if code, r := readyz(t, ctx, n.URL()); code != http.StatusOK || !r.Ready {
+		t.Errorf("/readyz after the restart: %d %+v", code, r)
+	}
+	fams := scrape(t, ctx, n.URL())
+	if v := sample(fams, "greffe_store_failed"); v != 0 {
+		t.Errorf("greffe_store_failed after the restart: %v", v)
+	}
+	if v := sample(fams, "greffe_wal_replayed_records"); v <= 0 {
+		t.Errorf("greffe_wal_replayed_records after the restart: %v, want the log replayed", v)
+	}
+	out, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{uncertain})
+	if err != nil || out.Events[0].Position != 3 || !out.Duplicate {
+		t.Fatalf("the uncertain append re-sent after the restart: %v %+v, want the duplicate at position 3", err, out)
+	}
+	if _, err := c.Append(ctx, "orders-2", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced"}}); err != nil {
+		t.Fatalf("an append after the restart: %v", err)
+	}
 }
 
-// openNode opens a node with cfg (data folder and address filled in) and
-// serves it until the test ends; unlike serveNode, an error of its close
-// (a failed store may report one) does not fail the test.
+// openNode opens a node with cfg (a new data folder unless cfg names one,
+// the address filled in) and serves it until the test ends; unlike
+// serveNode, an error of its close (a failed store may report one) does
+// not fail the test.
 func openNode(t *testing.T, cfg Config) *Node {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
 	cfg.API.Addr = "127.0.0.1:0"
 	n, err := Open(cfg)
 	if err != nil {
