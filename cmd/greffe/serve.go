@@ -26,7 +26,16 @@ func newServeCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a node: the ledger on Pebble in --data, served over HTTP on --http",
-		Args:  cobra.NoArgs,
+		Long: `serve runs a node: the ledger on Pebble in --data (created on first start),
+served over HTTP on --http, until SIGINT or SIGTERM stops it gracefully.
+
+Exit codes: 0 stopped by a signal; 2 could not start (a bad flag or file,
+an address in use, a damaged store, …); not 0 when it stops on an error.
+A damaged store (a MANIFEST or write-ahead log record that does not
+read back) is refused before anything in the folder is written, in one line
+naming the file: see greffe verify --data and docs/OPERATIONS.md, Disaster
+recovery.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var lv slog.Level
 			if err := lv.UnmarshalText([]byte(level)); err != nil {
