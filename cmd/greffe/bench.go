@@ -35,6 +35,7 @@ func newBenchCmd() *cobra.Command {
 		dir      string
 		fsyncFor time.Duration
 		rounds   int
+		walMode  string
 	)
 	c := &cobra.Command{
 		Use:   "bench",
@@ -68,7 +69,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			var t bench.Target
 			if embedded {
-				s, err := pebblelog.Open(pebblelog.Config{Dir: d, CheckpointInterval: -1})
+				s, err := pebblelog.Open(pebblelog.Config{Dir: d, CheckpointInterval: -1, WAL: walMode})
 				if err != nil {
 					return err
 				}
@@ -93,7 +94,7 @@ func newBenchCmd() *cobra.Command {
 			if r.json {
 				return printJSON(c.OutOrStdout(), map[string]any{"result": res, "disk_fsync_per_sec": fsync,
 					"disk_fsync_per_sec_samples": samples, "disk_inplace_fsync_per_sec": inPlace,
-					"pebble_sync_commits_per_sec": engine, "embedded": embedded})
+					"pebble_sync_commits_per_sec": engine, "embedded": embedded, "wal": walMode})
 			}
 			if res.WarmedUp > 0 {
 				c.Printf("warm-up: %d events appended before the load, not counted\n", res.WarmedUp)
@@ -123,6 +124,7 @@ func newBenchCmd() *cobra.Command {
 	f.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to load")
 	f.DurationVar(&fsyncFor, "fsync-baseline", 2*time.Second, "how long to measure the disk's fsync rate, in all")
 	f.IntVar(&cfg.WarmUp, "warm-up", 0, "append this many events (16 writers × 100) before the load, not counted: measures a store that has been running (Pebble recycles its log files after a few memtable flushes; 300000 is enough with the default 32 MiB memtable)")
+	f.StringVar(&walMode, "wal", pebblelog.WALGreffe, "with --embedded, the store's write-ahead log: greffe (its own) or pebble (Pebble's), to compare them in one run")
 	f.IntVar(&rounds, "rounds", 4, "split the load into this many rounds, sampling the disk's fsync rate between them")
 	return c
 }

@@ -334,8 +334,14 @@ func TestStore_DamagedTablesAndManifest(t *testing.T) {
 				t.Fatalf("%s: no %s file in the store", mode, kind)
 			}
 			// The first, a middle and the last file of each kind: enough
-			// to hit event bytes, index keys, the state and the tree.
+			// to hit event bytes, index keys, the state and the tree. Not
+			// the last blob file: its blocks are the largest, and each
+			// read of a damaged block costs Pebble a search for the
+			// flipped bit, quadratic in the block's size (seconds).
 			list = slices.Compact([]string{list[0], list[len(list)/2], list[len(list)-1]})
+			if kind == "blob" {
+				list = slices.Compact([]string{list[0], list[len(list)/2]})
+			}
 			for _, name := range list {
 				for _, frac := range []float64{0.1, 0.5, 0.9} {
 					t.Run(fmt.Sprintf("%s/%s/%s@%.0f%%", mode, kind, name[len("/ledger/"):], frac*100), func(t *testing.T) {
