@@ -18,8 +18,8 @@ import (
 // payload256 is a 256-byte JSON object, the benchmark payload of issue #2.
 var payload256 = json.RawMessage(`{"p":"` + strings.Repeat("x", 256-8) + `"}`)
 
-func benchStore(b *testing.B) *pebblelog.Store {
-	s, err := pebblelog.Open(pebblelog.Config{Dir: b.TempDir(), CheckpointInterval: -1})
+func benchStore(b *testing.B, wal string) *pebblelog.Store {
+	s, err := pebblelog.Open(pebblelog.Config{Dir: b.TempDir(), CheckpointInterval: -1, WAL: wal})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -27,8 +27,8 @@ func benchStore(b *testing.B) *pebblelog.Store {
 	return s
 }
 
-func benchAppend(b *testing.B, writers, perAppend int) {
-	s := benchStore(b)
+func benchAppend(b *testing.B, wal string, writers, perAppend int) {
+	s := benchStore(b, wal)
 	ctx := context.Background()
 	var next atomic.Int64
 	b.ResetTimer()
@@ -57,19 +57,23 @@ func benchAppend(b *testing.B, writers, perAppend int) {
 	b.ReportMetric(float64(st.SyncWait.Microseconds())/float64(max(st.Batches, 1)), "µs-syncwait/batch")
 }
 
-// BenchmarkAppend measures acknowledged (fsynced) appends of 256-byte events.
+// BenchmarkAppend measures acknowledged (fsynced) appends of 256-byte events,
+// on the store's own write-ahead log and on Pebble's (wal=pebble).
 //
 //	go test ./events/pebblelog -run x -bench Append -benchtime 5s
 func BenchmarkAppend(b *testing.B) {
 	for _, c := range []struct{ writers, per int }{{1, 1}, {64, 1}, {64, 10}, {64, 100}, {16, 100}} {
-		b.Run(fmt.Sprintf("writers=%d/per=%d", c.writers, c.per), func(b *testing.B) { benchAppend(b, c.writers, c.per) })
+		for _, wal := range []string{pebblelog.WALGreffe, pebblelog.WALPebble} {
+			name := fmt.Sprintf("writers=%d/per=%d/wal=%s", c.writers, c.per, wal)
+			b.Run(name, func(b *testing.B) { benchAppend(b, wal, c.writers, c.per) })
+		}
 	}
 }
 
 // BenchmarkReadAll measures in-process reads of the global log in pages of
 // 10,000 events.
 func BenchmarkReadAll(b *testing.B) {
-	s := benchStore(b)
+	s := benchStore(b, "")
 	ctx := context.Background()
 	const n = 200_000
 	for i := 0; i < n; i += 1000 {

@@ -60,7 +60,7 @@ func TestTree_EdgeTileFollowsGrowth(t *testing.T) {
 //
 //	go test ./events/pebblelog -run '^$' -bench InclusionProof -benchtime 3s
 func BenchmarkInclusionProof(b *testing.B) {
-	s := benchStore(b)
+	s := benchStore(b, "")
 	ctx := context.Background()
 	const n = 1_000_000
 	for i := 0; i < n; i += 1000 {
