@@ -329,7 +329,7 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		return nil, fmt.Errorf("raft dir: %w", err)
 	}
 	hlog := newHCLogger(log)
-	logs, err := OpenLogStore(filepath.Join(cfg.Dir, "log"), log)
+	logs, err := OpenLogStore(filepath.Join(cfg.Dir, "log"), nil, log)
 	if err != nil {
 		return nil, err
 	}
