@@ -8,13 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -37,6 +36,11 @@ type Config struct {
 	// Dir holds the raft log (Dir/log) and snapshots (Dir/snapshots).
 	// Required.
 	Dir string
+	// FS is the file system Dir is on: every file the replicator writes
+	// goes through it. Default: the operating system's. Tests pass
+	// vfs.NewCrashableMem() (the ledger on the same one) to simulate a
+	// power loss of the whole member.
+	FS vfs.FS
 	// Bootstrap makes this node a one-voter cluster on first start. It is
 	// ignored when Dir already holds raft state.
 	Bootstrap bool
@@ -144,6 +148,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
 	}
 }
 
@@ -325,15 +332,15 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "raft")
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if err := mkdirAllSynced(cfg.FS, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("raft dir: %w", err)
 	}
 	hlog := newHCLogger(log)
-	logs, err := OpenLogStore(filepath.Join(cfg.Dir, "log"), nil, log)
+	logs, err := OpenLogStore(cfg.FS.PathJoin(cfg.Dir, "log"), cfg.FS, log)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
+	snaps, err := OpenSnapshotStore(cfg.FS.PathJoin(cfg.Dir, "snapshots"), cfg.FS, cfg.SnapshotRetain, log)
 	if err != nil {
 		_ = logs.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
