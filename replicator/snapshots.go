@@ -204,12 +204,11 @@ func (s *SnapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		_ = s.fs.RemoveAll(tmp)
 		return nil, fmt.Errorf("raft snapshots: create %s: %w", tmp, err)
 	}
-	sk := &snapshotSink{store: s, name: name, tmp: tmp, file: f, crc: crc64.New(snapshotCRC),
+	sk := &snapshotSink{store: s, name: name, tmp: tmp, file: f, crc: crc64.New(snapshotCRC), buf: make([]byte, 0, snapBufSize),
 		// Peers, the configuration's encoding before version 1, stays
 		// empty: raft reads it from version 0 snapshots only.
 		meta: snapshotMeta{SnapshotMeta: raft.SnapshotMeta{Version: version, ID: name.String(), Index: index, Term: term,
 			Configuration: configuration, ConfigurationIndex: configurationIndex}}}
-	sk.buf = bufio.NewWriterSize(io.MultiWriter(f, sk.crc), 256<<10)
 	return sk, nil
 }
 
@@ -369,15 +368,23 @@ func (s *SnapshotStore) reap() error {
 	return nil
 }
 
+// snapBufSize is how much of a snapshot's state a sink gathers before one
+// write.
+const snapBufSize = 256 << 10
+
 // snapshotSink writes one snapshot into its .tmp folder. Raft uses a sink
 // from one goroutine.
 type snapshotSink struct {
-	store  *SnapshotStore
-	name   snapName
-	tmp    string
-	file   vfs.File
-	crc    hash.Hash64
-	buf    *bufio.Writer
+	store *SnapshotStore
+	name  snapName
+	tmp   string
+	file  vfs.File
+	crc   hash.Hash64
+	// buf gathers what Write is given. It is the sink's own: a vfs.File
+	// may modify the slice it writes (Pebble's MemFS does, in invariant
+	// builds), and an io.Writer must not modify its caller's. Its bytes
+	// are hashed before they are written, for the same reason.
+	buf    []byte
 	meta   snapshotMeta
 	closed bool
 }
@@ -392,7 +399,28 @@ func (sk *snapshotSink) Write(p []byte) (int, error) {
 	if sk.closed {
 		return 0, errors.New("raft snapshots: write to a closed sink")
 	}
-	return sk.buf.Write(p)
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), snapBufSize-len(sk.buf))
+		sk.buf = append(sk.buf, p[:c]...)
+		p, n = p[c:], n+c
+		if len(sk.buf) == snapBufSize {
+			if err := sk.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (sk *snapshotSink) flush() error {
+	if len(sk.buf) == 0 {
+		return nil
+	}
+	sk.crc.Write(sk.buf)
+	_, err := sk.file.Write(sk.buf)
+	sk.buf = sk.buf[:0]
+	return err
 }
 
 // Close puts the snapshot in place, durably (the steps are on
@@ -427,7 +455,7 @@ func (sk *snapshotSink) Close() error {
 // folder.
 func (sk *snapshotSink) finish() error {
 	s := sk.store
-	err := sk.buf.Flush()
+	err := sk.flush()
 	if err == nil {
 		err = sk.file.Sync()
 	}
@@ -462,6 +490,8 @@ func (sk *snapshotSink) Cancel() error {
 	return sk.store.fs.RemoveAll(sk.tmp)
 }
 
+// writeFileSynced creates path with data, synced. data may be modified
+// (vfs.File.Write may).
 func writeFileSynced(fs vfs.FS, path string, data []byte) error {
 	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
