@@ -403,6 +403,9 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
+	// Before the mux layer: it answers the info protocol (p.info reads the
+	// FSM's counters) as soon as it accepts, before Open returns.
+	p.fsm = newFSM(ledger, log, p.setFatal)
 	p.mux = newMuxLayer(ln, adv, cfg.TLS, p.info, log)
 	tc := &raft.NetworkTransportConfig{Logger: hlog, Stream: p.mux, MaxPool: 3, Timeout: 10 * time.Second}
 	if len(p.res) > 0 {
@@ -411,7 +414,6 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		tc.ServerAddressProvider = p.res
 	}
 	p.trans = raft.NewNetworkTransportWithConfig(tc)
-	p.fsm = newFSM(ledger, log, p.setFatal)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
@@ -774,10 +776,8 @@ func (p *Replicator) info() NodeInfo {
 			}
 		}
 	}
-	if p.fsm != nil {
-		in.AppliedIndex = p.fsm.applied.Load()
-		in.Restores = p.fsm.restores.Load()
-	}
+	in.AppliedIndex = p.fsm.applied.Load()
+	in.Restores = p.fsm.restores.Load()
 	return in
 }
 
