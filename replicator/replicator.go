@@ -540,8 +540,9 @@ type proposal struct {
 
 // Propose hands a batch to raft and returns at once. The wait function
 // returns the batch's outcomes once it is applied on this node; after
-// leadership is lost mid-commit it returns events.ErrOutcomeUnknown, and on
-// a node that does not lead, *NotLeaderError (nothing written).
+// leadership is lost mid-commit it returns events.ErrOutcomeUnknown, on
+// a node that does not lead, *NotLeaderError, and once the member is
+// stopping, an error matching events.ErrClosed (nothing written in both).
 func (p *Replicator) Propose(b *events.Batch) func(ctx context.Context) ([]events.Outcome, error) {
 	pr := &proposal{done: make(chan struct{})}
 	data := events.EncodeBatch(b)
