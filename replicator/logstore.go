@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 )
 
@@ -54,9 +55,10 @@ const (
 	logVersion   byte = 1
 )
 
-// OpenLogStore opens or creates the store in dir. logger receives Pebble's
-// own logs at debug level (nil: discarded).
-func OpenLogStore(dir string, logger *slog.Logger) (*LogStore, error) {
+// OpenLogStore opens or creates the store in dir on fs (nil: the operating
+// system's; tests pass vfs.NewCrashableMem() to simulate a power loss).
+// logger receives Pebble's own logs at debug level (nil: discarded).
+func OpenLogStore(dir string, fs vfs.FS, logger *slog.Logger) (*LogStore, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -69,6 +71,7 @@ func OpenLogStore(dir string, logger *slog.Logger) (*LogStore, error) {
 		// memtable holds several before a flush.
 		MemTableSize: 64 << 20,
 		Logger:       pebbleLogger{logger},
+		FS:           fs, // nil is Pebble's default, the OS
 	}
 	// Entries are read back by index, mostly soon after they were written
 	// (from the memtable); compression would cost CPU on every append for

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 )
@@ -41,7 +42,7 @@ func TestLogStore_Log(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "log")
-			s, err := OpenLogStore(dir, nil)
+			s, err := OpenLogStore(dir, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestLogStore_Log(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			s, err = OpenLogStore(dir, nil)
+			s, err = OpenLogStore(dir, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +98,7 @@ func TestLogStore_Log(t *testing.T) {
 // TestLogStore_Stable covers the stable store's contract for missing keys,
 // round trips and a damaged number.
 func TestLogStore_Stable(t *testing.T) {
-	s, err := OpenLogStore(filepath.Join(t.TempDir(), "log"), nil)
+	s, err := OpenLogStore(filepath.Join(t.TempDir(), "log"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestLogStore_Stable(t *testing.T) {
 // TestLogStore_DamagedEntry: a stored entry that does not decode is
 // reported, never returned as data.
 func TestLogStore_DamagedEntry(t *testing.T) {
-	s, err := OpenLogStore(filepath.Join(t.TempDir(), "log"), nil)
+	s, err := OpenLogStore(filepath.Join(t.TempDir(), "log"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,5 +149,71 @@ func TestLogStore_DamagedEntry(t *testing.T) {
 	var l raft.Log
 	if err := s.GetLog(3, &l); !errors.Is(err, errBadEntry) {
 		t.Fatalf("GetLog of a damaged entry: %v, want errBadEntry", err)
+	}
+}
+
+// TestLogStore_PowerLoss: after each write returns, a power loss that
+// keeps only synced data (CrashClone) leaves exactly the log and stable
+// values raft was told are stored: raft counts an entry as persisted, and
+// a vote as cast, when the call returns.
+func TestLogStore_PowerLoss(t *testing.T) {
+	type state struct {
+		First, Last uint64
+		Term        uint64
+	}
+	mem := vfs.NewCrashableMem()
+	s, err := OpenLogStore("/raft/log", mem, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	span := func(lo, hi uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := lo; i <= hi; i++ {
+			out = append(out, entry(i))
+		}
+		return out
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want state
+	}{
+		{"append", func() error { return s.StoreLogs(span(1, 50)) }, state{1, 50, 0}},
+		{"vote", func() error { return s.SetUint64([]byte("CurrentTerm"), 3) }, state{1, 50, 3}},
+		{"compact after a snapshot", func() error { return s.DeleteRange(1, 20) }, state{21, 50, 3}},
+		{"append one", func() error { return s.StoreLog(entry(51)) }, state{21, 51, 3}},
+		{"truncate a conflicting suffix", func() error { return s.DeleteRange(45, 51) }, state{21, 44, 3}},
+		{"append after the conflict", func() error { return s.StoreLogs(span(45, 47)) }, state{21, 47, 3}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if err := st.do(); err != nil {
+				t.Fatal(err)
+			}
+			c, err := OpenLogStore("/raft/log", mem.CrashClone(vfs.CrashCloneCfg{}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			first, _ := c.FirstIndex()
+			last, _ := c.LastIndex()
+			term, err := c.GetUint64([]byte("CurrentTerm"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(st.want, state{first, last, term}); diff != "" {
+				t.Fatalf("after a power loss (-want +got):\n%s", diff)
+			}
+			for i := first; i <= last; i++ {
+				var got raft.Log
+				if err := c.GetLog(i, &got); err != nil {
+					t.Fatalf("GetLog(%d): %v", i, err)
+				}
+				if diff := cmp.Diff(entry(i), &got); diff != "" {
+					t.Fatalf("entry %d (-want +got):\n%s", i, diff)
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/greffe/greffe/events"
 )
 
 // ReadBarrier returns once this node may serve a linearizable read from its
@@ -28,7 +30,13 @@ func (p *Replicator) ReadBarrier(ctx context.Context) error {
 		return err
 	}
 	index := p.raft.CommitIndex()
-	if err := p.raft.VerifyLeader().Error(); err != nil {
+	var vf raft.Future
+	if !p.toRaft(func() { vf = p.raft.VerifyLeader() }) {
+		return fmt.Errorf("linearizable read: the replicator is stopping: %w", events.ErrClosed)
+	}
+	err = vf.Error()
+	p.apply.inRaft.Done()
+	if err != nil {
 		return p.notLeader()
 	}
 	if p.raft.CurrentTerm() != term || p.raft.State() != raft.Leader {

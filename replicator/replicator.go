@@ -8,13 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -37,6 +36,11 @@ type Config struct {
 	// Dir holds the raft log (Dir/log) and snapshots (Dir/snapshots).
 	// Required.
 	Dir string
+	// FS is the file system Dir is on: every file the replicator writes
+	// goes through it. Default: the operating system's. Tests pass
+	// vfs.NewCrashableMem() (the ledger on the same one) to simulate a
+	// power loss of the whole member.
+	FS vfs.FS
 	// Bootstrap makes this node a one-voter cluster on first start. It is
 	// ignored when Dir already holds raft state.
 	Bootstrap bool
@@ -145,6 +149,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
 }
 
 // ErrInvalidConfig wraps every configuration problem.
@@ -213,6 +220,20 @@ type Replicator struct {
 
 	pending chan *proposal
 	fatalCh chan error
+	// apply orders handing futures to raft against stopping it. Raft
+	// queues proposals and barriers (BatchApplyCh) and leadership checks
+	// in buffered channels, and a future still queued when raft stops is
+	// never answered (hashicorp/raft#498): the wait loop, or the maintain
+	// loop, would wait for it forever, and Close with them. So raft is only
+	// ever stopped by stopRaft, which first refuses new futures (stopping,
+	// under mu; toRaft holds mu for reading while it hands one over) and
+	// waits until raft has answered every future it was handed (inRaft).
+	apply struct {
+		mu       sync.RWMutex
+		stopping bool
+		inRaft   sync.WaitGroup
+		once     sync.Once
+	}
 	// ready is the term in which this node, as leader, has seen an entry of
 	// its own term applied (a barrier); 0 when not established.
 	ready   atomic.Uint64
@@ -325,15 +346,15 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "raft")
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+	if err := mkdirAllSynced(cfg.FS, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("raft dir: %w", err)
 	}
 	hlog := newHCLogger(log)
-	logs, err := OpenLogStore(filepath.Join(cfg.Dir, "log"), log)
+	logs, err := OpenLogStore(cfg.FS.PathJoin(cfg.Dir, "log"), cfg.FS, log)
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.SnapshotRetain, hlog)
+	snaps, err := OpenSnapshotStore(cfg.FS.PathJoin(cfg.Dir, "snapshots"), cfg.FS, cfg.SnapshotRetain, log)
 	if err != nil {
 		_ = logs.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
@@ -382,6 +403,9 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
+	// Before the mux layer: it answers the info protocol (p.info reads the
+	// FSM's counters) as soon as it accepts, before Open returns.
+	p.fsm = newFSM(ledger, log, p.setFatal)
 	p.mux = newMuxLayer(ln, adv, cfg.TLS, p.info, log)
 	tc := &raft.NetworkTransportConfig{Logger: hlog, Stream: p.mux, MaxPool: 3, Timeout: 10 * time.Second}
 	if len(p.res) > 0 {
@@ -390,7 +414,6 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		tc.ServerAddressProvider = p.res
 	}
 	p.trans = raft.NewNetworkTransportWithConfig(tc)
-	p.fsm = newFSM(ledger, log, p.setFatal)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
@@ -400,8 +423,14 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		// Until entries have been measured: 10240 (raft's default).
 		rc.TrailingLogs = initialTrailingLogs
 	}
+	// Apply hands a proposal over without waiting for raft's main loop,
+	// which may be in an fsync: the store's pipeline keeps the next batch
+	// coming, and raft logs the queued ones in one write.
 	rc.BatchApplyCh = true
-	rc.ShutdownOnRemove = true
+	// Raft would stop itself, behind stopRaft's back, when a leader
+	// commits its own removal; it steps down instead, and the maintain
+	// loop, which notices a removal within MaintainInterval, stops it.
+	rc.ShutdownOnRemove = false
 	// The ledger is durable by itself: every batch is stored with its raft
 	// index, and everything up to the newest snapshot was synced when it
 	// was taken; raft replays the rest of its log. Restoring the newest
@@ -511,17 +540,21 @@ type proposal struct {
 
 // Propose hands a batch to raft and returns at once. The wait function
 // returns the batch's outcomes once it is applied on this node; after
-// leadership is lost mid-commit it returns events.ErrOutcomeUnknown, and on
-// a node that does not lead, *NotLeaderError (nothing written).
+// leadership is lost mid-commit it returns events.ErrOutcomeUnknown, on
+// a node that does not lead, *NotLeaderError, and once the member is
+// stopping, an error matching events.ErrClosed (nothing written in both).
 func (p *Replicator) Propose(b *events.Batch) func(ctx context.Context) ([]events.Outcome, error) {
 	pr := &proposal{done: make(chan struct{})}
-	pr.f = p.raft.Apply(events.EncodeBatch(b), p.cfg.ApplyTimeout)
-	select {
-	case p.pending <- pr:
-	case <-p.ctx.Done():
-		pr.err = fmt.Errorf("%w: the replicator closed", events.ErrOutcomeUnknown)
+	data := events.EncodeBatch(b)
+	if !p.toRaft(func() { pr.f = p.raft.Apply(data, p.cfg.ApplyTimeout) }) {
+		pr.err = fmt.Errorf("replicator: stopping, nothing was proposed: %w", events.ErrClosed)
 		close(pr.done)
+		return pr.wait
 	}
+	// The wait loop runs until stopRaft has seen every proposal answered:
+	// the queue always takes this one (it holds more than the store keeps
+	// in flight).
+	p.pending <- pr
 	return pr.wait
 }
 
@@ -534,8 +567,8 @@ func (pr *proposal) wait(ctx context.Context) ([]events.Outcome, error) {
 	}
 }
 
-// waitLoop resolves proposals in order. Raft resolves every future (at the
-// latest when it shuts down), so the loop always drains.
+// waitLoop resolves proposals in order. Raft answers every proposal before
+// stopRaft stops it, so the loop always drains.
 func (p *Replicator) waitLoop() {
 	for {
 		select {
@@ -556,7 +589,9 @@ func (p *Replicator) waitLoop() {
 
 func (p *Replicator) resolve(pr *proposal) {
 	defer close(pr.done)
-	if err := pr.f.Error(); err != nil {
+	err := pr.f.Error()
+	p.apply.inRaft.Done()
+	if err != nil {
 		pr.err = p.translate(err)
 		return
 	}
@@ -623,13 +658,13 @@ func (p *Replicator) maintainLoop() {
 			}
 		case err := <-p.fatalCh:
 			p.cfg.Logger.Error("the ledger failed to apply a committed raft entry: stopping this member", "err", err)
-			_ = p.raft.Shutdown().Error()
+			_ = p.stopRaft()
 			p.stopped(err)
 		case <-tick.C:
 			p.adaptTrailingLogs()
 			if p.refreshPeers() {
 				p.cfg.Logger.Warn("this node is no longer a member of the cluster: stopping", "node", p.cfg.NodeID)
-				_ = p.raft.Shutdown().Error()
+				_ = p.stopRaft()
 				p.stopped(ErrRemoved)
 				continue
 			}
@@ -648,8 +683,13 @@ func (p *Replicator) maintainLoop() {
 // committed by earlier leaders, and linearizable reads wait.
 func (p *Replicator) establish() {
 	term := p.raft.CurrentTerm()
-	f := p.raft.Barrier(p.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	var f raft.Future
+	if !p.toRaft(func() { f = p.raft.Barrier(p.cfg.ApplyTimeout) }) {
+		return // stopping
+	}
+	err := f.Error()
+	p.apply.inRaft.Done()
+	if err != nil {
 		p.cfg.Logger.Debug("leadership barrier", "term", term, "err", err)
 		return
 	}
@@ -663,6 +703,37 @@ func (p *Replicator) establish() {
 	}
 	p.setReady(term)
 	p.cfg.Logger.Info("leading", "term", term, "node", p.cfg.NodeID)
+}
+
+// toRaft runs submit, a raft call that queues a future, unless raft is
+// stopping (false), and counts the future until the caller, once raft
+// answered it, calls p.apply.inRaft.Done. The read lock is held across
+// submit, which is a channel send that does not wait for raft's main loop,
+// so that stopRaft cannot stop raft between the check and the hand-over.
+func (p *Replicator) toRaft(submit func()) bool {
+	p.apply.mu.RLock()
+	defer p.apply.mu.RUnlock()
+	if p.apply.stopping {
+		return false
+	}
+	submit()
+	p.apply.inRaft.Add(1)
+	return true
+}
+
+// stopRaft stops raft, the only way this replicator does: it refuses new
+// proposals, waits until raft has answered every proposal it holds (raft
+// answers them while it runs: applied, not leader, or leadership lost once
+// a leader without a quorum steps down, within LeaderLeaseTimeout), then
+// shuts raft down. Safe to call more than once and concurrently.
+func (p *Replicator) stopRaft() error {
+	p.apply.once.Do(func() {
+		p.apply.mu.Lock()
+		p.apply.stopping = true
+		p.apply.mu.Unlock()
+		p.apply.inRaft.Wait()
+	})
+	return p.raft.Shutdown().Error()
 }
 
 func (p *Replicator) setReady(term uint64) {
@@ -679,7 +750,7 @@ func (p *Replicator) setReady(term uint64) {
 func (p *Replicator) Close() error {
 	p.closeOnce.Do(func() {
 		p.closing.Store(true)
-		err := p.raft.Shutdown().Error()
+		err := p.stopRaft()
 		p.raft.DeregisterObserver(p.obs)
 		p.cancel()
 		p.wg.Wait()
@@ -706,10 +777,8 @@ func (p *Replicator) info() NodeInfo {
 			}
 		}
 	}
-	if p.fsm != nil {
-		in.AppliedIndex = p.fsm.applied.Load()
-		in.Restores = p.fsm.restores.Load()
-	}
+	in.AppliedIndex = p.fsm.applied.Load()
+	in.Restores = p.fsm.restores.Load()
 	return in
 }
 

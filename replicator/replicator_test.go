@@ -404,25 +404,57 @@ func TestReplicator_LeaderUnreachable(t *testing.T) {
 	}
 }
 
-// TestReplicator_RemovedNodeStops: a removed member reports Done with
-// ErrRemoved, and the cluster keeps working without it.
+// TestReplicator_RemovedNodeStops: a removed member, a follower or the
+// leader removing itself, reports Done with ErrRemoved, and the cluster
+// keeps working without it. Raft does not stop a leader that commits its
+// own removal (ShutdownOnRemove is off: only stopRaft stops raft); it steps
+// down, and the maintain loop stops it.
 func TestReplicator_RemovedNodeStops(t *testing.T) {
-	nodes := cluster(t, 3, nil)
-	if err := nodes[0].rep.Remove(t.Context(), "n3"); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name    string
+		removed int // index of the node n1 removes
+	}{
+		{"a follower", 2},
+		{"the leader itself", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := cluster(t, 3, nil)
+			gone := nodes[tc.removed]
+			if err := nodes[0].rep.Remove(t.Context(), gone.id); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-gone.rep.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the removed node did not stop")
+			}
+			if !errors.Is(gone.rep.Err(), ErrRemoved) {
+				t.Fatalf("Err() = %v, want ErrRemoved", gone.rep.Err())
+			}
+			var rest []*testNode
+			for _, n := range nodes {
+				if n != gone {
+					rest = append(rest, n)
+				}
+			}
+			var leader *testNode
+			eventually(t, "a leader among the others", 10*time.Second, func() bool {
+				for _, n := range rest {
+					if n.rep.IsLeader() {
+						leader = n
+						return true
+					}
+				}
+				return false
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if _, err := appendOne(ctx, leader.store, "after-remove", 0); err != nil {
+				t.Fatal(err)
+			}
+			converged(t, rest, leader)
+		})
 	}
-	select {
-	case <-nodes[2].rep.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the removed node did not stop")
-	}
-	if !errors.Is(nodes[2].rep.Err(), ErrRemoved) {
-		t.Fatalf("Err() = %v, want ErrRemoved", nodes[2].rep.Err())
-	}
-	if _, err := appendOne(t.Context(), nodes[0].store, "after-remove", 0); err != nil {
-		t.Fatal(err)
-	}
-	converged(t, nodes[:2], nodes[0])
 }
 
 // TestReplicator_PeerKeysSurviveRestart: the verifier keys a node learned

@@ -665,7 +665,11 @@ func (l *Log) rotateLocked() error {
 		_ = f.Close()
 		return err
 	}
-	if _, err := f.Write(magic[:]); err != nil {
+	// A copy: vfs.File.Write may modify what it is given (Pebble's MemFS
+	// does in invariant builds, -race included), and magic is shared by
+	// every log of the process.
+	m := magic
+	if _, err := f.Write(m[:]); err != nil {
 		_ = f.Close()
 		return fmt.Errorf("wal: write segment %d: %w", num, err)
 	}
