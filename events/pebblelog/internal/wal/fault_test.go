@@ -566,3 +566,40 @@ func folderBytes(t *testing.T, fs vfs.FS, dir string) map[string]string {
 	}
 	return out
 }
+
+// TestLog_AppendLeavesTheCallersBytes: vfs.File.Write may modify what it is
+// given (Pebble's MemFS does in invariant builds), and the store applies the
+// batch it logged to Pebble right after: Append must never hand the
+// caller's bytes to Write. The file system here scribbles over every
+// buffer it writes, as MemFS may.
+func TestLog_AppendLeavesTheCallersBytes(t *testing.T) {
+	o := Options{FS: scribbleFS{vfs.NewMem()}, Dir: "/wal"}
+	l, _ := collect(t, o, 0)
+	defer l.Close()
+	for _, n := range []int{10, 40 << 10, 3 << 20} {
+		data := bytes.Repeat([]byte{'d'}, n)
+		if _, _, err := l.Append(data); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(data, bytes.Repeat([]byte{'d'}, n)) {
+			t.Fatalf("Append of %d bytes let the file system modify them", n)
+		}
+	}
+}
+
+type scribbleFS struct{ vfs.FS }
+
+func (f scribbleFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	file, err := f.FS.Create(name, c)
+	return scribbleFile{file}, err
+}
+
+type scribbleFile struct{ vfs.File }
+
+func (f scribbleFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	for i := range p {
+		p[i] = 0xAA
+	}
+	return n, err
+}

@@ -235,12 +235,12 @@ func TestLog_AppendAfterFailureOrClose(t *testing.T) {
 	}
 }
 
-// TestLog_LargeRecords covers records written as header then data (over
-// smallRecord), including one torn inside its data.
+// TestLog_LargeRecords covers records over 32 KiB, up to a segment of
+// their own, including one torn inside its data.
 func TestLog_LargeRecords(t *testing.T) {
 	o := Options{Dir: t.TempDir(), SegmentSize: 1 << 20}
 	l, _ := collect(t, o, 0)
-	sizes := []int{10, smallRecord + 1, 200_000, 5, 3 << 20, 7}
+	sizes := []int{10, 32<<10 + 1, 200_000, 5, 3 << 20, 7}
 	var wantRecs []string
 	var end uint64
 	for i, n := range sizes {
