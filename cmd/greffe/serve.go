@@ -86,6 +86,7 @@ recovery.`,
 	f.StringVar(&cfg.DataDir, "data", node.DefaultDataDir, "data folder (created on first start)")
 	f.StringVar(&cfg.API.Addr, "http", "127.0.0.1:7070", "HTTP listen address")
 	f.StringVar(&cfg.NodeID, "node-id", "n1", "this node's id")
+	f.StringVar(&cfg.Store.WAL, "wal", pebblelog.WALGreffe, "the ledger's write-ahead log: greffe (the store's own, the default) or pebble (Pebble's); a folder can switch between restarts (docs/FORMAT.md)")
 	f.StringVar(&policy, "policy", "", "JSON file of the node's policy (budgets, freshness windows, admission screens): the fields it names override the defaults of GET /v1/policy")
 	f.StringVar(&tokens, "tokens", "", "JSON file of bearer tokens [{name, role, token}]; required to listen beyond loopback")
 	f.StringVar(&cfg.API.TLSCert, "tls-cert", "", "TLS certificate (PEM)")

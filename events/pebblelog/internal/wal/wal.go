@@ -104,9 +104,9 @@ const (
 	headerSizeV1 = 24
 	// maxKeptBuffer bounds the write buffer kept between records.
 	maxKeptBuffer = 32 << 20
-	maxFree      = 4
-	suffix       = ".wal"
-	freePrefix   = "free-"
+	maxFree       = 4
+	suffix        = ".wal"
+	freePrefix    = "free-"
 	// MaxRecord bounds one record's payload (a Pebble batch of a whole
 	// group commit is at most a few tens of MiB).
 	MaxRecord = 1 << 30
