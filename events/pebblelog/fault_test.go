@@ -324,7 +324,9 @@ func faultOnce(t *testing.T, mode string, f *nthFault) {
 		t.Errorf("an append after the store failed: %v, want a store_failed refusal", err)
 	}
 	closeStore()
+	l.mu.Lock() // a writer frozen by a fatal error may still be recording
 	t.Logf("%v on %s failed the store (%v); %d acknowledged, %d refused, %d checkpoints served",
 		fired.Kind, fired.Path, s.Failure(), len(l.acked), len(l.refused), len(l.served))
+	l.mu.Unlock()
 	r.powerLossCheck(t, l)
 }
