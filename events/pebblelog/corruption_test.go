@@ -316,6 +316,9 @@ func TestStore_PebbleLogDamage(t *testing.T) {
 // fails with a corruption error naming it, the store stops writing, and no
 // event ever comes back different.
 func TestStore_DamagedTablesAndManifest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine reading damaged files: run without -race (CI runs it so first)")
+	}
 	for _, mode := range walModes {
 		im := writeImage(t, mode, 1500, true, false, true)
 		kinds := map[string][]string{
@@ -459,6 +462,9 @@ func (c *crashAt) run(fn func()) bool {
 // loss at any write of that work leaves a folder that still opens with
 // every acknowledged event.
 func TestStore_CrashDuringReplay(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a reopen after each crash point, one goroutine at a time: run without -race (CI runs it so first)")
+	}
 	for _, mode := range walModes {
 		t.Run(mode, func(t *testing.T) {
 			im := writeImage(t, mode, 120, false, false, false)
