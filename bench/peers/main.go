@@ -170,7 +170,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	h := newHeader(args, st)
 	runs := runShapes(ctx, st, shs, singles, cluster)
-	h.LoadEnd = loadAverage()
+	h.LoadEnd, h.LoadRuns = loadAverage(), loadRange(runs)
 	var names []string
 	for _, s := range singles {
 		names = append(names, s.Name())

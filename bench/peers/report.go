@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -26,16 +27,19 @@ type report struct {
 
 // header is what the table says about its run.
 type header struct {
-	Command   string            `json:"command"`
-	Date      string            `json:"date"`
-	CPUs      int               `json:"cpus"`
-	LoadStart string            `json:"load_average_start"`
-	LoadEnd   string            `json:"load_average_end"`
-	Rounds    int               `json:"rounds"`
-	Duration  string            `json:"duration"`
-	Read      int               `json:"read_events"`
-	Payload   int               `json:"payload_bytes"`
-	With      map[string]string `json:"with"`
+	Command   string `json:"command"`
+	Date      string `json:"date"`
+	CPUs      int    `json:"cpus"`
+	LoadStart string `json:"load_average_start"`
+	LoadEnd   string `json:"load_average_end"`
+	// LoadRuns is the range of the 1-minute load average as the runs
+	// ended (measurement.Load).
+	LoadRuns string            `json:"load_1min_after_runs"`
+	Rounds   int               `json:"rounds"`
+	Duration string            `json:"duration"`
+	Read     int               `json:"read_events"`
+	Payload  int               `json:"payload_bytes"`
+	With     map[string]string `json:"with"`
 }
 
 // shapeRow is one shape's line of the table.
@@ -158,12 +162,28 @@ func summarize(shs []shape, systems []string, readEvents int, runs []measurement
 	return rows, failures
 }
 
+// loadRange is "min–max" of the runs' 1-minute load averages.
+func loadRange(runs []measurement) string {
+	var ls []float64
+	for _, m := range runs {
+		if f := strings.Fields(m.Load); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				ls = append(ls, v)
+			}
+		}
+	}
+	if len(ls) == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f–%.2f", slices.Min(ls), slices.Max(ls))
+}
+
 // writeText prints the report as a table.
 func (r report) writeText(w io.Writer) error {
 	h := r.Header
 	fmt.Fprintf(w, "greffe against etcd and NATS JetStream (issue #14): %d-byte payloads, durable acknowledgements, client and server in separate processes on loopback\n", h.Payload)
 	fmt.Fprintf(w, "command: %s\n", h.Command)
-	fmt.Fprintf(w, "date: %s; %d CPUs; load average at start %s, at end %s\n", h.Date, h.CPUs, h.LoadStart, h.LoadEnd)
+	fmt.Fprintf(w, "date: %s; %d CPUs; load average at start %s, at end %s; 1-minute load after each run %s\n", h.Date, h.CPUs, h.LoadStart, h.LoadEnd, h.LoadRuns)
 	fmt.Fprintf(w, "%d rounds, writes %s per run, reads of %d events; a fresh server per run, systems alternating\n", h.Rounds, h.Duration, h.Read)
 	for _, n := range slices.Sorted(maps.Keys(h.With)) {
 		fmt.Fprintf(w, "  %s: %s\n", n, h.With[n])

@@ -80,6 +80,10 @@ type measurement struct {
 	// work (greffe's projections) took to catch up after the fill, before
 	// the timed read.
 	SettleSeconds float64 `json:"settle_seconds,omitempty"`
+	// Load is the machine's load averages (/proc/loadavg) as the run
+	// ended: with the harness's own client and server on the cores, about
+	// 2 on a machine that is otherwise quiet.
+	Load string `json:"load_average"`
 	// Error, when set, says why the run failed; its rate is not used.
 	Error string `json:"error,omitempty"`
 }
@@ -109,7 +113,7 @@ func runShapes(ctx context.Context, st settings, shs []shape, singles []system, 
 				}
 				sys := systems[(i+r)%len(systems)]
 				m := runOne(ctx, st, sh, sys)
-				m.Round = r + 1
+				m.Round, m.Load = r+1, loadAverage()
 				if st.Log != nil {
 					fmt.Fprintln(st.Log, m)
 				}
@@ -131,7 +135,7 @@ func (m measurement) String() string {
 	if m.P50Ms > 0 {
 		s += fmt.Sprintf(" (p50 %.2f ms, p99 %.2f ms)", m.P50Ms, m.P99Ms)
 	}
-	return s
+	return s + "; load " + m.Load
 }
 
 // runOne starts a fresh server of sys in a temporary folder, runs sh
