@@ -239,6 +239,10 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) {
+	if wantsEntries(r) {
+		s.readAllEntries(w, r)
+		return
+	}
 	o, err := parseRead(r)
 	if err != nil {
 		writeError(w, err)

@@ -111,37 +111,60 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 // ReadRaw returns the stored bytes of events [lo, hi), which must be
 // acknowledged. The tlog-tiles entry bundles and offline verification use
 // it: the bytes are exactly what is hashed.
-func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) (_ [][]byte, err error) {
+func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) ([][]byte, error) {
+	out := make([][]byte, 0, hi-min(lo, hi))
+	err := s.ScanRaw(ctx, lo, hi, func(_ uint64, b []byte) error {
+		out = append(out, bytes.Clone(b))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScanRaw calls fn with the stored bytes of each event of [lo, hi), in
+// order; the range must be acknowledged. b is valid only during fn (it is
+// Pebble's memory): copy what must outlive it. It holds a read lock and an
+// iterator while it runs: keep fn short (no I/O), and the range bounded — the
+// API's streaming read copies a few thousand events at a time into its
+// buffer, then writes them to the network outside it.
+func (s *Store) ScanRaw(ctx context.Context, lo, hi uint64, fn func(pos uint64, b []byte) error) (err error) {
 	defer s.noteDamage(&err)
 	if hi > s.Head().Size || lo > hi {
-		return nil, fmt.Errorf("raw range [%d, %d) beyond head %d: %w", lo, hi, s.Head().Size, events.ErrNotFound)
+		return fmt.Errorf("raw range [%d, %d) beyond head %d: %w", lo, hi, s.Head().Size, events.ErrNotFound)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer it.Close()
-	out := make([][]byte, 0, hi-lo)
 	want := lo
 	for ok := it.First(); ok; ok = it.Next() {
 		if pos := binary.BigEndian.Uint64(it.Key()[1:]); pos != want {
-			return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+			return fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
 		}
-		out = append(out, bytes.Clone(it.Value()))
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := fn(want, v); err != nil {
+			return err
+		}
 		want++
 	}
 	if err := it.Error(); err != nil {
-		return nil, err
+		return err
 	}
 	if want != hi {
-		return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+		return fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
 	}
-	return out, nil
+	return nil
 }
 
 // ReadStream reads a stream's acknowledged events by version. A stream with
