@@ -847,3 +847,44 @@ func TestStore_TablesHoldOneKeySpace(t *testing.T) {
 		t.Fatalf("tables cover %d key spaces (%d tables); the test meant to flush several", len(spaces), len(ranges))
 	}
 }
+
+// TestStore_SubscribeProgress: a filtered subscription delivers only the
+// events it matches, in order, and tells how far it read, up to the head,
+// also through pages that hold none of them.
+func TestStore_SubscribeProgress(t *testing.T) {
+	s, _ := openStore(t, t.TempDir())
+	for i := range 3000 {
+		stream := "noise"
+		if i%1000 == 7 {
+			stream = "keep-1"
+		}
+		if _, err := s.Append(t.Context(), one(stream, events.ExpectAny, ev("T", fmt.Sprintf(`{"i":%d}`, i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var got []uint64
+	var reached uint64
+	err := s.SubscribeProgress(ctx, 0, events.Filter{StreamPrefix: "keep-"}, func(e events.Event) error {
+		got = append(got, e.Position)
+		return nil
+	}, func(next uint64) {
+		if next <= reached {
+			t.Errorf("progress went from %d to %d", reached, next)
+		}
+		reached = next
+		if next == s.Head().Size {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{7, 1007, 2007}, got); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if reached != 3000 {
+		t.Errorf("progress reached %d, want the head 3000", reached)
+	}
+}
