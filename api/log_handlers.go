@@ -154,7 +154,7 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, appendOut(o))
+	writeAppendOut(w, o) // api/appendout.go: writeJSON(w, http.StatusOK, appendOut(o)), by hand
 }
 
 // singleField rewrites the field path of a validation error for the
