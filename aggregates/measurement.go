@@ -417,15 +417,20 @@ type ArtifactReading struct {
 func (m Measurement) Evolve(e *events.Event) (Measurement, error) {
 	switch e.Type {
 	case TypeMeasurementRequested:
-		if err := decodeData(e, &m.Request); err != nil {
+		// Decoded into a fresh value, never into m.Request: encoding/json
+		// decodes into the slices it finds, whose arrays m shares with the
+		// state it was copied from.
+		var d MeasurementRequested
+		if err := decodeData(e, &d); err != nil {
 			return m, err
 		}
-		m.ID, m.Requested, m.RequestRef = m.Request.MeasurementID, true, RefOf(e)
+		m.ID, m.Requested, m.Request, m.RequestRef = d.MeasurementID, true, d, RefOf(e)
 	case TypeMeasurementClaimed:
-		if err := decodeData(e, &m.Claim); err != nil {
+		var d MeasurementClaimed
+		if err := decodeData(e, &d); err != nil {
 			return m, err
 		}
-		m.Claimed, m.ClaimRef = true, RefOf(e)
+		m.Claimed, m.Claim, m.ClaimRef = true, d, RefOf(e)
 	case TypeMeasurementLeaseRenewed:
 		var d MeasurementLeaseRenewed
 		if err := decodeData(e, &d); err != nil {
