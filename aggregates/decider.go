@@ -301,8 +301,13 @@ func Initial(stream string) (State, error) {
 	return nil, fmt.Errorf("stream %q belongs to no aggregate", stream)
 }
 
-// Evolve folds one event into s, dispatching on the state's type. s is
-// consumed: its maps may be reused by the returned state.
+// Evolve folds one event into s, dispatching on the state's type. It never
+// modifies s: every aggregate's Evolve copies a map or slice before it
+// changes it (and decodes event data into fresh values), so the returned
+// state shares with s only what did not change, and s stays valid. The
+// commands layer's state cache relies on this to hand one cached state to
+// concurrent commands (TestEvolve_DoesNotMutate pins it). Holders of a
+// state must not modify it either.
 func Evolve(s State, e *events.Event) (State, error) {
 	switch v := s.(type) {
 	case Provider:

@@ -736,6 +736,67 @@ func TestStore_CloseUnderLoneWriters(t *testing.T) {
 	}
 }
 
+// TestStore_AppendRacingClose is the regression test of issue #14: an
+// append that passed Append's closed check just before Close could land in
+// the request queue after the sequencer had drained it on its way out, and
+// then wait for an answer nobody would send (forever, with a context that
+// never ends). Many writers append in a loop and Close arrives once each
+// has been answered once, so that appends in every stage race it; every
+// append must succeed or fail with ErrClosed. The window is a few
+// instructions wide, so a round catches it only now and then (about one
+// round in sixty on the development machine);
+// TestCommitter_AppendQueuedAfterDrain replays it step by step. An append
+// has a deadline so that a lost one reports itself (as ErrOutcomeUnknown)
+// instead of hanging the test.
+func TestStore_AppendRacingClose(t *testing.T) {
+	const (
+		rounds  = 40
+		writers = 32
+		// patience bounds one append; a healthy one takes milliseconds.
+		patience = 5 * time.Second
+	)
+	for round := range rounds {
+		s, _ := openStore(t, t.TempDir())
+		var wg, answered sync.WaitGroup
+		errs := make(chan error, writers)
+		answered.Add(writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), patience)
+					_, err := s.Append(ctx, one(fmt.Sprintf("w-%d", w), events.ExpectAny, ev("T", `{}`)))
+					cancel()
+					if i == 0 {
+						answered.Done()
+					}
+					switch {
+					case err == nil:
+					case errors.Is(err, events.ErrClosed):
+						return
+					default:
+						errs <- fmt.Errorf("writer %d, append %d: %w", w, i, err)
+						return
+					}
+				}
+			}()
+		}
+		answered.Wait()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: an append racing Close must succeed or fail with ErrClosed: %v", round, err)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
 // TestStore_WALSegmentsAreReused appends across many small log segments
 // with a memtable too large to fill: past four live segments a completed
 // one forces a flush, after which the segments it covered are kept for
