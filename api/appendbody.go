@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
@@ -24,19 +23,18 @@ import (
 // decodeStreamAppend is decodeBody for client.StreamAppendIn with the fast
 // path in front: same Content-Type check, same size limit, same errors.
 func decodeStreamAppend(w http.ResponseWriter, r *http.Request, v *client.StreamAppendIn) error {
-	// Same check and message as decodeBody.
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia, Message: "send the body as application/json"}
+	if err := checkContentType(r); err != nil {
+		return err
 	}
 	body, err := readAppendBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength)
 	if err != nil {
-		return jsonError(err) // over the limit, or the connection lost: as DecodeStrict
+		return readError(err) // over the limit, or the connection lost: as DecodeStrict
 	}
 	if fv, ok := fastDecodeStreamAppend(body); ok {
 		*v = fv
 		return nil
 	}
-	return decodeStrictBytes(body, v)
+	return decodeBytes(body, v)
 }
 
 // readAppendBody is io.ReadAll with the buffer sized from Content-Length when the

@@ -101,8 +101,9 @@ func TestAPI_RefusesInvalidUTF8(t *testing.T) {
 		{"multi: stream", "/v1/append", "{\"appends\":[{\"stream\":\"a\xff\",\"events\":[{\"type\":\"T\"}]}]}", utf8Bad("appends[0].stream")},
 		{"multi: data", "/v1/append", "{\"appends\":[{\"stream\":\"a\",\"events\":[{\"type\":\"T\"},{\"type\":\"T\",\"data\":{\"x\":\"\xff\"}}]}]}", utf8Bad("appends[0].events[1].data.x")},
 		{"multi: metadata surrogate", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"T","metadata":{"x":"\udfff"}}]}]}`, utf8Bad("appends[0].events[0].metadata.x")},
-		// Not JSON is still malformed_json, whatever its bytes.
-		{"syntax error with a bad byte", "/v1/streams/s", "{\"events\":[{\"type\":\xff}]}", bad("malformed_json", "")},
+		// Not JSON is still malformed_json, whatever its bytes (with the
+		// path of the value it is in: it had none).
+		{"syntax error with a bad byte", "/v1/streams/s", "{\"events\":[{\"type\":\xff}]}", bad("malformed_json", "events[0].type")},
 	})
 }
 
@@ -694,7 +695,7 @@ func TestLoadTokens_RefusesAmbiguousEntries(t *testing.T) {
 	if err := os.WriteFile(path, []byte("["+entry("bob\xff", "writer", secret)+"]"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.LoadTokens(path); client.CodeOf(err) != events.CodeInvalidUTF8 || !strings.Contains(err.Error(), "[0].name") {
+	if _, err := api.LoadTokens(path); events.CodeOf(err) != events.CodeInvalidUTF8 || !strings.Contains(err.Error(), "[0].name") {
 		t.Errorf("a name that is not UTF-8 in the file: %v", err)
 	}
 	for _, name := range []string{"bob\xff", "bob\nroot", strings.Repeat("b", events.MaxTextFieldLen+1)} {

@@ -33,16 +33,6 @@ import (
 // case-insensitively, kept the last of two equal names, read invalid UTF-8
 // as U+FFFD and dropped array indices from its errors.
 
-// Codes of decoding (docs/API.md). Never renamed, never reused.
-const (
-	// CodeMalformedJSON: not JSON, a value of the wrong type, a name given
-	// twice, trailing data. Field is the value's path when there is one.
-	CodeMalformedJSON = "malformed_json"
-	// CodeUnknownField: a name the type does not have (names are
-	// case-sensitive). Field is the name's full path.
-	CodeUnknownField = "unknown_field"
-)
-
 // DecodeOptions say how DecodeJSON reads one input.
 type DecodeOptions struct {
 	// Root is the path of the decoded value in the input it came from, the

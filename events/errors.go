@@ -43,6 +43,13 @@ const (
 	// CodeReservedStreamName: a raw append names a stream starting with "$"
 	// (IsSystemStream).
 	CodeReservedStreamName = "reserved_stream_name"
+	// CodeMalformedJSON: input that DecodeJSON refuses as not JSON, a value
+	// of the wrong type, a name given twice, trailing data. Field is the
+	// value's path when there is one.
+	CodeMalformedJSON = "malformed_json"
+	// CodeUnknownField: a name the decoded type does not have (names are
+	// case-sensitive). Field is the name's full path.
+	CodeUnknownField = "unknown_field"
 )
 
 // Sentinel errors. Match them with errors.Is.
