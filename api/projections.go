@@ -34,7 +34,7 @@ func (s *Server) MountProjections(set *projections.Set) {
 			return
 		}
 		if _, ok := projections.SpecByName(name); !ok {
-			writeError(w, &Error{Code: projections.CodeUnknownProjection, Message: (&projections.UnknownError{Name: name}).Error()})
+			writeError(w, &projections.UnknownError{Name: name})
 			return
 		}
 		var b []byte
