@@ -80,7 +80,8 @@ type pathDoc struct {
 // is in, and an array both too long and with a bad element past its
 // length, now refused for its length).
 func TestDecodeStrictPaths(t *testing.T) {
-	// notText is strictjson.CheckText's sentence, after prefix.
+	// notText was the sentence of a string that is not text (only the
+	// path and the code are compared).
 	notText := func(prefix string) string {
 		return prefix + `is not UTF-8 text (a byte that is not UTF-8, or an unpaired surrogate escape such as \ud800); JSON is UTF-8 (RFC 8259 §8.1)`
 	}
