@@ -10,8 +10,9 @@
 //     Approval{}, Mission{}, Measurement{}, Executor{}, Claim{}); Exists
 //     reports false until the first event is folded.
 //   - Evolve: the state's Evolve method folds one stored event and returns
-//     the next state. It fails only on an event it cannot read (a *FoldError),
-//     which means the stream is not one these deciders wrote.
+//     the next state, never modifying the one it is given (a state may be
+//     kept and shared). It fails only on an event it cannot read (a
+//     *FoldError), which means the stream is not one these deciders wrote.
 //   - Decide: each command type's Decide method returns the events to append
 //     ([]NewEvent), an empty slice for an idempotent repeat (a second
 //     delivery, a second revocation), or a *Refusal with a stable code.

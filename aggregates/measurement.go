@@ -2,12 +2,9 @@ package aggregates
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/greffe/greffe/events"
@@ -16,12 +13,8 @@ import (
 // Measurements: executors on GPU hosts run approved command lines and
 // report signed results.
 //
-// Keys (stream "executor-<id>"). RegisterExecutorKey needs an "activation"
-// approval whose subject is the executor's stream, "executor-<id>", spent
-// in the same append: registering a key activates an executor. The events
-// are events.TypeExecutorKeyRegistered/TypeExecutorKeyRevoked with
-// events.KeyRegisteredData/KeyRevokedData, so an auditor folds them with
-// events.KeyRing. A key id is registered once; revocation is final.
+// Keys (stream "executor-<id>") are executor.go's: the registered,
+// unrevoked keys of an executor are the only ones its results verify with.
 //
 // Requests (stream "measurement-<id>"). MeasurementRequested fixes the
 // host, the exact argv (the request is the approval of that argv: an
@@ -66,87 +59,6 @@ import (
 
 // MeasurementPayloadType is the DSSE payload type of a signed measurement.
 const MeasurementPayloadType = "application/vnd.greffe.measurement+json"
-
-// Executor is the state of one executor's keys (stream "executor-<id>").
-type Executor struct {
-	ID   string
-	Host string
-	// Keys by key id.
-	Keys map[string]ExecutorKey
-	// Events is the number of events folded.
-	Events int
-}
-
-// ExecutorKey is one registered key.
-type ExecutorKey struct {
-	KeyID      string
-	PublicKey  ed25519.PublicKey
-	ApprovalID string
-	Revoked    bool
-	Registered EventRef
-	Revocation EventRef
-}
-
-// Exists reports whether the executor stream has events.
-func (x Executor) Exists() bool { return x.Events > 0 }
-
-// Lookup implements events.KeyLookup over this executor's keys only: a
-// key of another executor is unknown here.
-func (x Executor) Lookup(keyID string) (ed25519.PublicKey, bool, bool) {
-	k, ok := x.Keys[keyID]
-	if !ok {
-		return nil, false, false
-	}
-	return k.PublicKey, k.Revoked, true
-}
-
-// ActiveKeys returns the ids of the unrevoked keys, sorted.
-func (x Executor) ActiveKeys() []string {
-	var out []string
-	for _, id := range sortedKeys(x.Keys) {
-		if !x.Keys[id].Revoked {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// Evolve folds one event of the executor stream.
-func (x Executor) Evolve(e *events.Event) (Executor, error) {
-	switch e.Type {
-	case events.TypeExecutorKeyRegistered:
-		var d events.KeyRegisteredData
-		if err := decodeData(e, &d); err != nil {
-			return x, err
-		}
-		if len(d.PublicKey) != ed25519.PublicKeySize || events.KeyID(d.PublicKey) != d.KeyID {
-			return x, foldError(e, errors.New("key id does not match the public key"))
-		}
-		keys := maps.Clone(x.Keys)
-		if keys == nil {
-			keys = map[string]ExecutorKey{}
-		}
-		if _, dup := keys[d.KeyID]; !dup { // as events.KeyRing: a key id is registered once
-			keys[d.KeyID] = ExecutorKey{KeyID: d.KeyID, PublicKey: ed25519.PublicKey(d.PublicKey), ApprovalID: d.ApprovalID, Registered: RefOf(e)}
-		}
-		x.ID, x.Host, x.Keys = d.ExecutorID, d.Host, keys
-	case events.TypeExecutorKeyRevoked:
-		var d events.KeyRevokedData
-		if err := decodeData(e, &d); err != nil {
-			return x, err
-		}
-		keys := maps.Clone(x.Keys)
-		if k, ok := keys[d.KeyID]; ok {
-			k.Revoked, k.Revocation = true, RefOf(e)
-			keys[d.KeyID] = k
-		}
-		x.Keys = keys
-	default:
-		return x, foldError(e, ErrUnknownEventType)
-	}
-	x.Events++
-	return x, nil
-}
 
 // Measurement is the state of one measurement request (stream
 // "measurement-<id>").
@@ -417,15 +329,20 @@ type ArtifactReading struct {
 func (m Measurement) Evolve(e *events.Event) (Measurement, error) {
 	switch e.Type {
 	case TypeMeasurementRequested:
-		if err := decodeData(e, &m.Request); err != nil {
+		// Decoded into a fresh value, never into m.Request: encoding/json
+		// decodes into the slices it finds, whose arrays m shares with the
+		// state it was copied from.
+		var d MeasurementRequested
+		if err := decodeData(e, &d); err != nil {
 			return m, err
 		}
-		m.ID, m.Requested, m.RequestRef = m.Request.MeasurementID, true, RefOf(e)
+		m.ID, m.Requested, m.Request, m.RequestRef = d.MeasurementID, true, d, RefOf(e)
 	case TypeMeasurementClaimed:
-		if err := decodeData(e, &m.Claim); err != nil {
+		var d MeasurementClaimed
+		if err := decodeData(e, &d); err != nil {
 			return m, err
 		}
-		m.Claimed, m.ClaimRef = true, RefOf(e)
+		m.Claimed, m.Claim, m.ClaimRef = true, d, RefOf(e)
 	case TypeMeasurementLeaseRenewed:
 		var d MeasurementLeaseRenewed
 		if err := decodeData(e, &d); err != nil {
@@ -454,12 +371,6 @@ func (m Measurement) Evolve(e *events.Event) (Measurement, error) {
 
 // Refusal codes of the Measurement gates.
 const (
-	// CodeExecutorHostMismatch: the executor is registered on another host.
-	CodeExecutorHostMismatch = "executor_host_mismatch"
-	// CodeKeyAlreadyRegistered: this key id is already registered.
-	CodeKeyAlreadyRegistered = "key_already_registered"
-	// CodeKeyUnknown: the executor has no key under this id.
-	CodeKeyUnknown = "key_unknown"
 	// CodeMeasurementExists: a measurement id is requested once.
 	CodeMeasurementExists = "measurement_exists"
 	// CodeMeasurementBoundsExceeded: the timeout or output cap is above the
@@ -515,107 +426,6 @@ const (
 	// about the provider.
 	CodeProbeTargetMismatch = "probe_target_mismatch"
 )
-
-// RegisterExecutorKey registers an executor's ed25519 public key under an
-// "activation" approval for "executor-<id>".
-type RegisterExecutorKey struct {
-	ExecutorID string `json:"executor_id"`
-	Host       string `json:"host"`
-	PublicKey  []byte `json:"public_key"`
-	ApprovalID string `json:"approval_id"`
-}
-
-// CommandName implements Command.
-func (*RegisterExecutorKey) CommandName() string { return "RegisterExecutorKey" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RegisterExecutorKey) Validate() error {
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
-	if err := checkID("host", c.Host); err != nil {
-		return err
-	}
-	if len(c.PublicKey) != ed25519.PublicKeySize {
-		return invalid("public_key", "is %d bytes; an ed25519 public key is %d (base64 in JSON)", len(c.PublicKey), ed25519.PublicKeySize)
-	}
-	if c.ApprovalID != "" {
-		return checkID("approval_id", c.ApprovalID)
-	}
-	return nil
-}
-
-// Streams implements Command: the streams this command reads.
-func (c *RegisterExecutorKey) Streams(States) []string {
-	s := []string{ExecutorStream(c.ExecutorID)}
-	if c.ApprovalID != "" {
-		s = append(s, ApprovalStream(c.ApprovalID))
-	}
-	return s
-}
-
-// Decide implements Command: the gates.
-func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
-	x := in.States.Executor(c.ExecutorID)
-	if x.Exists() && x.Host != c.Host {
-		return nil, refuse(CodeExecutorHostMismatch, map[string]any{"executor_id": c.ExecutorID, "host": c.Host, "registered_host": x.Host},
-			"executor %s is registered on host %s, not %s", c.ExecutorID, x.Host, c.Host)
-	}
-	keyID := events.KeyID(c.PublicKey)
-	if _, ok := x.Keys[keyID]; ok {
-		return nil, refuse(CodeKeyAlreadyRegistered, map[string]any{"executor_id": c.ExecutorID, "key_id": keyID},
-			"key %s is already registered; a key id is registered once and revocation is final", keyID)
-	}
-	consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionActivation, ExecutorStream(c.ExecutorID), c.CommandName(), in.At)
-	if err != nil {
-		return nil, err
-	}
-	return []NewEvent{
-		{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRegistered, Data: events.KeyRegisteredData{
-			ExecutorID: c.ExecutorID, Host: c.Host, KeyID: keyID, PublicKey: c.PublicKey, ApprovalID: c.ApprovalID,
-		}},
-		consume,
-	}, nil
-}
-
-// RevokeExecutorKey revokes a key; revoking it again appends nothing.
-type RevokeExecutorKey struct {
-	ExecutorID string `json:"executor_id"`
-	KeyID      string `json:"key_id"`
-	Reason     string `json:"reason"`
-}
-
-// CommandName implements Command.
-func (*RevokeExecutorKey) CommandName() string { return "RevokeExecutorKey" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RevokeExecutorKey) Validate() error {
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
-	if err := checkText("key_id", c.KeyID, true, maxShortText); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
-
-// Streams implements Command: the streams this command reads.
-func (c *RevokeExecutorKey) Streams(States) []string { return []string{ExecutorStream(c.ExecutorID)} }
-
-// Decide implements Command: the gates.
-func (c *RevokeExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
-	x := in.States.Executor(c.ExecutorID)
-	k, ok := x.Keys[c.KeyID]
-	if !ok {
-		return nil, refuse(CodeKeyUnknown, map[string]any{"executor_id": c.ExecutorID, "key_id": c.KeyID}, "executor %s has no key %s", c.ExecutorID, c.KeyID)
-	}
-	if k.Revoked {
-		return nil, nil
-	}
-	return []NewEvent{{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRevoked, Data: events.KeyRevokedData{
-		ExecutorID: c.ExecutorID, KeyID: c.KeyID, Reason: c.Reason,
-	}}}, nil
-}
 
 // RequestMeasurement asks for an exact argv to be run on a host.
 type RequestMeasurement struct {
@@ -730,83 +540,6 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		OutputCapBytes: c.OutputCapBytes, Purpose: c.Purpose, MissionID: c.MissionID,
 		Provider: c.Provider, BindingID: c.BindingID, At: in.At,
 	}}}, nil
-}
-
-// ProbeSpec is the approved argv of a probe request, parsed:
-//
-//	["models", ENDPOINT]           GET ENDPOINT's /v1/models
-//	["smoke", ENDPOINT, EXACT_TAG] the same, then one bounded chat
-//	                               completion asking EXACT_TAG
-//
-// ENDPOINT is an http or https URL without query or fragment, exactly the
-// provider's declared endpoint.
-type ProbeSpec struct {
-	Kind     string // ProbeModels or ProbeSmoke
-	Endpoint string
-	ModelTag string // smoke only
-}
-
-// ParseProbeArgv parses a probe's argv, or returns an *InvalidCommandError
-// naming the entry at fault.
-func ParseProbeArgv(argv []string) (ProbeSpec, error) {
-	if len(argv) == 0 {
-		return ProbeSpec{}, invalid("argv", "a probe's argv is [\"models\", ENDPOINT] or [\"smoke\", ENDPOINT, EXACT_TAG]")
-	}
-	var s ProbeSpec
-	switch argv[0] {
-	case ProbeModels:
-		if len(argv) != 2 {
-			return ProbeSpec{}, invalid("argv", "a models probe's argv is [\"models\", ENDPOINT]; got %d entries", len(argv))
-		}
-	case ProbeSmoke:
-		if len(argv) != 3 {
-			return ProbeSpec{}, invalid("argv", "a smoke probe's argv is [\"smoke\", ENDPOINT, EXACT_TAG]; got %d entries", len(argv))
-		}
-		if err := checkText(indexPath("argv", 2), argv[2], true, maxShortText); err != nil {
-			return ProbeSpec{}, err
-		}
-		s.ModelTag = argv[2]
-	default:
-		return ProbeSpec{}, invalid(indexPath("argv", 0), "is %q; a probe is \"models\" or \"smoke\"", argv[0])
-	}
-	s.Kind, s.Endpoint = argv[0], argv[1]
-	rest, ok := strings.CutPrefix(s.Endpoint, "http://")
-	if !ok {
-		rest, ok = strings.CutPrefix(s.Endpoint, "https://")
-	}
-	host, _, _ := strings.Cut(rest, "/")
-	if !ok || host == "" || strings.ContainsAny(s.Endpoint, "?# \t\r\n") {
-		return ProbeSpec{}, invalid(indexPath("argv", 1), "is %q; want an http:// or https:// URL without query or fragment", s.Endpoint)
-	}
-	return s, nil
-}
-
-// HashTarget is one entry of a hash request's argv, "ROLE=/absolute/path".
-type HashTarget struct {
-	Role string
-	Path string
-}
-
-// ParseHashArgv parses a hash's argv: each entry is "ROLE=PATH" with ROLE
-// an artifact role and PATH absolute; a path appears once.
-func ParseHashArgv(argv []string) ([]HashTarget, error) {
-	out := make([]HashTarget, 0, len(argv))
-	seen := make(map[string]bool, len(argv))
-	for i, a := range argv {
-		role, path, ok := strings.Cut(a, "=")
-		if !ok || !slices.Contains(artifactRoles, role) {
-			return nil, invalid(indexPath("argv", i), "is %q; a hash entry is ROLE=/absolute/path with ROLE one of %s", a, strings.Join(artifactRoles, ", "))
-		}
-		if !strings.HasPrefix(path, "/") {
-			return nil, invalid(indexPath("argv", i), "names %q; artifact paths are absolute", path)
-		}
-		if seen[path] {
-			return nil, invalid(indexPath("argv", i), "names %s twice", path)
-		}
-		seen[path] = true
-		out = append(out, HashTarget{Role: role, Path: path})
-	}
-	return out, nil
 }
 
 // ClaimMeasurement claims a request for an executor until LeaseUntil.

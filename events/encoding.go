@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -152,6 +153,60 @@ func (e *DecodeError) Error() string {
 
 // Is makes every DecodeError match ErrCorrupt.
 func (e *DecodeError) Is(target error) bool { return target == ErrCorrupt }
+
+// PeekStreamType returns the stream and type of the canonical bytes b
+// without decoding the rest (they alias b). ok is false when b is too short
+// to hold them: decode it to learn why. Readers that filter by stream or
+// type use it to skip the events they do not want.
+func PeekStreamType(b []byte) (stream, typ []byte, ok bool) {
+	off := fixedHeaderSize
+	field := func() []byte {
+		if len(b)-off < 2 {
+			ok = false
+			return nil
+		}
+		n := int(binary.BigEndian.Uint16(b[off:]))
+		if len(b)-off-2 < n {
+			ok = false
+			return nil
+		}
+		v := b[off+2 : off+2+n]
+		off += 2 + n
+		return v
+	}
+	ok = len(b) > fixedHeaderSize && b[0] == FormatVersion
+	if !ok {
+		return nil, nil, false
+	}
+	stream = field()
+	typ = field()
+	return stream, typ, ok
+}
+
+// MatchRaw reports whether the event of canonical bytes b passes f, looking
+// only at its stream and type (PeekStreamType). Bytes too short to tell
+// match: the reader decodes them and reports what is wrong.
+func (f *Filter) MatchRaw(b []byte) bool {
+	if f.StreamPrefix == "" && len(f.Types) == 0 {
+		return true
+	}
+	stream, typ, ok := PeekStreamType(b)
+	if !ok {
+		return true
+	}
+	if f.StreamPrefix != "" && !bytes.HasPrefix(stream, []byte(f.StreamPrefix)) {
+		return false
+	}
+	if len(f.Types) == 0 {
+		return true
+	}
+	for _, t := range f.Types {
+		if string(typ) == t {
+			return true
+		}
+	}
+	return false
+}
 
 // Decode parses canonical bytes into an event and sets its LeafHash. Data,
 // Metadata and signature bytes alias b; the caller must not modify b

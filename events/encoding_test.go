@@ -181,3 +181,43 @@ func TestExpected_JSON(t *testing.T) {
 		t.Fatalf("marshal: %s", out)
 	}
 }
+
+// TestFilter_MatchRawAgreesWithMatch: the filter judged on stored bytes
+// (before decoding) keeps exactly the events Match keeps.
+func TestFilter_MatchRawAgreesWithMatch(t *testing.T) {
+	evs := []Event{
+		{Stream: "executor-keys-h1", Type: TypeExecutorKeyRegistered},
+		{Stream: "executor-keys-h1", Type: "Other"},
+		{Stream: "mission-1", Type: "MissionOpened"},
+		{Stream: "m", Type: TypeExecutorKeyRevoked},
+		{Stream: "", Type: ""},
+	}
+	filters := []Filter{
+		{},
+		{StreamPrefix: "executor-keys-"},
+		{Types: []string{"MissionOpened", TypeExecutorKeyRevoked}},
+		{StreamPrefix: "mission-", Types: []string{"MissionOpened"}},
+		{StreamPrefix: "nothing"},
+	}
+	for i := range evs {
+		evs[i].Data, evs[i].Metadata = []byte(`{}`), []byte(`{}`)
+		b, err := Encode(&evs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range filters {
+			if got, want := f.MatchRaw(b), f.Match(&evs[i]); got != want {
+				t.Errorf("filter %+v on %q/%q: MatchRaw %v, Match %v", f, evs[i].Stream, evs[i].Type, got, want)
+			}
+		}
+		stream, typ, ok := PeekStreamType(b)
+		if !ok || string(stream) != evs[i].Stream || string(typ) != evs[i].Type {
+			t.Errorf("PeekStreamType: %q %q %v", stream, typ, ok)
+		}
+	}
+	for _, short := range [][]byte{nil, {1}, make([]byte, 42)} {
+		if _, _, ok := PeekStreamType(short); ok {
+			t.Errorf("PeekStreamType of %d bytes: ok", len(short))
+		}
+	}
+}

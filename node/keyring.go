@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog"
 )
 
 // KeyRing is the node's view of the keys that may sign events: it folds
@@ -34,7 +35,14 @@ func startKeyRing(log events.Subscriber, logger *slog.Logger) *KeyRing {
 	k := &KeyRing{ring: events.NewKeyRing(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(k.done)
-		err := log.Subscribe(ctx, 0, events.Filter{}, k.apply)
+		var err error
+		if ps, ok := log.(progressSubscriber); ok {
+			// Only the executors' key events, and how far the log was read:
+			// the rest of the log is skipped unread.
+			err = ps.SubscribeProgress(ctx, 0, events.Filter{StreamPrefix: events.KeyStreamPrefix}, k.apply, k.reached)
+		} else {
+			err = log.Subscribe(ctx, 0, events.Filter{}, k.apply)
+		}
 		if ctx.Err() != nil {
 			err = errors.New("the node is closing")
 		} else {
@@ -49,6 +57,27 @@ func startKeyRing(log events.Subscriber, logger *slog.Logger) *KeyRing {
 		k.mu.Unlock()
 	}()
 	return k
+}
+
+// progressSubscriber is the capability of a log that subscribes with a
+// filter and tells how far it read (*pebblelog.Store).
+type progressSubscriber interface {
+	SubscribeProgress(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error, progress func(next uint64)) error
+}
+
+var _ progressSubscriber = (*pebblelog.Store)(nil)
+
+// reached records that the events below next were all read.
+func (k *KeyRing) reached(next uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if next > k.applied {
+		k.applied = next
+		if k.wake != nil {
+			close(k.wake)
+			k.wake = nil
+		}
+	}
 }
 
 // apply folds one event (in position order) and wakes waiters.

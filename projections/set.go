@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,9 +59,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Set is the node's read models, each kept up to date by its own runner.
-// Open starts the runners; Close stops them, commits and waits. Safe for
-// concurrent use.
+// Set is the node's read models, kept up to date by one reader of the log
+// that folds each event into every model (follow). Open starts it; Close
+// stops it, commits and waits. Safe for concurrent use.
 type Set struct {
 	cfg     Config
 	db      *pebble.DB
@@ -70,7 +71,7 @@ type Set struct {
 	once    sync.Once
 }
 
-// runner folds the log into one model.
+// runner is one model and where it stands in the log.
 type runner struct {
 	spec Spec
 
@@ -162,13 +163,11 @@ func Open(cfg Config) (*Set, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if !cfg.Passive {
-		for _, r := range s.runners {
-			s.wg.Add(1)
-			go func() {
-				defer s.wg.Done()
-				s.run(ctx, r)
-			}()
-		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.follow(ctx)
+		}()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -286,48 +285,98 @@ func (s *Set) get(key []byte) ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
-// run folds the log into r's model until ctx ends or a fold fails.
-func (s *Set) run(ctx context.Context, r *runner) {
-	defer r.stop()
-	r.mu.RLock()
-	from := r.applied
-	r.mu.RUnlock()
+// follow reads the log once for every model: one subscription from the
+// position of the model furthest behind, each event decoded once and folded
+// into every model that has reached it. Six subscriptions, each reading and
+// decoding every event, were 30 % of a node's CPU under an append load
+// (issue #14); the models are cheap next to that, and most events are of no
+// stream they read. A model whose fold fails stops (Status, WaitFor say
+// why); the others go on. It returns when ctx ends or every model stopped.
+func (s *Set) follow(ctx context.Context) {
+	from := uint64(math.MaxUint64)
+	for _, r := range s.runners {
+		r.mu.RLock()
+		from = min(from, r.applied)
+		r.mu.RUnlock()
+	}
+	live := len(s.runners)
+	defer func() {
+		for _, r := range s.runners {
+			s.finish(r)
+		}
+	}()
+	errAllStopped := errors.New("every projection stopped")
 	err := s.cfg.Source.Subscribe(ctx, from, events.Filter{}, func(e events.Event) error {
-		r.mu.Lock()
-		if e.Position != r.applied {
-			r.mu.Unlock()
-			return fmt.Errorf("projection %s: event at position %d after %d events: %w", r.spec.Name, e.Position, r.applied, events.ErrCorrupt)
-		}
-		err := r.model.Apply(&e)
-		if err == nil {
-			r.applied = e.Position + 1
-		}
-		r.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("projection %s: %w", r.spec.Name, err)
-		}
-		n := r.pending.Add(1)
-		if n >= int64(s.cfg.CommitEvery) || e.Position+1 >= s.cfg.Source.Head().Size && r.commitDue() {
-			if err := s.commit(r, pebble.NoSync); err != nil {
-				return err
+		for _, r := range s.runners {
+			if r.stopped.Load() {
+				continue
 			}
-			r.signal()
-		} else if r.waiters.Load() > 0 {
-			r.signal()
+			if err := s.fold(r, &e); err != nil {
+				r.failure.Store(&err)
+				s.cfg.Logger.Error("projection stopped", "projection", r.spec.Name, "err", err)
+				s.finish(r)
+				if live--; live == 0 {
+					return errAllStopped
+				}
+			}
 		}
 		return nil
 	})
-	if ctx.Err() == nil && err != nil {
-		r.failure.Store(&err)
-		s.cfg.Logger.Error("projection stopped", "projection", r.spec.Name, "err", err)
+	if ctx.Err() == nil && err != nil && !errors.Is(err, errAllStopped) {
+		for _, r := range s.runners {
+			if !r.stopped.Load() {
+				r.failure.Store(&err)
+			}
+		}
+		s.cfg.Logger.Error("projections stopped", "err", err)
 	}
-	// What was folded is kept, whatever stopped the runner: the rows and
-	// the checkpoint stay one batch.
+}
+
+// fold folds e into r's model if r has reached it (a model reset at open
+// starts behind the others, which skip the events they hold already), and
+// commits when it is due.
+func (s *Set) fold(r *runner, e *events.Event) error {
+	r.mu.Lock()
+	switch {
+	case e.Position < r.applied:
+		r.mu.Unlock()
+		return nil
+	case e.Position > r.applied:
+		r.mu.Unlock()
+		return fmt.Errorf("projection %s: event at position %d after %d events: %w", r.spec.Name, e.Position, r.applied, events.ErrCorrupt)
+	}
+	err := r.model.Apply(e)
+	if err == nil {
+		r.applied = e.Position + 1
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("projection %s: %w", r.spec.Name, err)
+	}
+	n := r.pending.Add(1)
+	if n >= int64(s.cfg.CommitEvery) || e.Position+1 >= s.cfg.Source.Head().Size && r.commitDue() {
+		if err := s.commit(r, pebble.NoSync); err != nil {
+			return err
+		}
+		r.signal()
+	} else if r.waiters.Load() > 0 {
+		r.signal()
+	}
+	return nil
+}
+
+// finish stops r once: what was folded is kept, whatever stopped it (the
+// rows and the checkpoint stay one batch).
+func (s *Set) finish(r *runner) {
+	if r.stopped.Load() {
+		return
+	}
 	if r.dirty() {
 		if cerr := s.commit(r, pebble.Sync); cerr != nil {
 			s.cfg.Logger.Error("projection commit", "projection", r.spec.Name, "err", cerr)
 		}
 	}
+	r.stop()
 }
 
 // commit stores the changed rows and the checkpoint in one batch.
@@ -449,8 +498,11 @@ func (e *FailedError) Error() string { return fmt.Sprintf("projection %s stopped
 // ErrorCode returns projection_failed.
 func (e *FailedError) ErrorCode() string { return CodeProjectionFailed }
 
-// HTTPStatus returns 500.
-func (e *FailedError) HTTPStatus() int { return 500 }
+// CodedError describes the error: projection_failed, a failure of the
+// node (its rows stay at the last good position).
+func (e *FailedError) CodedError() *events.Error {
+	return &events.Error{Code: CodeProjectionFailed, Kind: events.KindFailed, Message: e.Error(), Err: e}
+}
 
 // Unwrap returns the cause.
 func (e *FailedError) Unwrap() error { return e.Err }
@@ -489,8 +541,11 @@ func (e *LaggingError) Error() string {
 // ErrorCode returns projection_lagging.
 func (e *LaggingError) ErrorCode() string { return CodeProjectionLagging }
 
-// HTTPStatus returns 503.
-func (e *LaggingError) HTTPStatus() int { return 503 }
+// CodedError describes the error: projection_lagging, a failure that a
+// retry may not meet.
+func (e *LaggingError) CodedError() *events.Error {
+	return &events.Error{Code: CodeProjectionLagging, Kind: events.KindFailed, Message: e.Error(), Err: e}
+}
 
 // WaitFor waits until the projection name has folded the first position
 // events (a command's Result.Position: read your own writes), or ctx ends

@@ -5,196 +5,25 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 )
 
-// Config configures a Replicator. Zero values mean the defaults given on
-// each field (DefaultConfig). None of them can change while it runs.
-type Config struct {
-	// NodeID is this node's raft server id. Required; it never changes for
-	// a data folder.
-	NodeID string
-	// RaftAddr is the TCP address raft listens on. Required.
-	RaftAddr string
-	// Advertise is the address other nodes dial to reach this one. Default
-	// RaftAddr, which must then not be a wildcard address; with port 0 (tests)
-	// the port the listener got.
-	Advertise string
-	// Dir holds the raft log (Dir/log) and snapshots (Dir/snapshots).
-	// Required.
-	Dir string
-	// FS is the file system Dir is on: every file the replicator writes
-	// goes through it. Default: the operating system's. Tests pass
-	// vfs.NewCrashableMem() (the ledger on the same one) to simulate a
-	// power loss of the whole member.
-	FS vfs.FS
-	// Bootstrap makes this node a one-voter cluster on first start. It is
-	// ignored when Dir already holds raft state.
-	Bootstrap bool
-	// Peers overrides, by server id, the address this node dials to reach
-	// another node (a proxy, NAT). Others are dialled at the address in the
-	// raft configuration. Default none.
-	Peers map[string]string
-	// TLS, when set, puts mutual TLS on the raft port: every connection,
-	// raft's and the info protocol's, in and out, presents this node's
-	// certificate and must present one the cluster's CA signed (PeerTLS
-	// builds it). Nil: plain TCP, for a private network only.
-	TLS *tls.Config
-
-	// HeartbeatTimeout and ElectionTimeout: how long a follower waits without
-	// hearing from the leader before it stands for election. Default 1 s
-	// each (raft's): with pre-vote, a dead leader is replaced in about
-	// 1.5-3 s, and a busy 2-core machine does not trigger false elections.
-	HeartbeatTimeout, ElectionTimeout time.Duration
-	// LeaderLeaseTimeout: how long a leader keeps leading without hearing
-	// from a quorum. Default 500 ms. It bounds how long a partitioned
-	// leader keeps accepting appends that will fail.
-	LeaderLeaseTimeout time.Duration
-	// CommitTimeout: how soon an idle leader tells followers the commit
-	// index. Default 20 ms, so that a follower's local reads lag the leader
-	// by tens of milliseconds when writes stop.
-	CommitTimeout time.Duration
-
-	// TrailingLogs is how many raft entries stay in the log after a
-	// snapshot, so that a follower that was away catches up from the log
-	// rather than by a snapshot install, and so that an install finishes
-	// before the log has moved past it (no snapshot loop). Zero (the
-	// default) derives it from the write rate: the node keeps about
-	// TrailingBytes of log, counted in entries of the average size it
-	// applies, between 1024 and 262144 entries (trailingFor). Raft counts
-	// entries, but entries are group-commit batches whose size follows the
-	// load: 64 writers of one event make ~10-event entries, 64 writers of
-	// 100 events make ~2 MiB ones. A fixed count would keep minutes of
-	// history in one case and gigabytes in the other. Set it (tests) to fix
-	// the count.
-	TrailingLogs uint64
-	// TrailingBytes is the raft log kept after a snapshot when TrailingLogs
-	// is zero. Default 256 MiB: at the 3-node peak measured in
-	// docs/CLUSTER.md that is minutes of writes, and hours at control-plane
-	// rates.
-	TrailingBytes uint64
-	// SnapshotThreshold is how many entries past the last snapshot trigger
-	// the next one (checked every SnapshotInterval). Default 8192 (raft's).
-	// A snapshot streams the whole ledger to Dir/snapshots: its cost grows
-	// with the ledger, not with the threshold, so snapshots stay rare.
-	SnapshotThreshold uint64
-	// SnapshotInterval is how often the threshold is checked. Default 2 min.
-	SnapshotInterval time.Duration
-	// SnapshotRetain is how many snapshots Dir/snapshots keeps. Default 2.
-	SnapshotRetain int
-	// ApplyTimeout bounds how long a proposal or membership change may wait
-	// to be taken by raft (not to commit). Default 5 s.
-	ApplyTimeout time.Duration
-	// LogCacheEntries is how many recent entries raft keeps in memory for
-	// replication. Default 64: entries are whole batches (up to 16 MiB,
-	// typically 0.1-2 MiB), so this bounds the cache to about 64 batches.
-	LogCacheEntries int
-	// MaintainInterval is how often the node refreshes what it knows of its
-	// peers (HTTP address, verifier keys) and, on the leader, promotes
-	// caught-up non-voters. Default 1 s.
-	MaintainInterval time.Duration
-
-	// Info returns what this node says about itself beyond raft: its HTTP
-	// URL and verifier keys. Required.
-	Info func() NodeInfo
-	// Logger receives the replicator's and raft's logs. Default: discard.
-	Logger *slog.Logger
-}
-
-// DefaultConfig returns the defaults, without the required fields.
-func DefaultConfig() Config {
-	c := Config{}
-	c.setDefaults()
-	return c
-}
-
-func (c *Config) setDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.HeartbeatTimeout, time.Second)
-	def(&c.ElectionTimeout, time.Second)
-	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
-	def(&c.CommitTimeout, 20*time.Millisecond)
-	def(&c.SnapshotInterval, 2*time.Minute)
-	def(&c.ApplyTimeout, 5*time.Second)
-	def(&c.MaintainInterval, time.Second)
-	if c.TrailingBytes == 0 {
-		c.TrailingBytes = 256 << 20
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 8192
-	}
-	if c.SnapshotRetain == 0 {
-		c.SnapshotRetain = 2
-	}
-	if c.LogCacheEntries == 0 {
-		c.LogCacheEntries = 64
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if c.FS == nil {
-		c.FS = vfs.Default
-	}
-}
-
-// ErrInvalidConfig wraps every configuration problem.
-var ErrInvalidConfig = errors.New("replicator: invalid config")
-
-// Validate reports every problem of c at once (after defaults).
-func (c *Config) Validate() error {
-	var errs []error
-	if c.NodeID == "" || strings.ContainsAny(c.NodeID, " \t\n/") || len(c.NodeID) > 64 {
-		errs = append(errs, fmt.Errorf("NodeID %q: 1 to 64 characters without spaces or slashes", c.NodeID))
-	}
-	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
-		errs = append(errs, fmt.Errorf("RaftAddr %q: %v", c.RaftAddr, err))
-	}
-	adv := c.Advertise
-	if adv == "" {
-		adv = c.RaftAddr
-	}
-	if host, port, err := net.SplitHostPort(adv); err != nil {
-		errs = append(errs, fmt.Errorf("Advertise %q: %v", adv, err))
-	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() || c.Advertise != "" && port == "0" {
-		errs = append(errs, fmt.Errorf("Advertise %q: other nodes cannot dial a wildcard address or port 0; set the address they should use", adv))
-	}
-	if c.Dir == "" {
-		errs = append(errs, errors.New("Dir is required"))
-	}
-	if c.Info == nil {
-		errs = append(errs, errors.New("Info is required"))
-	}
-	if c.ElectionTimeout < c.HeartbeatTimeout {
-		errs = append(errs, fmt.Errorf("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout))
-	}
-	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
-		errs = append(errs, fmt.Errorf("LeaderLeaseTimeout %s is above HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
-	}
-	if c.LogCacheEntries < 1 || c.SnapshotRetain < 1 {
-		errs = append(errs, fmt.Errorf("LogCacheEntries %d and SnapshotRetain %d must be positive", c.LogCacheEntries, c.SnapshotRetain))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
-}
+// The Replicator itself: its state, Open (which wires the raft log and
+// snapshot stores, the transport and the FSM over the ledger), the
+// maintain loop that establishes leadership and notices a removal, and
+// Close. The rest has files of its own: config.go (Config), propose.go
+// (batches in, outcomes out, and how raft is stopped), trailing.go (how
+// much raft log to keep), hclog.go (raft's logs into slog), membership.go,
+// read.go, snapshots.go, seed.go, transport.go, logstore.go, fsm.go and
+// errors.go.
 
 // Replicator runs this node's raft member in front of the ledger. It is the
 // store's Proposer: the leader's group-commit batches become raft entries.
@@ -296,42 +125,6 @@ const (
 	// average size moves TrailingLogs.
 	minSample = 16
 )
-
-// trailingFor returns how many entries of avg bytes make about target
-// bytes of log, within [minTrailingLogs, maxTrailingLogs].
-func trailingFor(target, avg uint64) uint64 {
-	if avg == 0 {
-		return initialTrailingLogs
-	}
-	return min(max(target/avg, minTrailingLogs), maxTrailingLogs)
-}
-
-// adaptTrailingLogs re-derives TrailingLogs from the entries applied since
-// the last tick, when it is not fixed. It changes it only when it moves by
-// more than a quarter, so that it does not reload raft's configuration on
-// every tick.
-func (p *Replicator) adaptTrailingLogs() {
-	if p.cfg.TrailingLogs != 0 {
-		return
-	}
-	n, b := p.fsm.entries.Load(), p.fsm.entryBytes.Load()
-	dn, db := n-p.lastEntries, b-p.lastBytes
-	if dn < minSample {
-		return
-	}
-	p.lastEntries, p.lastBytes = n, b
-	want := trailingFor(p.cfg.TrailingBytes, db/dn)
-	rc := p.raft.ReloadableConfig()
-	if cur := rc.TrailingLogs; want*4 >= cur*3 && want*4 <= cur*5 {
-		return
-	}
-	rc.TrailingLogs = want
-	if err := p.raft.ReloadConfig(rc); err != nil {
-		p.cfg.Logger.Warn("trailing logs", "want", want, "err", err)
-		return
-	}
-	p.cfg.Logger.Debug("trailing logs derived from the write rate", "entries", want, "avg_entry_bytes", db/dn)
-}
 
 // ErrRemoved is the reason Done reports when this node was removed from the
 // cluster.
@@ -530,79 +323,6 @@ func (p *Replicator) HadState() bool { return p.hadState }
 // NodeID returns this node's id.
 func (p *Replicator) NodeID() string { return p.cfg.NodeID }
 
-// proposal is one batch handed to raft.
-type proposal struct {
-	f        raft.ApplyFuture
-	done     chan struct{}
-	outcomes []events.Outcome
-	err      error
-}
-
-// Propose hands a batch to raft and returns at once. The wait function
-// returns the batch's outcomes once it is applied on this node; after
-// leadership is lost mid-commit it returns events.ErrOutcomeUnknown, on
-// a node that does not lead, *NotLeaderError, and once the member is
-// stopping, an error matching events.ErrClosed (nothing written in both).
-func (p *Replicator) Propose(b *events.Batch) func(ctx context.Context) ([]events.Outcome, error) {
-	pr := &proposal{done: make(chan struct{})}
-	data := events.EncodeBatch(b)
-	if !p.toRaft(func() { pr.f = p.raft.Apply(data, p.cfg.ApplyTimeout) }) {
-		pr.err = fmt.Errorf("replicator: stopping, nothing was proposed: %w", events.ErrClosed)
-		close(pr.done)
-		return pr.wait
-	}
-	// The wait loop runs until stopRaft has seen every proposal answered:
-	// the queue always takes this one (it holds more than the store keeps
-	// in flight).
-	p.pending <- pr
-	return pr.wait
-}
-
-func (pr *proposal) wait(ctx context.Context) ([]events.Outcome, error) {
-	select {
-	case <-pr.done:
-		return pr.outcomes, pr.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", events.ErrOutcomeUnknown, ctx.Err())
-	}
-}
-
-// waitLoop resolves proposals in order. Raft answers every proposal before
-// stopRaft stops it, so the loop always drains.
-func (p *Replicator) waitLoop() {
-	for {
-		select {
-		case pr := <-p.pending:
-			p.resolve(pr)
-		case <-p.ctx.Done():
-			for {
-				select {
-				case pr := <-p.pending:
-					p.resolve(pr)
-				default:
-					return
-				}
-			}
-		}
-	}
-}
-
-func (p *Replicator) resolve(pr *proposal) {
-	defer close(pr.done)
-	err := pr.f.Error()
-	p.apply.inRaft.Done()
-	if err != nil {
-		pr.err = p.translate(err)
-		return
-	}
-	res, ok := pr.f.Response().(*applyResult)
-	if !ok || res == nil {
-		pr.err = fmt.Errorf("%w: raft answered %T", events.ErrOutcomeUnknown, pr.f.Response())
-		return
-	}
-	pr.outcomes, pr.err = res.outcomes, res.err
-}
-
 // setFatal is called by the FSM when the ledger cannot apply a committed
 // entry; the maintain loop shuts raft down (raft cannot be shut down from
 // its own FSM goroutine).
@@ -705,37 +425,6 @@ func (p *Replicator) establish() {
 	p.cfg.Logger.Info("leading", "term", term, "node", p.cfg.NodeID)
 }
 
-// toRaft runs submit, a raft call that queues a future, unless raft is
-// stopping (false), and counts the future until the caller, once raft
-// answered it, calls p.apply.inRaft.Done. The read lock is held across
-// submit, which is a channel send that does not wait for raft's main loop,
-// so that stopRaft cannot stop raft between the check and the hand-over.
-func (p *Replicator) toRaft(submit func()) bool {
-	p.apply.mu.RLock()
-	defer p.apply.mu.RUnlock()
-	if p.apply.stopping {
-		return false
-	}
-	submit()
-	p.apply.inRaft.Add(1)
-	return true
-}
-
-// stopRaft stops raft, the only way this replicator does: it refuses new
-// proposals, waits until raft has answered every proposal it holds (raft
-// answers them while it runs: applied, not leader, or leadership lost once
-// a leader without a quorum steps down, within LeaderLeaseTimeout), then
-// shuts raft down. Safe to call more than once and concurrently.
-func (p *Replicator) stopRaft() error {
-	p.apply.once.Do(func() {
-		p.apply.mu.Lock()
-		p.apply.stopping = true
-		p.apply.mu.Unlock()
-		p.apply.inRaft.Wait()
-	})
-	return p.raft.Shutdown().Error()
-}
-
 func (p *Replicator) setReady(term uint64) {
 	p.ready.Store(term)
 	p.readyMu.Lock()
@@ -780,35 +469,4 @@ func (p *Replicator) info() NodeInfo {
 	in.AppliedIndex = p.fsm.applied.Load()
 	in.Restores = p.fsm.restores.Load()
 	return in
-}
-
-// hclogWriter turns raft's hclog lines into slog records at their level.
-type hclogWriter struct{ l *slog.Logger }
-
-func (w hclogWriter) Write(b []byte) (int, error) {
-	line := strings.TrimSpace(string(b))
-	lv := slog.LevelInfo
-	for tag, l := range map[string]slog.Level{"[ERROR]": slog.LevelError, "[WARN]": slog.LevelWarn, "[DEBUG]": slog.LevelDebug, "[TRACE]": slog.LevelDebug} {
-		if i := strings.Index(line, tag); i >= 0 {
-			lv = l
-			line = strings.TrimSpace(line[i+len(tag):])
-			break
-		}
-	}
-	line = strings.TrimPrefix(line, "raft: ")
-	w.l.Log(context.Background(), lv, line)
-	return len(b), nil
-}
-
-func newHCLogger(l *slog.Logger) hclog.Logger {
-	lv := hclog.Error
-	switch {
-	case l.Enabled(context.Background(), slog.LevelDebug):
-		lv = hclog.Debug
-	case l.Enabled(context.Background(), slog.LevelInfo):
-		lv = hclog.Info
-	case l.Enabled(context.Background(), slog.LevelWarn):
-		lv = hclog.Warn
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: lv, Output: hclogWriter{l}, DisableTime: true})
 }

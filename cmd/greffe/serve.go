@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -17,11 +18,12 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		cfg    node.Config
-		tokens string
-		policy string
-		level  string
-		asJSON bool
+		cfg        node.Config
+		tokens     string
+		policy     string
+		level      string
+		asJSON     bool
+		cpuProfile string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -63,6 +65,16 @@ recovery.`,
 				}
 				cfg.API.Tokens = t
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return usageError{fmt.Errorf("--cpu-profile: %w", err)}
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpu-profile: %w", err)
+				}
+				defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+			}
 			n, err := node.Open(cfg)
 			if errors.Is(err, events.ErrCorrupt) {
 				return &exitError{exitCannot, damagedStore(cfg.DataDir, err)}
@@ -86,6 +98,7 @@ recovery.`,
 	f.StringVar(&cfg.DataDir, "data", node.DefaultDataDir, "data folder (created on first start)")
 	f.StringVar(&cfg.API.Addr, "http", "127.0.0.1:7070", "HTTP listen address")
 	f.StringVar(&cfg.NodeID, "node-id", "n1", "this node's id")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the node to this file until it stops (go tool pprof), for performance work")
 	f.StringVar(&cfg.Store.WAL, "wal", pebblelog.WALGreffe, "the ledger's write-ahead log: greffe (the store's own, the default) or pebble (Pebble's); a folder can switch between restarts (docs/FORMAT.md)")
 	f.StringVar(&policy, "policy", "", "JSON file of the node's policy (budgets, freshness windows, admission screens): the fields it names override the defaults of GET /v1/policy")
 	f.StringVar(&tokens, "tokens", "", "JSON file of bearer tokens [{name, role, token}]; required to listen beyond loopback")

@@ -82,8 +82,13 @@ type committer struct {
 	// lastReqs is the number of appends in the last local batch. A lone
 	// writer (batches of one) takes commitNow. Guarded by mu.
 	lastReqs int
-	// stopped is set by Close once the goroutines are gone. Guarded by mu.
+	// stopped is set by the sequencer on its way out (stop). Guarded by mu.
 	stopped bool
+	// gone is closed when the syncer returns, after the last batch was
+	// answered. From then on nothing reads in: a request that reaches it
+	// later (an Append that passed the closed check just before Close) is
+	// never taken, and its Append answers ErrClosed instead of waiting.
+	gone chan struct{}
 	// active counts Append calls in progress. A batch is committed
 	// synchronously (tryDirect, commitNow) only when it is 1: with the
 	// store's own log a sync is fast enough that, with 64 writers, the
@@ -96,7 +101,7 @@ type committer struct {
 
 func newCommitter(s *Store) *committer {
 	c := &committer{s: s, in: make(chan *appendReq, requestQueue), toSync: make(chan *inflight, replicatedDepth),
-		tokens: make(chan struct{}, replicatedDepth)}
+		tokens: make(chan struct{}, replicatedDepth), gone: make(chan struct{})}
 	for range pipelineDepth {
 		c.tokens <- struct{}{}
 	}
@@ -145,23 +150,35 @@ func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outc
 	if !s.commit.tryDirect(req) {
 		select {
 		case s.commit.in <- req:
+		case <-s.commit.gone:
+			return events.Outcome{}, events.ErrClosed // not queued: nothing written
 		case <-ctx.Done():
 			return events.Outcome{}, ctx.Err() // not queued: nothing written
 		}
 	}
+	var resp appendResp
 	select {
-	case resp := <-req.done:
-		s.commit.metrics.append.observe(time.Since(t0))
-		if resp.err != nil {
-			return events.Outcome{}, resp.err
+	case resp = <-req.done:
+	case <-s.commit.gone:
+		// The committer answered every request it took before it went, so
+		// either the answer is here, or req reached the queue after the
+		// sequencer's last look at it and nothing was written.
+		select {
+		case resp = <-req.done:
+		default:
+			return events.Outcome{}, events.ErrClosed
 		}
-		if resp.o.Err != nil {
-			return events.Outcome{}, resp.o.Err
-		}
-		return resp.o, nil
 	case <-ctx.Done():
 		return events.Outcome{}, fmt.Errorf("%w: %w", events.ErrOutcomeUnknown, ctx.Err())
 	}
+	s.commit.metrics.append.observe(time.Since(t0))
+	if resp.err != nil {
+		return events.Outcome{}, resp.err
+	}
+	if resp.o.Err != nil {
+		return events.Outcome{}, resp.o.Err
+	}
+	return resp.o, nil
 }
 
 // tryDirect commits req on the caller's goroutine when it is a lone writer:
@@ -196,8 +213,11 @@ func (c *committer) tryDirect(req *appendReq) bool {
 	return true
 }
 
-// stop waits for a direct commit in progress and refuses later ones. Close
-// calls it after the sequencer and syncer are gone.
+// stop waits for a direct commit in progress and refuses later ones. The
+// sequencer calls it on its way out, before it closes toSync: a direct
+// commit that took mu after that would hand its batch to a closed channel
+// (seal sends on toSync whenever it does not commit at once), and Close
+// closes Pebble once the sequencer is gone.
 func (c *committer) stop() {
 	c.mu.Lock()
 	c.stopped = true
@@ -206,8 +226,10 @@ func (c *committer) stop() {
 
 // errStoreFailed is returned after an fsync failure: Pebble's state is no
 // longer known to match the disk, and only a restart (which replays the WAL)
-// can tell what survived.
-var errStoreFailed = &events.Error{Code: events.CodeStoreFailed, Message: "the store failed to write to disk; restart the node"}
+// can tell what survived. A failure (events.KindFailed): the appends it
+// refuses were not written (the one whose write failed is answered
+// events.ErrOutcomeUnknown).
+var errStoreFailed = &events.Error{Code: events.CodeStoreFailed, Kind: events.KindFailed, Message: "the store failed to write to disk; restart the node"}
 
 // sequence forms batches. A batch stays open, taking every request that
 // arrives, until the stage after it (the fsync, or raft) has room; then it is
@@ -217,6 +239,7 @@ var errStoreFailed = &events.Error{Code: events.CodeStoreFailed, Message: "the s
 // append, batches approach 64 events instead of a few.
 func (c *committer) sequence(ctx context.Context) {
 	defer close(c.toSync)
+	defer c.stop()
 	tokens := c.tokens
 	var open *openBatch
 	for {
@@ -416,6 +439,7 @@ func (c *committer) sealPebble(p *prepared, f *inflight) {
 }
 
 func (c *committer) syncLoop(ctx context.Context) {
+	defer close(c.gone)
 	for f := range c.toSync {
 		c.syncOne(ctx, f)
 		c.tokens <- struct{}{}

@@ -49,6 +49,14 @@ func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) (_ []events.E
 // readRange decodes events [lo, hi) in position order. All event bytes of
 // the page share one allocation.
 func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]events.Event, error) {
+	return s.readRangeMatching(ctx, lo, hi, hash, nil)
+}
+
+// readRangeMatching is readRange keeping only the events f matches (nil:
+// all), judged on their stored bytes before anything is copied or decoded:
+// a subscription to a few streams reads past the rest for the price of an
+// iterator step.
+func (s *Store) readRangeMatching(ctx context.Context, lo, hi uint64, hash bool, f *events.Filter) ([]events.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -59,7 +67,11 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 		return nil, err
 	}
 	defer it.Close()
-	out := make([]events.Event, 0, hi-lo)
+	n := hi - lo
+	if f != nil {
+		n = min(n, 64) // most of a filtered page is skipped
+	}
+	out := make([]events.Event, 0, n)
 	// One arena holds the page's bytes (events alias it). It starts small
 	// and doubles, so a subscription woken for a few events does not pay
 	// for a large buffer.
@@ -70,7 +82,14 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 		if pos != want {
 			return nil, fmt.Errorf("position %d missing (found %d): %w", want, pos, events.ErrCorrupt)
 		}
-		v := it.Value()
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		if f != nil && !f.MatchRaw(v) {
+			want++
+			continue
+		}
 		if cap(arena)-len(arena) < len(v) {
 			arena = make([]byte, 0, max(len(v), 2*cap(arena), 4<<10))
 		}
@@ -93,7 +112,7 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 	if want != hi {
 		return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
 	}
-	if hash {
+	if hash && len(out) > 0 {
 		// Leaf hashes come from the stored tiles (one read per 256 events)
 		// rather than from hashing every event again.
 		r := treeReader{s: s, size: s.Head().Size, tiles: map[uint64][]byte{}}
@@ -102,7 +121,7 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 			return nil, err
 		}
 		for i := range out {
-			out[i].LeafHash = [32]byte(leaves[i])
+			out[i].LeafHash = [32]byte(leaves[out[i].Position-lo])
 		}
 	}
 	return out, nil
@@ -111,37 +130,60 @@ func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]even
 // ReadRaw returns the stored bytes of events [lo, hi), which must be
 // acknowledged. The tlog-tiles entry bundles and offline verification use
 // it: the bytes are exactly what is hashed.
-func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) (_ [][]byte, err error) {
+func (s *Store) ReadRaw(ctx context.Context, lo, hi uint64) ([][]byte, error) {
+	out := make([][]byte, 0, hi-min(lo, hi))
+	err := s.ScanRaw(ctx, lo, hi, func(_ uint64, b []byte) error {
+		out = append(out, bytes.Clone(b))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ScanRaw calls fn with the stored bytes of each event of [lo, hi), in
+// order; the range must be acknowledged. b is valid only during fn (it is
+// Pebble's memory): copy what must outlive it. It holds a read lock and an
+// iterator while it runs: keep fn short (no I/O), and the range bounded — the
+// API's streaming read copies a few thousand events at a time into its
+// buffer, then writes them to the network outside it.
+func (s *Store) ScanRaw(ctx context.Context, lo, hi uint64, fn func(pos uint64, b []byte) error) (err error) {
 	defer s.noteDamage(&err)
 	if hi > s.Head().Size || lo > hi {
-		return nil, fmt.Errorf("raw range [%d, %d) beyond head %d: %w", lo, hi, s.Head().Size, events.ErrNotFound)
+		return fmt.Errorf("raw range [%d, %d) beyond head %d: %w", lo, hi, s.Head().Size, events.ErrNotFound)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer it.Close()
-	out := make([][]byte, 0, hi-lo)
 	want := lo
 	for ok := it.First(); ok; ok = it.Next() {
 		if pos := binary.BigEndian.Uint64(it.Key()[1:]); pos != want {
-			return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+			return fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
 		}
-		out = append(out, bytes.Clone(it.Value()))
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := fn(want, v); err != nil {
+			return err
+		}
 		want++
 	}
 	if err := it.Error(); err != nil {
-		return nil, err
+		return err
 	}
 	if want != hi {
-		return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+		return fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
 	}
-	return out, nil
+	return nil
 }
 
 // ReadStream reads a stream's acknowledged events by version. A stream with
@@ -308,8 +350,22 @@ const subscribePage = 1024
 // Subscribe implements events.Subscriber. It reads pages from Pebble up to
 // the acknowledged head, then waits for the head to move. Writers only close
 // a channel when the head advances, so a slow subscriber costs them nothing.
-func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) (err error) {
+func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error) error {
+	return s.SubscribeProgress(ctx, from, f, fn, nil)
+}
+
+// SubscribeProgress is Subscribe that also tells how far it has read:
+// progress(next) is called after the events below next were delivered (or
+// skipped by the filter), from the subscribing goroutine, once per page. A
+// reader that filters but must know the position it has reached (the key
+// ring answers "the keys as of position P") uses it instead of
+// subscribing to everything. progress may be nil.
+func (s *Store) SubscribeProgress(ctx context.Context, from uint64, f events.Filter, fn func(events.Event) error, progress func(next uint64)) (err error) {
 	defer s.noteDamage(&err)
+	var match *events.Filter
+	if f.StreamPrefix != "" || len(f.Types) > 0 {
+		match = &f
+	}
 	next := from
 	for {
 		// Take the wake-up channel before reading the head so that an
@@ -321,7 +377,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn 
 		size := s.Head().Size
 		if next < size {
 			hi := min(size, next+subscribePage)
-			evs, err := s.readRange(ctx, next, hi, true)
+			evs, err := s.readRangeMatching(ctx, next, hi, true, match)
 			if err != nil {
 				return err
 			}
@@ -333,6 +389,9 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, f events.Filter, fn 
 				}
 			}
 			next = hi
+			if progress != nil {
+				progress(next)
+			}
 			continue
 		}
 		select {

@@ -685,8 +685,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.cancel()
-	s.wg.Wait()
-	s.commit.stop()
+	s.wg.Wait() // the sequencer stops direct commits on its way out
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	// Wake subscribers so they notice the close.

@@ -736,6 +736,67 @@ func TestStore_CloseUnderLoneWriters(t *testing.T) {
 	}
 }
 
+// TestStore_AppendRacingClose is the regression test of issue #14: an
+// append that passed Append's closed check just before Close could land in
+// the request queue after the sequencer had drained it on its way out, and
+// then wait for an answer nobody would send (forever, with a context that
+// never ends). Many writers append in a loop and Close arrives once each
+// has been answered once, so that appends in every stage race it; every
+// append must succeed or fail with ErrClosed. The window is a few
+// instructions wide, so a round catches it only now and then (about one
+// round in sixty on the development machine);
+// TestCommitter_AppendQueuedAfterDrain replays it step by step. An append
+// has a deadline so that a lost one reports itself (as ErrOutcomeUnknown)
+// instead of hanging the test.
+func TestStore_AppendRacingClose(t *testing.T) {
+	const (
+		rounds  = 40
+		writers = 32
+		// patience bounds one append; a healthy one takes milliseconds.
+		patience = 5 * time.Second
+	)
+	for round := range rounds {
+		s, _ := openStore(t, t.TempDir())
+		var wg, answered sync.WaitGroup
+		errs := make(chan error, writers)
+		answered.Add(writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					ctx, cancel := context.WithTimeout(context.Background(), patience)
+					_, err := s.Append(ctx, one(fmt.Sprintf("w-%d", w), events.ExpectAny, ev("T", `{}`)))
+					cancel()
+					if i == 0 {
+						answered.Done()
+					}
+					switch {
+					case err == nil:
+					case errors.Is(err, events.ErrClosed):
+						return
+					default:
+						errs <- fmt.Errorf("writer %d, append %d: %w", w, i, err)
+						return
+					}
+				}
+			}()
+		}
+		answered.Wait()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: an append racing Close must succeed or fail with ErrClosed: %v", round, err)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
 // TestStore_WALSegmentsAreReused appends across many small log segments
 // with a memtable too large to fill: past four live segments a completed
 // one forces a flush, after which the segments it covered are kept for
@@ -845,5 +906,46 @@ func TestStore_TablesHoldOneKeySpace(t *testing.T) {
 	// Events, leaf tiles, stream runs, ids and metadata at least.
 	if len(spaces) < 5 {
 		t.Fatalf("tables cover %d key spaces (%d tables); the test meant to flush several", len(spaces), len(ranges))
+	}
+}
+
+// TestStore_SubscribeProgress: a filtered subscription delivers only the
+// events it matches, in order, and tells how far it read, up to the head,
+// also through pages that hold none of them.
+func TestStore_SubscribeProgress(t *testing.T) {
+	s, _ := openStore(t, t.TempDir())
+	for i := range 3000 {
+		stream := "noise"
+		if i%1000 == 7 {
+			stream = "keep-1"
+		}
+		if _, err := s.Append(t.Context(), one(stream, events.ExpectAny, ev("T", fmt.Sprintf(`{"i":%d}`, i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var got []uint64
+	var reached uint64
+	err := s.SubscribeProgress(ctx, 0, events.Filter{StreamPrefix: "keep-"}, func(e events.Event) error {
+		got = append(got, e.Position)
+		return nil
+	}, func(next uint64) {
+		if next <= reached {
+			t.Errorf("progress went from %d to %d", reached, next)
+		}
+		reached = next
+		if next == s.Head().Size {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint64{7, 1007, 2007}, got); diff != "" {
+		t.Errorf("delivered (-want +got):\n%s", diff)
+	}
+	if reached != 3000 {
+		t.Errorf("progress reached %d, want the head 3000", reached)
 	}
 }

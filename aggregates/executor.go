@@ -1,0 +1,210 @@
+package aggregates
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"maps"
+
+	"github.com/greffe/greffe/events"
+)
+
+// Executor keys (stream "executor-<id>"): the ed25519 keys an executor
+// signs its measurements with. RegisterExecutorKey needs an "activation"
+// approval whose subject is the executor's stream, "executor-<id>", spent
+// in the same append: registering a key activates an executor. The events
+// are events.TypeExecutorKeyRegistered/TypeExecutorKeyRevoked with
+// events.KeyRegisteredData/KeyRevokedData, so an auditor folds them with
+// events.KeyRing. A key id is registered once; revocation is final. The
+// measurements these keys sign are in measurement.go.
+
+// Executor is the state of one executor's keys (stream "executor-<id>").
+type Executor struct {
+	ID   string
+	Host string
+	// Keys by key id.
+	Keys map[string]ExecutorKey
+	// Events is the number of events folded.
+	Events int
+}
+
+// ExecutorKey is one registered key.
+type ExecutorKey struct {
+	KeyID      string
+	PublicKey  ed25519.PublicKey
+	ApprovalID string
+	Revoked    bool
+	Registered EventRef
+	Revocation EventRef
+}
+
+// Exists reports whether the executor stream has events.
+func (x Executor) Exists() bool { return x.Events > 0 }
+
+// Lookup implements events.KeyLookup over this executor's keys only: a
+// key of another executor is unknown here.
+func (x Executor) Lookup(keyID string) (ed25519.PublicKey, bool, bool) {
+	k, ok := x.Keys[keyID]
+	if !ok {
+		return nil, false, false
+	}
+	return k.PublicKey, k.Revoked, true
+}
+
+// ActiveKeys returns the ids of the unrevoked keys, sorted.
+func (x Executor) ActiveKeys() []string {
+	var out []string
+	for _, id := range sortedKeys(x.Keys) {
+		if !x.Keys[id].Revoked {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Evolve folds one event of the executor stream.
+func (x Executor) Evolve(e *events.Event) (Executor, error) {
+	switch e.Type {
+	case events.TypeExecutorKeyRegistered:
+		var d events.KeyRegisteredData
+		if err := decodeData(e, &d); err != nil {
+			return x, err
+		}
+		if len(d.PublicKey) != ed25519.PublicKeySize || events.KeyID(d.PublicKey) != d.KeyID {
+			return x, foldError(e, errors.New("key id does not match the public key"))
+		}
+		keys := maps.Clone(x.Keys)
+		if keys == nil {
+			keys = map[string]ExecutorKey{}
+		}
+		if _, dup := keys[d.KeyID]; !dup { // as events.KeyRing: a key id is registered once
+			keys[d.KeyID] = ExecutorKey{KeyID: d.KeyID, PublicKey: ed25519.PublicKey(d.PublicKey), ApprovalID: d.ApprovalID, Registered: RefOf(e)}
+		}
+		x.ID, x.Host, x.Keys = d.ExecutorID, d.Host, keys
+	case events.TypeExecutorKeyRevoked:
+		var d events.KeyRevokedData
+		if err := decodeData(e, &d); err != nil {
+			return x, err
+		}
+		keys := maps.Clone(x.Keys)
+		if k, ok := keys[d.KeyID]; ok {
+			k.Revoked, k.Revocation = true, RefOf(e)
+			keys[d.KeyID] = k
+		}
+		x.Keys = keys
+	default:
+		return x, foldError(e, ErrUnknownEventType)
+	}
+	x.Events++
+	return x, nil
+}
+
+// Refusal codes of the executor-key gates.
+const (
+	// CodeExecutorHostMismatch: the executor is registered on another host.
+	CodeExecutorHostMismatch = "executor_host_mismatch"
+	// CodeKeyAlreadyRegistered: this key id is already registered.
+	CodeKeyAlreadyRegistered = "key_already_registered"
+	// CodeKeyUnknown: the executor has no key under this id.
+	CodeKeyUnknown = "key_unknown"
+)
+
+// RegisterExecutorKey registers an executor's ed25519 public key under an
+// "activation" approval for "executor-<id>".
+type RegisterExecutorKey struct {
+	ExecutorID string `json:"executor_id"`
+	Host       string `json:"host"`
+	PublicKey  []byte `json:"public_key"`
+	ApprovalID string `json:"approval_id"`
+}
+
+// CommandName implements Command.
+func (*RegisterExecutorKey) CommandName() string { return "RegisterExecutorKey" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RegisterExecutorKey) Validate() error {
+	if err := checkID("executor_id", c.ExecutorID); err != nil {
+		return err
+	}
+	if err := checkID("host", c.Host); err != nil {
+		return err
+	}
+	if len(c.PublicKey) != ed25519.PublicKeySize {
+		return invalid("public_key", "is %d bytes; an ed25519 public key is %d (base64 in JSON)", len(c.PublicKey), ed25519.PublicKeySize)
+	}
+	if c.ApprovalID != "" {
+		return checkID("approval_id", c.ApprovalID)
+	}
+	return nil
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RegisterExecutorKey) Streams(States) []string {
+	s := []string{ExecutorStream(c.ExecutorID)}
+	if c.ApprovalID != "" {
+		s = append(s, ApprovalStream(c.ApprovalID))
+	}
+	return s
+}
+
+// Decide implements Command: the gates.
+func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
+	x := in.States.Executor(c.ExecutorID)
+	if x.Exists() && x.Host != c.Host {
+		return nil, refuse(CodeExecutorHostMismatch, map[string]any{"executor_id": c.ExecutorID, "host": c.Host, "registered_host": x.Host},
+			"executor %s is registered on host %s, not %s", c.ExecutorID, x.Host, c.Host)
+	}
+	keyID := events.KeyID(c.PublicKey)
+	if _, ok := x.Keys[keyID]; ok {
+		return nil, refuse(CodeKeyAlreadyRegistered, map[string]any{"executor_id": c.ExecutorID, "key_id": keyID},
+			"key %s is already registered; a key id is registered once and revocation is final", keyID)
+	}
+	consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionActivation, ExecutorStream(c.ExecutorID), c.CommandName(), in.At)
+	if err != nil {
+		return nil, err
+	}
+	return []NewEvent{
+		{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRegistered, Data: events.KeyRegisteredData{
+			ExecutorID: c.ExecutorID, Host: c.Host, KeyID: keyID, PublicKey: c.PublicKey, ApprovalID: c.ApprovalID,
+		}},
+		consume,
+	}, nil
+}
+
+// RevokeExecutorKey revokes a key; revoking it again appends nothing.
+type RevokeExecutorKey struct {
+	ExecutorID string `json:"executor_id"`
+	KeyID      string `json:"key_id"`
+	Reason     string `json:"reason"`
+}
+
+// CommandName implements Command.
+func (*RevokeExecutorKey) CommandName() string { return "RevokeExecutorKey" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RevokeExecutorKey) Validate() error {
+	if err := checkID("executor_id", c.ExecutorID); err != nil {
+		return err
+	}
+	if err := checkText("key_id", c.KeyID, true, maxShortText); err != nil {
+		return err
+	}
+	return checkText("reason", c.Reason, true, maxLongText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RevokeExecutorKey) Streams(States) []string { return []string{ExecutorStream(c.ExecutorID)} }
+
+// Decide implements Command: the gates.
+func (c *RevokeExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
+	x := in.States.Executor(c.ExecutorID)
+	k, ok := x.Keys[c.KeyID]
+	if !ok {
+		return nil, refuse(CodeKeyUnknown, map[string]any{"executor_id": c.ExecutorID, "key_id": c.KeyID}, "executor %s has no key %s", c.ExecutorID, c.KeyID)
+	}
+	if k.Revoked {
+		return nil, nil
+	}
+	return []NewEvent{{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRevoked, Data: events.KeyRevokedData{
+		ExecutorID: c.ExecutorID, KeyID: c.KeyID, Reason: c.Reason,
+	}}}, nil
+}

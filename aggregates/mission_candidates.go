@@ -1,0 +1,256 @@
+package aggregates
+
+import (
+	"path"
+	"slices"
+)
+
+// Mission candidates: what the worker produced, the independent runs of
+// the acceptance checks on it (and the stagnation stop they can trigger),
+// and the corrections requested of it.
+
+// RecordCandidate records what the worker produced. A return with no file
+// changed is not a candidate: the decider stops the mission with
+// truncated_generation when the attempt's newest inference ended on its
+// output limit ("length"), and with no_modification otherwise.
+type RecordCandidate struct {
+	MissionID     string   `json:"mission_id"`
+	CandidateHash string   `json:"candidate_hash"`
+	PatchHash     string   `json:"patch_hash"`
+	FilesChanged  []string `json:"files_changed"`
+}
+
+// CommandName implements Command.
+func (*RecordCandidate) CommandName() string { return "RecordCandidate" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RecordCandidate) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	if err := checkList("files_changed", c.FilesChanged); err != nil {
+		return err
+	}
+	if len(c.FilesChanged) == 0 {
+		return nil
+	}
+	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+		return err
+	}
+	return checkSHA256("patch_hash", c.PatchHash, true)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RecordCandidate) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
+
+// Decide implements Command: the gates.
+func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if err := m.open(false); err != nil {
+		return nil, err
+	}
+	a, err := m.needAttempt()
+	if err != nil {
+		return nil, err
+	}
+	if !m.AwaitingCandidate {
+		return nil, refuse(CodeCandidateNotExpected, map[string]any{"mission_id": m.ID},
+			"mission %s is not waiting for a candidate: request a correction first", m.ID)
+	}
+	if len(c.FilesChanged) == 0 {
+		stop := MissionStopped{MissionID: m.ID, Reason: StopNoModification, Detail: "the worker returned without changing any file", At: in.At}
+		if a.LastFinish == FinishLength {
+			stop.Reason, stop.ReservationID = StopTruncatedGeneration, a.LastFinishReservation
+			stop.Detail = "the generation ended on its output limit without changing any file"
+		}
+		return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeMissionStopped, Data: stop}}, nil
+	}
+	if i := m.candidateIndex(c.CandidateHash); i >= 0 {
+		return nil, refuse(CodeCandidateDuplicate, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "candidate": m.Candidates[i].Ref},
+			"candidate %s was already produced; repeating it is not a correction", c.CandidateHash)
+	}
+	var outside []string
+	for _, f := range c.FilesChanged {
+		if !slices.ContainsFunc(m.AllowedFiles, func(p string) bool { ok, _ := path.Match(p, f); return ok }) {
+			outside = append(outside, f)
+		}
+	}
+	if len(outside) > 0 {
+		return nil, refuse(CodeFileNotAllowed, map[string]any{"mission_id": m.ID, "files": outside, "allowed_files": m.AllowedFiles},
+			"the candidate changes %v, outside the mission's allowed files", outside)
+	}
+	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeCandidateProduced, Data: CandidateProduced{
+		MissionID: m.ID, Attempt: a.N, Correction: m.PendingCorrection, Corrects: m.PendingCorrects, CandidateHash: c.CandidateHash,
+		PatchHash: c.PatchHash, FilesChanged: c.FilesChanged, At: in.At,
+	}}}, nil
+}
+
+// RecordCheck records one run of an acceptance check on a candidate. When
+// it completes the independent results of a correction's candidate, and
+// that candidate passes no more checks than the one it corrects, the
+// mission stops for stagnation in the same append. (A new attempt's first
+// candidate is not a correction and is never judged so.)
+type RecordCheck struct {
+	MissionID     string   `json:"mission_id"`
+	CandidateHash string   `json:"candidate_hash"`
+	CheckID       string   `json:"check_id"`
+	ArgvHash      string   `json:"argv_hash"`
+	Outcome       string   `json:"outcome"`
+	Runner        string   `json:"runner"`
+	RunnerKind    string   `json:"runner_kind"`
+	ExitCode      int      `json:"exit_code"`
+	Duration      Duration `json:"duration"`
+	OutputBytes   int64    `json:"output_bytes"`
+	OutputSHA256  string   `json:"output_sha256"`
+}
+
+// CommandName implements Command.
+func (*RecordCheck) CommandName() string { return "RecordCheck" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RecordCheck) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+		return err
+	}
+	if err := checkID("check_id", c.CheckID); err != nil {
+		return err
+	}
+	if err := checkSHA256("argv_hash", c.ArgvHash, true); err != nil {
+		return err
+	}
+	if err := checkOneOf("outcome", c.Outcome, CheckPass, CheckFail, CheckSkipped, CheckTruncated, CheckError); err != nil {
+		return err
+	}
+	if err := checkText("runner", c.Runner, true, maxShortText); err != nil {
+		return err
+	}
+	if err := checkOneOf("runner_kind", c.RunnerKind, RunnerIndependent, RunnerWorker); err != nil {
+		return err
+	}
+	if c.Duration.Duration < 0 {
+		return invalid("duration", "is %s; must be >= 0", c.Duration)
+	}
+	if c.OutputBytes < 0 {
+		return invalid("output_bytes", "is %d; must be >= 0", c.OutputBytes)
+	}
+	return checkSHA256("output_sha256", c.OutputSHA256, false)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RecordCheck) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
+
+// Decide implements Command: the gates.
+func (c *RecordCheck) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if err := m.open(false); err != nil {
+		return nil, err
+	}
+	i := m.candidateIndex(c.CandidateHash)
+	if i < 0 {
+		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash},
+			"mission %s produced no candidate %s", m.ID, c.CandidateHash)
+	}
+	j := slices.IndexFunc(m.Checks, func(ac AcceptanceCheck) bool { return ac.ID == c.CheckID })
+	if j < 0 {
+		return nil, refuse(CodeCheckUnknown, map[string]any{"mission_id": m.ID, "check_id": c.CheckID}, "%q is not an acceptance check of mission %s", c.CheckID, m.ID)
+	}
+	if want := ArgvHash(m.Checks[j].Argv); c.ArgvHash != want {
+		return nil, refuse(CodeArgvMismatch, map[string]any{"mission_id": m.ID, "check_id": c.CheckID, "argv_hash": c.ArgvHash, "approved_argv_hash": want, "approved_argv": m.Checks[j].Argv},
+			"check %s ran another command line than the approved argv", c.CheckID)
+	}
+	if c.Outcome == CheckPass && (c.Duration.Duration > m.Budgets.CommandTimeout.Duration || c.OutputBytes > m.Budgets.OutputBytesPerCommand) {
+		return nil, refuse(CodeCheckOutOfBounds, map[string]any{"mission_id": m.ID, "check_id": c.CheckID,
+			"duration": c.Duration.String(), "command_timeout": m.Budgets.CommandTimeout.String(),
+			"output_bytes": c.OutputBytes, "output_bytes_per_command": m.Budgets.OutputBytesPerCommand},
+			"a pass beyond the per-command bounds cannot count; record it as truncated or error")
+	}
+	rec := CheckRecorded{MissionID: m.ID, CandidateHash: c.CandidateHash, CheckID: c.CheckID, ArgvHash: c.ArgvHash,
+		Outcome: c.Outcome, Runner: c.Runner, RunnerKind: c.RunnerKind, ExitCode: c.ExitCode, Duration: c.Duration,
+		OutputBytes: c.OutputBytes, OutputSHA256: c.OutputSHA256, At: in.At}
+	out := []NewEvent{{Stream: MissionStream(m.ID), Type: TypeCheckRecorded, Data: rec}}
+	cand := m.Candidates[i]
+	before := verificationOf(m.Checks, cand.Checks)
+	after := verificationOf(m.Checks, cand.withCheck(rec, EventRef{}).Checks)
+	if j := m.candidateIndex(cand.Corrects); j >= 0 && i == len(m.Candidates)-1 && !before.Complete && after.Complete {
+		prev := m.Candidates[j]
+		if pv := verificationOf(m.Checks, prev.Checks); after.Passing <= pv.Passing {
+			out = append(out, NewEvent{Stream: MissionStream(m.ID), Type: TypeMissionStopped, Data: MissionStopped{
+				MissionID: m.ID, Reason: StopStagnation,
+				Detail:        "the correction passes no more acceptance checks than the candidate it corrects",
+				CandidateHash: cand.CandidateHash, Passed: after.Passing,
+				PreviousCandidateHash: prev.CandidateHash, PreviousPassed: pv.Passing, At: in.At,
+			}})
+		}
+	}
+	return out, nil
+}
+
+// RequestCorrection asks the worker to correct the newest candidate, whose
+// checks must all have an independent result.
+type RequestCorrection struct {
+	MissionID     string `json:"mission_id"`
+	CandidateHash string `json:"candidate_hash"`
+	Diagnosis     string `json:"diagnosis"`
+}
+
+// CommandName implements Command.
+func (*RequestCorrection) CommandName() string { return "RequestCorrection" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RequestCorrection) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+		return err
+	}
+	return checkText("diagnosis", c.Diagnosis, true, maxLongText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RequestCorrection) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
+
+// Decide implements Command: the gates.
+func (c *RequestCorrection) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if !m.Submitted {
+		return nil, missionUnknown(c.MissionID)
+	}
+	// The budget is a fact whatever else holds: a correction beyond it is
+	// refused as such, even on a mission already stopped.
+	if m.Corrections >= m.Budgets.Corrections {
+		return nil, refuse(CodeCorrectionLimit, map[string]any{"mission_id": m.ID, "used": m.Corrections, "limit": m.Budgets.Corrections},
+			"mission %s may request %d correction(s) and requested %d", m.ID, m.Budgets.Corrections, m.Corrections)
+	}
+	if err := m.open(true); err != nil {
+		return nil, err
+	}
+	if _, err := m.needAttempt(); err != nil {
+		return nil, err
+	}
+	if m.AwaitingCandidate {
+		return nil, refuse(CodeCorrectionPending, map[string]any{"mission_id": m.ID}, "mission %s is already waiting for a candidate", m.ID)
+	}
+	i := m.candidateIndex(c.CandidateHash)
+	if i < 0 {
+		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash},
+			"mission %s produced no candidate %s", m.ID, c.CandidateHash)
+	}
+	if i != len(m.Candidates)-1 {
+		return nil, refuse(CodeCandidateSuperseded, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash}, "candidate %s was superseded", c.CandidateHash)
+	}
+	if m.Accepted != nil && m.Accepted.CandidateHash == c.CandidateHash {
+		return nil, refuse(CodeCandidateAccepted, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "review": m.Accepted.Ref},
+			"candidate %s was accepted; there is nothing to correct", c.CandidateHash)
+	}
+	if v := m.Verification(c.CandidateHash); !v.Complete {
+		return nil, refuse(CodeChecksIncomplete, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "missing": v.Missing},
+			"a correction is judged against complete checks; %v have no independent result yet", v.Missing)
+	}
+	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeCorrectionRequested, Data: CorrectionRequested{
+		MissionID: m.ID, CandidateHash: c.CandidateHash, Correction: m.Corrections + 1, Diagnosis: c.Diagnosis, At: in.At,
+	}}}, nil
+}

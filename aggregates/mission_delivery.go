@@ -1,0 +1,278 @@
+package aggregates
+
+import (
+	"slices"
+)
+
+// Mission delivery: the review of a verified candidate, then the delivery
+// of the accepted one (exactly once) and the integration of its patch
+// under an approval.
+
+// RecordReview records a review of a candidate. An accepted review needs
+// verification passed for this exact candidate hash and coverage for every
+// acceptance id. A refusal for authority stops the mission
+// (authority_refused); a refusal for a defect leaves it open for a
+// correction.
+type RecordReview struct {
+	MissionID     string            `json:"mission_id"`
+	CandidateHash string            `json:"candidate_hash"`
+	Verdict       string            `json:"verdict"`
+	Reviewer      string            `json:"reviewer"`
+	Coverage      map[string]string `json:"coverage"`
+	RefusalKind   string            `json:"refusal_kind"`
+	Reason        string            `json:"reason"`
+}
+
+// CommandName implements Command.
+func (*RecordReview) CommandName() string { return "RecordReview" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *RecordReview) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+		return err
+	}
+	if err := checkOneOf("verdict", c.Verdict, VerdictAccepted, VerdictRefused); err != nil {
+		return err
+	}
+	if err := checkText("reviewer", c.Reviewer, true, maxShortText); err != nil {
+		return err
+	}
+	if len(c.Coverage) > maxListLen {
+		return invalid("coverage", "has %d entries; the limit is %d", len(c.Coverage), maxListLen)
+	}
+	for _, k := range sortedKeys(c.Coverage) {
+		if err := checkText("coverage."+k, c.Coverage[k], false, maxLongText); err != nil {
+			return err
+		}
+	}
+	if c.Verdict == VerdictRefused {
+		if err := checkOneOf("refusal_kind", c.RefusalKind, RefusalDefect, RefusalAuthority); err != nil {
+			return err
+		}
+		return checkText("reason", c.Reason, true, maxLongText)
+	}
+	if c.RefusalKind != "" {
+		return invalid("refusal_kind", "applies only to a refused verdict")
+	}
+	return checkText("reason", c.Reason, false, maxLongText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *RecordReview) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
+
+// Decide implements Command: the gates.
+func (c *RecordReview) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if err := m.open(false); err != nil {
+		return nil, err
+	}
+	i := m.candidateIndex(c.CandidateHash)
+	if i < 0 {
+		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash},
+			"mission %s produced no candidate %s", m.ID, c.CandidateHash)
+	}
+	if i != len(m.Candidates)-1 {
+		return nil, refuse(CodeCandidateSuperseded, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "latest": m.Candidates[len(m.Candidates)-1].CandidateHash},
+			"candidate %s was superseded by a newer candidate", c.CandidateHash)
+	}
+	rev := ReviewRecorded{MissionID: m.ID, CandidateHash: c.CandidateHash, Verdict: c.Verdict, Reviewer: c.Reviewer,
+		Coverage: c.Coverage, RefusalKind: c.RefusalKind, Reason: c.Reason, At: in.At}
+	out := []NewEvent{{Stream: MissionStream(m.ID), Type: TypeReviewRecorded, Data: rev}}
+	if c.Verdict == VerdictRefused {
+		if c.RefusalKind == RefusalAuthority {
+			out = append(out, NewEvent{Stream: MissionStream(m.ID), Type: TypeMissionStopped, Data: MissionStopped{
+				MissionID: m.ID, Reason: StopAuthorityRefused, Detail: c.Reason, CandidateHash: c.CandidateHash, At: in.At,
+			}})
+		}
+		return out, nil
+	}
+	if err := m.verified(c.CandidateHash); err != nil {
+		return nil, err
+	}
+	var unknown, missing []string
+	for _, k := range sortedKeys(c.Coverage) {
+		if !slices.ContainsFunc(m.Checks, func(ac AcceptanceCheck) bool { return ac.ID == k }) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, refuse(CodeCoverageUnknownCheck, map[string]any{"mission_id": m.ID, "unknown": unknown},
+			"coverage names %v, which are not acceptance checks of mission %s", unknown, m.ID)
+	}
+	for _, ac := range m.Checks {
+		if c.Coverage[ac.ID] == "" {
+			missing = append(missing, ac.ID)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, refuse(CodeCoverageIncomplete, map[string]any{"mission_id": m.ID, "missing": missing},
+			"an accepted review covers every acceptance id; %v have no evidence", missing)
+	}
+	return out, nil
+}
+
+// verified refuses a candidate whose verification does not pass.
+func (m Mission) verified(hash string) error {
+	v := m.Verification(hash)
+	if !v.Complete || len(m.Checks) == 0 {
+		return refuse(CodeChecksIncomplete, map[string]any{"mission_id": m.ID, "candidate_hash": hash, "missing": v.Missing},
+			"acceptance checks %v have no independent result for candidate %s", v.Missing, hash)
+	}
+	if !v.Passed {
+		return refuse(CodeChecksNotPassed, map[string]any{"mission_id": m.ID, "candidate_hash": hash, "blocked": v.Blocked, "passing": v.Passing, "checks": len(m.Checks)},
+			"%d of %d acceptance checks pass for candidate %s; any fail, skip, truncation or error blocks verification", v.Passing, len(m.Checks), hash)
+	}
+	return nil
+}
+
+// acceptedCandidate returns the accepted candidate named by hash, refusing
+// when no review accepted it or it no longer verifies.
+func (m Mission) acceptedCandidate(hash string) (Candidate, error) {
+	if m.Accepted == nil {
+		return Candidate{}, refuse(CodeReviewNotAccepted, map[string]any{"mission_id": m.ID, "candidate_hash": hash},
+			"no review accepted a candidate of mission %s", m.ID)
+	}
+	if m.Accepted.CandidateHash != hash {
+		return Candidate{}, refuse(CodeCandidateHashMismatch, map[string]any{"mission_id": m.ID, "candidate_hash": hash, "accepted": m.Accepted.CandidateHash},
+			"the accepted review names candidate %s, not %s", m.Accepted.CandidateHash, hash)
+	}
+	if err := m.verified(hash); err != nil {
+		return Candidate{}, err
+	}
+	return m.Candidates[m.candidateIndex(hash)], nil
+}
+
+// DeliverResult delivers the accepted candidate, exactly once: a second
+// delivery of the same candidate (a repeated terminal tick) appends
+// nothing.
+type DeliverResult struct {
+	MissionID     string `json:"mission_id"`
+	CandidateHash string `json:"candidate_hash"`
+	To            string `json:"to"`
+}
+
+// CommandName implements Command.
+func (*DeliverResult) CommandName() string { return "DeliverResult" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *DeliverResult) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+		return err
+	}
+	return checkText("to", c.To, true, maxShortText)
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *DeliverResult) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
+
+// Decide implements Command: the gates.
+func (c *DeliverResult) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if !m.Submitted {
+		return nil, missionUnknown(c.MissionID)
+	}
+	if d := m.Delivery; d != nil {
+		if d.CandidateHash == c.CandidateHash {
+			return nil, nil
+		}
+		return nil, refuse(CodeDeliveryConflict, map[string]any{"mission_id": m.ID, "delivered": d.CandidateHash, "delivery": d.Ref},
+			"mission %s already delivered candidate %s", m.ID, d.CandidateHash)
+	}
+	if r := m.stopped(false); r != nil {
+		return nil, r
+	}
+	cand, err := m.acceptedCandidate(c.CandidateHash)
+	if err != nil {
+		return nil, err
+	}
+	val := make([]Validation, len(m.Checks))
+	for i, ac := range m.Checks {
+		val[i] = Validation{CheckID: ac.ID, Argv: ac.Argv, Pass: cand.Checks[ac.ID].PassRef}
+	}
+	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeResultDelivered, Data: ResultDelivered{
+		MissionID: m.ID, CandidateHash: cand.CandidateHash, PatchHash: cand.PatchHash, To: c.To,
+		Files: cand.FilesChanged, Validation: val, Review: m.Accepted.Ref, At: in.At,
+	}}}, nil
+}
+
+// IntegratePatch applies the accepted candidate's patch under a
+// "patch_apply" approval for "mission-<id>", consumed in the same append.
+// Integrating the same candidate again appends nothing and spends nothing.
+type IntegratePatch struct {
+	MissionID     string `json:"mission_id"`
+	CandidateHash string `json:"candidate_hash"`
+	PatchHash     string `json:"patch_hash"`
+	ApprovalID    string `json:"approval_id"`
+}
+
+// CommandName implements Command.
+func (*IntegratePatch) CommandName() string { return "IntegratePatch" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *IntegratePatch) Validate() error {
+	if err := checkID("mission_id", c.MissionID); err != nil {
+		return err
+	}
+	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+		return err
+	}
+	if err := checkSHA256("patch_hash", c.PatchHash, true); err != nil {
+		return err
+	}
+	if c.ApprovalID != "" {
+		return checkID("approval_id", c.ApprovalID)
+	}
+	return nil
+}
+
+// Streams implements Command: the streams this command reads.
+func (c *IntegratePatch) Streams(States) []string {
+	s := []string{MissionStream(c.MissionID)}
+	if c.ApprovalID != "" {
+		s = append(s, ApprovalStream(c.ApprovalID))
+	}
+	return s
+}
+
+// Decide implements Command: the gates.
+func (c *IntegratePatch) Decide(in Inputs) ([]NewEvent, error) {
+	m := missionOf(in, c.MissionID)
+	if !m.Submitted {
+		return nil, missionUnknown(c.MissionID)
+	}
+	if ig := m.Integration; ig != nil {
+		if ig.CandidateHash == c.CandidateHash {
+			return nil, nil
+		}
+		return nil, refuse(CodeCandidateHashMismatch, map[string]any{"mission_id": m.ID, "integrated": ig.CandidateHash},
+			"mission %s already integrated candidate %s", m.ID, ig.CandidateHash)
+	}
+	if r := m.stopped(false); r != nil {
+		return nil, r
+	}
+	cand, err := m.acceptedCandidate(c.CandidateHash)
+	if err != nil {
+		return nil, err
+	}
+	if cand.PatchHash != c.PatchHash {
+		return nil, refuse(CodePatchHashMismatch, map[string]any{"mission_id": m.ID, "patch_hash": c.PatchHash, "accepted_patch_hash": cand.PatchHash},
+			"patch %s is not the accepted candidate's patch %s", c.PatchHash, cand.PatchHash)
+	}
+	consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionPatchApply, MissionStream(m.ID), c.CommandName(), in.At)
+	if err != nil {
+		return nil, err
+	}
+	return []NewEvent{
+		{Stream: MissionStream(m.ID), Type: TypePatchIntegrated, Data: PatchIntegrated{
+			MissionID: m.ID, CandidateHash: c.CandidateHash, PatchHash: c.PatchHash, ApprovalID: c.ApprovalID,
+			Review: m.Accepted.Ref, At: in.At,
+		}},
+		consume,
+	}, nil
+}

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/events"
+)
+
+// sameAsWriteJSON checks that writeAppendOut writes the bytes writeJSON
+// writes for o.
+func sameAsWriteJSON(t *testing.T, o events.Outcome) {
+	t.Helper()
+	want := httptest.NewRecorder()
+	writeJSON(want, 200, appendOut(o))
+	got := httptest.NewRecorder()
+	writeAppendOut(got, o)
+	if !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) || got.Code != want.Code || got.Header().Get("Content-Type") != want.Header().Get("Content-Type") {
+		t.Fatalf("writeAppendOut wrote\n%s\nwriteJSON\n%s", got.Body.Bytes(), want.Body.Bytes())
+	}
+}
+
+func TestAppendOut_SameBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	streams := []string{"orders-1", "a", "bench-15", "<html>", "é-accent", "quote\"d", "back\\slash", "x\u2028y", "tab\tname"}
+	times := []time.Time{time.Unix(0, 0).UTC(), time.Unix(1_780_000_000, 123456789).UTC(), time.Unix(1_780_000_000, 100).In(time.FixedZone("X", 3600)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for round := range 200 {
+		o := events.Outcome{Duplicate: round%7 == 0}
+		for range rng.IntN(5) {
+			var e events.Event
+			e.ID = uuid.New()
+			e.Stream = streams[rng.IntN(len(streams))]
+			e.Version, e.Position = rng.Uint64(), rng.Uint64N(1<<40)
+			for i := range e.LeafHash {
+				e.LeafHash[i] = byte(rng.Uint32())
+			}
+			e.RecordedAt = times[rng.IntN(len(times))]
+			o.Events = append(o.Events, e)
+		}
+		sameAsWriteJSON(t, o)
+	}
+	sameAsWriteJSON(t, events.Outcome{})
+}
+
+// FuzzAppendOut: whatever the stream name and the numbers, the hand-written
+// answer is encoding/json's.
+func FuzzAppendOut(f *testing.F) {
+	f.Add("orders-1", uint64(3), uint64(7), int64(1_780_000_000_123456789), true)
+	f.Add("<&>", uint64(0), uint64(0), int64(0), false)
+	f.Fuzz(func(t *testing.T, stream string, version, position uint64, ns int64, dup bool) {
+		e := events.Event{ID: uuid.NewSHA1(uuid.NameSpaceURL, []byte(stream)), Stream: stream, Version: version, Position: position,
+			RecordedAt: time.Unix(0, ns).UTC()}
+		e.LeafHash[0] = byte(version)
+		o := events.Outcome{Events: []events.Event{e, e}, Duplicate: dup}
+		if _, err := json.Marshal(appendOut(o)); err != nil {
+			return
+		}
+		sameAsWriteJSON(t, o)
+	})
+}

@@ -1,0 +1,230 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/aggregates"
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// One measurement: claim the request, renew its lease while the work
+// runs, do what the request approved (run.go, probe.go, hash.go, between
+// two snapshots: snapshot.go), then sign and report the result.
+
+// measure claims, runs and reports one request. Nothing is retried: a
+// request whose claim is refused is someone else's or no one's, and a run
+// that did not report leaves its lease to expire into uncertainty.
+func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
+	req := j.req
+	log := x.cfg.Logger.With("measurement", req.MeasurementID, "kind", req.Kind)
+	if x.revoked.Load() || ctx.Err() != nil {
+		return
+	}
+	if x.settled(ctx, req.MeasurementID) {
+		// Replayed from before a restart and already claimed or done: the
+		// gate would refuse the claim; asking would only fill the refusals
+		// stream.
+		t.settle(req.MeasurementID)
+		return
+	}
+	claimed := time.Now()
+	hardCap := claimed.Add(req.Timeout.Duration + x.reportGrace)
+	lease := earlier(claimed.Add(x.cfg.Lease), hardCap)
+	_, err := x.send(ctx, "ClaimMeasurement", uuid.New(), aggregates.ClaimMeasurement{
+		MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, LeaseUntil: lease.UTC(),
+	})
+	if err != nil {
+		// Claimed by another executor (lease_held, already_claimed), done,
+		// or refused for good: this executor will not run it. Without an
+		// answer the claim may or may not have landed: if it did, its
+		// lease runs out into uncertainty; either way it is not retried.
+		t.settle(req.MeasurementID)
+		var ae *client.Error
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &ae) && ae.Status/100 == 4:
+			log.Info("not claimed", "code", ae.Code, "err", err)
+		default:
+			log.Warn("claim outcome unknown; not retried", "err", err)
+		}
+		return
+	}
+	log.Info("claimed", "lease_until", lease)
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		x.renew(renewCtx, req, lease, hardCap, log)
+	}()
+	res, err := x.work(ctx, req)
+	stopRenew()
+	rwg.Wait()
+	if err != nil {
+		log.Warn("not reported: the executor stopped while measuring; the lease will expire into uncertainty", "err", err)
+		return
+	}
+	x.report(ctx, res, log)
+}
+
+// settled reports whether the measurement's stream already shows a claim,
+// a result or an uncertainty. Only a shortcut: on any doubt it says no and
+// the claim's gate decides.
+func (x *Executor) settled(ctx context.Context, id string) bool {
+	page, err := x.cfg.Client.ReadStream(ctx, aggregates.MeasurementStream(id), events.ReadOptions{Limit: 2})
+	return err == nil && len(page.Events) > 1
+}
+
+// renew moves the lease forward every Lease/3 until ctx ends, never past
+// hardCap. A refused renewal stops renewing: the lease runs out and the
+// node decides (the result, if late, is recorded beside the uncertainty).
+func (x *Executor) renew(ctx context.Context, req aggregates.MeasurementRequested, lease, hardCap time.Time, log *slog.Logger) {
+	tick := time.NewTicker(x.cfg.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		next := earlier(time.Now().Add(x.cfg.Lease), hardCap)
+		if !next.After(lease) {
+			continue
+		}
+		_, err := x.send(ctx, "RenewMeasurementLease", uuid.New(), aggregates.RenewMeasurementLease{
+			MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, LeaseUntil: next.UTC(),
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			log.Warn("lease not renewed; it will run out", "code", client.CodeOf(err), "err", err)
+			return
+		}
+		lease = next
+	}
+}
+
+// work takes the snapshots and does what the request approved. It returns
+// errStopped when ctx ended first.
+func (x *Executor) work(ctx context.Context, req aggregates.MeasurementRequested) (*aggregates.MeasurementResult, error) {
+	r := &aggregates.MeasurementResult{MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, Host: x.cfg.Host,
+		HostIdentity: x.hostIdentity, Argv: req.Argv, ExitCode: -1}
+	before := x.snap.take(ctx)
+	r.StartedAt = before.At
+	switch req.Kind {
+	case aggregates.MeasurementRun:
+		rr, err := runProcess(ctx, runSpec{Argv: req.Argv, Env: x.env, Timeout: req.Timeout.Duration, OutputCap: req.OutputCapBytes,
+			TempRoot: x.cfg.TempRoot, Metrics: true, KillGrace: x.cfg.KillGrace})
+		if err != nil {
+			return nil, err
+		}
+		r.Outcome, r.ExitCode, r.Error, r.Duration = rr.Outcome, rr.ExitCode, rr.Error, aggregates.D(rr.Duration)
+		r.StdoutSHA256, r.StderrSHA256 = rr.Stdout.digest(), rr.Stderr.digest()
+		r.StdoutExcerpt, r.StdoutTruncated = rr.Stdout.excerpt()
+		r.StderrExcerpt, r.StderrTruncated = rr.Stderr.excerpt()
+		r.StdoutBytes, r.StderrBytes = rr.Stdout.n, rr.Stderr.n
+		if len(rr.Metrics.values) > 0 {
+			r.Metrics = rr.Metrics.values
+		}
+		if len(rr.Metrics.units) > 0 {
+			r.MetricUnits = rr.Metrics.units
+		}
+		if rr.Metrics.dropped > 0 {
+			r.Error = strings.TrimPrefix(r.Error+fmt.Sprintf("; %d metrics beyond the first %d were dropped", rr.Metrics.dropped, maxMetrics), "; ")
+		}
+	case aggregates.MeasurementProbe:
+		spec, err := aggregates.ParseProbeArgv(req.Argv)
+		if err != nil {
+			r.Outcome, r.Error = aggregates.ResultStartFailed, err.Error()
+			break
+		}
+		pctx, cancel := context.WithTimeout(ctx, req.Timeout.Duration)
+		start := time.Now()
+		r.Probe = x.probe.probe(pctx, spec)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, errStopped
+		}
+		r.Outcome, r.ExitCode, r.Duration = aggregates.ResultCompleted, 0, aggregates.D(time.Since(start))
+	case aggregates.MeasurementHash:
+		targets, err := aggregates.ParseHashArgv(req.Argv)
+		if err != nil {
+			r.Outcome, r.Error = aggregates.ResultStartFailed, err.Error()
+			break
+		}
+		hctx, cancel := context.WithTimeout(ctx, req.Timeout.Duration)
+		start := time.Now()
+		r.Artifacts = hashFiles(hctx, targets)
+		timedOut := hctx.Err() != nil
+		cancel()
+		if ctx.Err() != nil {
+			return nil, errStopped
+		}
+		r.Duration = aggregates.D(time.Since(start))
+		if timedOut {
+			r.Outcome, r.Error = aggregates.ResultTimeout, fmt.Sprintf("hashing did not finish within the timeout of %s", req.Timeout)
+		} else {
+			r.Outcome, r.ExitCode = aggregates.ResultCompleted, 0
+		}
+	default:
+		r.Outcome, r.Error = aggregates.ResultStartFailed, fmt.Sprintf("this executor does not know the kind %q", req.Kind)
+	}
+	after := x.snap.take(ctx)
+	if ctx.Err() != nil {
+		return nil, errStopped
+	}
+	screened(r, before, after)
+	r.EndedAt = after.At
+	return r, nil
+}
+
+// recordNamespace derives the id of a result's RecordMeasurement command:
+// one id per executor and request, so a re-sent report is recognised and
+// never recorded twice.
+var recordNamespace = uuid.MustParse("8f0c7a52-7d44-4d8e-bb0e-2f5a86f3c1a9")
+
+// report signs r and sends it. The report outlives a stopping executor by
+// up to ReportGrace: the work is done, losing it would only make it
+// uncertain.
+func (x *Executor) report(ctx context.Context, r *aggregates.MeasurementResult, log *slog.Logger) {
+	payload, err := json.Marshal(r)
+	if err != nil {
+		log.Error("encode result", "err", err)
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.cfg.ReportGrace)
+	defer cancel()
+	env, err := events.SignData(rctx, aggregates.MeasurementPayloadType, payload, x.cfg.Key)
+	if err != nil {
+		log.Error("sign result", "err", err)
+		return
+	}
+	id := uuid.NewSHA1(recordNamespace, []byte(x.cfg.ExecutorID+"\x00"+r.MeasurementID))
+	out, err := x.send(rctx, "RecordMeasurement", id, aggregates.RecordMeasurement{
+		MeasurementID: r.MeasurementID, ExecutorID: x.cfg.ExecutorID, Payload: payload, Envelope: *env,
+	})
+	if err != nil {
+		log.Warn("result refused", "code", client.CodeOf(err), "err", err)
+		return
+	}
+	log.Info("recorded", "outcome", r.Outcome, "exit_code", r.ExitCode, "position", out.Position)
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,624 @@
+package lint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The import table of ARCHITECTURE.md ("Folders"), one rule per package or
+// folder of the module, each with its reason. A rule's pkg is a package,
+// relative to the module ("events"), or a folder and everything below it
+// ("events/pebblelog/..."); the most specific rule of a package is its
+// rule, and every package must have one.
+//
+// ARCHITECTURE.md's table is the source. Where a package's doc.go, which
+// states what it may import (STYLE.md, "Comments"), grants a little more
+// than the table, or names a folder the table leaves out, the rule says
+// so. An import that neither grants is in knownViolations, never in a
+// rule: the table stays what the documents say.
+//
+// Only the non-test files of a package are checked: tests use real parts
+// (STYLE.md, "Tests"), so the executor's tests start a node and the
+// replicator's write through the store.
+var rules = []rule{
+	{
+		pkg: "events",
+		modules: []string{
+			"github.com/transparency-dev",
+			"golang.org/x/mod/sumdb/note",
+			"github.com/go-json-experiment/json",
+		},
+		belowAPI: true,
+		why: "the centre: the standard library and the transparency-dev libraries (ARCHITECTURE.md); " +
+			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints, and encoding/json/v2 " +
+			"(go-json-experiment), the one strict decoder (DecodeJSON); no other greffe package",
+	},
+	{
+		pkg:      "events/pebblelog/...",
+		greffe:   []string{"events", "events/pebblelog/..."},
+		modules:  []string{"github.com/cockroachdb/pebble/v2"},
+		belowAPI: true,
+		why:      "the Pebble implementation of events.Log: events and Pebble (ARCHITECTURE.md, events/pebblelog/doc.go), and its own write-ahead log",
+	},
+	{
+		pkg:      "aggregates",
+		greffe:   []string{"events"},
+		belowAPI: true,
+		why:      "the pure gates: events only (ARCHITECTURE.md, aggregates/doc.go); aggregates/lint_test.go keeps out the clock, randomness and I/O",
+	},
+	{
+		pkg:      "commands",
+		greffe:   []string{"events", "aggregates"},
+		belowAPI: true,
+		why:      "load, decide, append: events and aggregates (ARCHITECTURE.md, commands/doc.go); the Log it needs is defined there, so no store",
+	},
+	{
+		pkg:      "projections",
+		greffe:   []string{"events", "aggregates", "internal/jsonscan"},
+		modules:  []string{"github.com/cockroachdb/pebble/v2"},
+		belowAPI: true,
+		why: "read models: events, aggregates for the shared types (ARCHITECTURE.md); Pebble too (projections/doc.go), " +
+			"where the runner stores rows and checkpoint in one batch, as the table's \"holds\" column says, and " +
+			"the module's byte-level scanner (internal/jsonscan) that reads stored events without decoding them twice",
+	},
+	{
+		pkg:    "replicator",
+		greffe: []string{"events", "events/pebblelog"},
+		modules: []string{
+			"github.com/hashicorp/raft",
+			"github.com/hashicorp/go-hclog",
+			"github.com/cockroachdb/pebble/v2",
+		},
+		belowAPI: true,
+		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
+			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
+			"hclog is the logger raft's Config takes",
+	},
+	{
+		pkg:      "replicator/kafka",
+		greffe:   []string{"events", "internal/fatal"},
+		modules:  []string{"github.com/segmentio/kafka-go"},
+		belowAPI: true,
+		why:      "the Kafka exporter: events and kafka-go (ARCHITECTURE.md, replicator/kafka/doc.go), and the bridges' fatal error",
+	},
+	{
+		pkg:    "replicator/kurrent",
+		greffe: []string{"events", "internal/fatal"},
+		modules: []string{
+			"github.com/EventStore/EventStore-Client-Go/v4",
+			"google.golang.org/grpc",
+		},
+		belowAPI: true,
+		why: "the KurrentDB mirror: events and the EventStore client (ARCHITECTURE.md, replicator/kurrent/doc.go), " +
+			"whose errors are gRPC statuses, and the bridges' fatal error",
+	},
+	{
+		pkg:    "executor",
+		greffe: []string{"events", "aggregates", "client"},
+		why: "the GPU-local worker: events and the commands' API types (ARCHITECTURE.md), which are aggregates' command " +
+			"and payload types and client's wire types (executor/doc.go); it talks to a node over the network only",
+	},
+	{
+		pkg:    "api",
+		greffe: []string{"..."},
+		except: []string{"cmd/...", "node"},
+		modules: []string{
+			"github.com/transparency-dev",
+		},
+		why: "the HTTP surface: everything above but cmd (ARCHITECTURE.md, api/doc.go); node wires api, so never the reverse; " +
+			"transparency-dev for the proofs and the tlog-tiles layout it serves",
+	},
+	{
+		pkg: "api/dashboard",
+		why: "the embedded web page: the standard library only (api/dashboard/doc.go)",
+	},
+	{
+		pkg:    "api/kurrentgrpc",
+		greffe: []string{"events"},
+		modules: []string{
+			"github.com/EventStore/EventStore-Client-Go/v4",
+			"google.golang.org/grpc",
+		},
+		why: "the KurrentDB gRPC surface: events, the EventStore client's generated protos and grpc (api/kurrentgrpc/doc.go)",
+	},
+	{
+		pkg:     "cmd/...",
+		greffe:  []string{"..."},
+		modules: []string{"..."},
+		why:     "flags, config, wiring: everything (ARCHITECTURE.md)",
+	},
+	{
+		pkg:     "node",
+		greffe:  []string{"..."},
+		except:  []string{"cmd/..."},
+		modules: []string{"golang.org/x/mod/sumdb/note"},
+		why: "not in the table: the wiring cmd/greffe calls (node/node.go), so everything but cmd; " +
+			"x/mod's note for the checkpoint keys it creates",
+	},
+	{
+		pkg:     "metrics",
+		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator"},
+		modules: []string{"github.com/prometheus"},
+		why: "not in the table: events, the store, commands, projections and replicator for their status types, " +
+			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
+	},
+	{
+		pkg:    "audit",
+		greffe: []string{"events", "events/pebblelog", "aggregates", "client"},
+		modules: []string{
+			"github.com/transparency-dev",
+			"golang.org/x/mod/sumdb/note",
+			"github.com/secure-systems-lab/go-securesystemslib",
+		},
+		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
+			"events, the store's read-only Inspector, aggregates, client, transparency-dev, x/mod's note and DSSE",
+	},
+	{
+		pkg:     "backup",
+		greffe:  []string{"events", "events/pebblelog", "audit", "client"},
+		modules: []string{"github.com/cockroachdb/pebble/v2/vfs", "golang.org/x/mod/sumdb/note"},
+		why:     "not in the table: events, the store, audit, client, Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
+	},
+	{
+		pkg:     "bench",
+		greffe:  []string{"events"},
+		modules: []string{"github.com/cockroachdb/pebble/v2", "golang.org/x/sys"},
+		why: "not in the table: the load generator drives any events.Log; it measures a bare Pebble and the disk's " +
+			"fdatasync as baselines (bench/bench.go)",
+	},
+	{
+		pkg:    "client",
+		greffe: []string{"events", "internal/jsonscan"},
+		why: "not in the table: the HTTP client of a node: events and the standard library (client/client.go), " +
+			"and the JSON cursor it shares with api (internal/jsonscan/scanner.go)",
+	},
+	{
+		pkg:    "fixtures",
+		greffe: []string{"aggregates", "client"},
+		why: "ARCHITECTURE.md gives fixtures no imports (\"—\": histories and fake tools); its Go code runs a history " +
+			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types and client",
+	},
+	{
+		pkg:      "internal/fatal",
+		belowAPI: true,
+		why:      "the bridges' fatal error: the standard library only",
+	},
+	{
+		pkg:     "internal/faultfs",
+		modules: []string{"github.com/cockroachdb/pebble/v2/vfs"},
+		why:     "fault injection for tests, over Pebble's vfs (internal/faultfs/faultfs.go)",
+	},
+	{
+		pkg:      "internal/jsonscan",
+		belowAPI: true,
+		why:      "a byte-level JSON cursor: the standard library only",
+	},
+	{
+		pkg: "internal/testcert",
+		why: "throwaway TLS certificates for tests: the standard library only",
+	},
+	{
+		pkg: "internal/lint",
+		why: "this test: nothing",
+	},
+}
+
+// everywhere are the modules any package may import. uuid: events.Event's
+// ids are uuid.UUID, so whoever may read an envelope may name its id type
+// (events/doc.go; aggregates/lint_test.go keeps the gates from drawing
+// new ones). x/sync: fan-out uses errgroup (STYLE.md, "Concurrency").
+var everywhere = []string{"github.com/google/uuid", "golang.org/x/sync"}
+
+// knownViolations are imports that no rule grants but the code makes
+// today, each with what would remove it. The test fails on any other
+// import no rule grants, and on an entry here that no longer happens
+// (delete it then).
+var knownViolations = []violation{
+	{
+		pkg: "events", imp: "github.com/secure-systems-lab/go-securesystemslib",
+		why: "events/signed.go signs and verifies DSSE envelopes with it; neither ARCHITECTURE.md nor events/doc.go " +
+			"lists it. The table's owner decides: a line for the signature-envelope libraries, or signed.go without it",
+	},
+	{
+		pkg: "events/pebblelog", imp: "github.com/transparency-dev",
+		why: "the store folds its tree with merkle/compact (tree.go, apply.go, store.go) and reads checkpoints with " +
+			"formats/log; STYLE.md wants events to compute and the store to store. Removed when the store calls events' Merkle " +
+			"and checkpoint helpers only, or when the table grants it",
+	},
+	{
+		pkg: "events/pebblelog", imp: "golang.org/x/mod/sumdb/note",
+		why: "Config.Signers are note.Signers and the store signs its checkpoints; granted by neither the table nor " +
+			"events/pebblelog/doc.go. Removed with the one above, or granted with it",
+	},
+}
+
+// netHTTPBelowAPI are the files below api allowed to import net/http:
+// none, by ARCHITECTURE.md's "One error shape": below api, errors carry an
+// events.Kind and only api (and the CLI) turn kinds into HTTP statuses. A
+// file that must import it is listed here with why, and the test fails on
+// any other file, and on a file here that no longer imports net/http.
+var netHTTPBelowAPI = []string{}
+
+// bannedNames are the package names STYLE.md forbids ("Naming"), and file
+// names that say as little (aggregates/lint_test.go).
+var bannedNames = []string{"util", "utils", "common", "helpers", "misc", "shared", "base", "types"}
+
+// clockReads are the time functions that read the clock. Aggregates are
+// pure: time comes in the command (STYLE.md, ARCHITECTURE.md "The core is
+// pure").
+var clockReads = []string{"Now", "Since", "Until"}
+
+// rawAtomicPrefixes start the names of sync/atomic's functions on raw
+// integers and pointers (AddInt64, LoadUint32, CompareAndSwapPointer, …).
+// STYLE.md, "Concurrency": typed atomics (atomic.Int64) only.
+var rawAtomicPrefixes = []string{"Add", "And", "Or", "Load", "Store", "Swap", "CompareAndSwap"}
+
+type rule struct {
+	// pkg is the package ("events") or folder ("events/pebblelog/...") the
+	// rule is for, relative to the module.
+	pkg string
+	// greffe are the packages of the module pkg may import, in the same
+	// notation; "..." is all of them. except removes some of those.
+	greffe, except []string
+	// modules are the third-party import paths pkg may import, each with
+	// everything below it; "..." is all of them. The standard library and
+	// everywhere are always allowed.
+	modules []string
+	// belowAPI marks what api builds on: it must not import net/http.
+	belowAPI bool
+	why      string
+}
+
+type violation struct {
+	// pkg imports imp or a package below it.
+	pkg, imp, why string
+}
+
+// pkg is what go list says of one package.
+type pkg struct {
+	ImportPath   string
+	Name         string
+	Dir          string
+	Standard     bool
+	DepOnly      bool
+	Module       *struct{ Path string }
+	Imports      []string
+	GoFiles      []string
+	CgoFiles     []string
+	TestGoFiles  []string
+	XTestGoFiles []string
+	Error        *struct{ Err string }
+}
+
+// module is the module's packages, as go list reads them.
+type module struct {
+	path     string          // the module path
+	pkgs     []*pkg          // the module's packages, in go list's order
+	standard map[string]bool // import paths of the standard library
+}
+
+// rel returns p relative to the module ("events/pebblelog"), or "" for a
+// path outside it.
+func (m *module) rel(p string) (string, bool) {
+	if p == m.path {
+		return ".", true
+	}
+	r, ok := strings.CutPrefix(p, m.path+"/")
+	return r, ok
+}
+
+// load lists every package of the module and its dependencies with
+// `go list -deps -json ./...`, as Pebble's lint lists its packages with
+// the go command rather than a loader library.
+func load(t *testing.T) *module {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("lint: the go command is not on PATH; these checks read the module with `go list`")
+	}
+	// The module root: the test runs in internal/lint.
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			t.Fatal("no go.mod above the test's folder")
+		}
+		root = parent
+	}
+	cmd := exec.Command(goCmd, "list", "-deps", "-json", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps -json ./...: %v\n%s", err, stderr.Bytes())
+	}
+	m := &module{standard: map[string]bool{}}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		p := new(pkg)
+		if err := dec.Decode(p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		switch {
+		case p.Error != nil:
+			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		case p.Standard:
+			m.standard[p.ImportPath] = true
+		case !p.DepOnly:
+			m.pkgs = append(m.pkgs, p)
+			if m.path == "" && p.Module != nil {
+				m.path = p.Module.Path
+			}
+		}
+	}
+	if len(m.pkgs) == 0 || m.path == "" {
+		t.Fatal("go list found no package of the module")
+	}
+	return m
+}
+
+// matches reports whether the relative package path p is pattern, or
+// below it for a pattern ending in "/...".
+func matches(pattern, p string) bool {
+	if pattern == "..." {
+		return true
+	}
+	if dir, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == dir || strings.HasPrefix(p, dir+"/")
+	}
+	return p == pattern
+}
+
+// under reports whether import path p is prefix or below it.
+func under(prefix, p string) bool {
+	return prefix == "..." || p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+// ruleFor returns the most specific rule of the relative package path p:
+// the exact one, else the longest folder.
+func ruleFor(p string) (rule, bool) {
+	best, found := rule{}, false
+	for _, r := range rules {
+		if !matches(r.pkg, p) {
+			continue
+		}
+		if r.pkg == p {
+			return r, true
+		}
+		if !found || len(r.pkg) > len(best.pkg) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// allowsGreffe reports whether r lets its package import imp, a package
+// of the module (relative to it).
+func (r rule) allowsGreffe(imp string) bool {
+	ok := slices.ContainsFunc(r.greffe, func(g string) bool { return matches(g, imp) })
+	return ok && !slices.ContainsFunc(r.except, func(g string) bool { return matches(g, imp) })
+}
+
+// allowsModule reports whether r lets its package import imp, a
+// third-party package.
+func (r rule) allowsModule(imp string) bool {
+	return slices.ContainsFunc(r.modules, func(m string) bool { return under(m, imp) }) ||
+		slices.ContainsFunc(everywhere, func(m string) bool { return under(m, imp) })
+}
+
+// TestLint runs the house rules over every package of the module.
+func TestLint(t *testing.T) {
+	m := load(t)
+	t.Run("Imports", func(t *testing.T) { testImports(t, m) })
+	t.Run("NetHTTPBelowAPI", func(t *testing.T) { testNetHTTPBelowAPI(t, m) })
+	t.Run("AggregatesReadNoClock", func(t *testing.T) { testAggregatesReadNoClock(t, m) })
+	t.Run("Names", func(t *testing.T) { testNames(t, m) })
+	t.Run("RawAtomics", func(t *testing.T) { testRawAtomics(t, m) })
+}
+
+// testImports checks every package's imports against its rule.
+func testImports(t *testing.T, m *module) {
+	used := map[string]bool{}
+	seen := map[violation]bool{}
+	for _, p := range m.pkgs {
+		rel, _ := m.rel(p.ImportPath)
+		r, ok := ruleFor(rel)
+		if !ok {
+			t.Errorf("%s has no rule: add one to rules, with its reason (ARCHITECTURE.md, its doc.go)", rel)
+			continue
+		}
+		used[r.pkg] = true
+		for _, imp := range p.Imports {
+			if m.standard[imp] || imp == "C" {
+				continue
+			}
+			var allowed bool
+			if irel, ok := m.rel(imp); ok {
+				allowed = r.allowsGreffe(irel)
+			} else {
+				allowed = r.allowsModule(imp)
+			}
+			if allowed {
+				continue
+			}
+			if i := slices.IndexFunc(knownViolations, func(v violation) bool { return v.pkg == rel && under(v.imp, imp) }); i >= 0 {
+				seen[knownViolations[i]] = true
+				continue
+			}
+			t.Errorf("%s imports %s, which its rule (%s) does not allow: %s", rel, imp, r.pkg, r.why)
+		}
+	}
+	for _, r := range rules {
+		if !used[r.pkg] {
+			t.Errorf("the rule for %s matches no package: delete it", r.pkg)
+		}
+	}
+	for _, v := range knownViolations {
+		if !seen[v] {
+			t.Errorf("known violation %s -> %s no longer happens: delete it from knownViolations", v.pkg, v.imp)
+		}
+	}
+}
+
+// parse parses the named files of p, only up to their imports when
+// importsOnly. Positions name the files relative to the module root.
+func parse(t *testing.T, m *module, fset *token.FileSet, p *pkg, names []string, importsOnly bool) map[string]*ast.File {
+	t.Helper()
+	mode := parser.SkipObjectResolution
+	if importsOnly {
+		mode |= parser.ImportsOnly
+	}
+	rel, _ := m.rel(p.ImportPath)
+	out := map[string]*ast.File{}
+	for _, n := range names {
+		src, err := os.ReadFile(filepath.Join(p.Dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, path.Join(rel, n), src, mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = f
+	}
+	return out
+}
+
+// localName returns the name under which f imports importPath (its last
+// element, or the name it is given), or "" when it does not.
+func localName(f *ast.File, importPath string) string {
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == importPath {
+			if imp.Name != nil {
+				return imp.Name.Name
+			}
+			return path.Base(p)
+		}
+	}
+	return ""
+}
+
+// testNetHTTPBelowAPI checks that no file of a package below api imports
+// net/http, but those of netHTTPBelowAPI.
+func testNetHTTPBelowAPI(t *testing.T, m *module) {
+	fset := token.NewFileSet()
+	found := map[string]bool{}
+	for _, p := range m.pkgs {
+		rel, _ := m.rel(p.ImportPath)
+		if r, ok := ruleFor(rel); !ok || !r.belowAPI {
+			continue
+		}
+		for name, f := range parse(t, m, fset, p, slices.Concat(p.GoFiles, p.CgoFiles), true) {
+			if localName(f, "net/http") == "" {
+				continue
+			}
+			file := path.Join(rel, name)
+			if slices.Contains(netHTTPBelowAPI, file) {
+				found[file] = true
+				continue
+			}
+			t.Errorf("%s imports net/http: nothing below api does (ARCHITECTURE.md, \"One error shape\"); "+
+				"return an error with a code and a kind, and let api choose the status", file)
+		}
+	}
+	for _, file := range netHTTPBelowAPI {
+		if !found[file] {
+			t.Errorf("%s no longer imports net/http: delete it from netHTTPBelowAPI", file)
+		}
+	}
+}
+
+// testAggregatesReadNoClock checks that no file of aggregates reads the
+// clock, whatever name it imports time under.
+func testAggregatesReadNoClock(t *testing.T, m *module) {
+	fset := token.NewFileSet()
+	checked := false
+	for _, p := range m.pkgs {
+		if rel, _ := m.rel(p.ImportPath); rel != "aggregates" {
+			continue
+		}
+		checked = true
+		for _, f := range parse(t, m, fset, p, p.GoFiles, false) {
+			tm := localName(f, "time")
+			if tm == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == tm && slices.Contains(clockReads, sel.Sel.Name) {
+						t.Errorf("%s: time.%s in aggregates: time comes in the command (Inputs.At), never from the clock",
+							fset.Position(sel.Pos()), sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if !checked {
+		t.Error("no package aggregates: update this check")
+	}
+}
+
+// testNames checks package, folder and file names against bannedNames.
+func testNames(t *testing.T, m *module) {
+	for _, p := range m.pkgs {
+		rel, _ := m.rel(p.ImportPath)
+		if slices.Contains(bannedNames, p.Name) || slices.Contains(bannedNames, path.Base(rel)) {
+			t.Errorf("package %s (%s): name packages for what they hold (STYLE.md, \"Naming\")", p.Name, rel)
+		}
+		for _, n := range slices.Concat(p.GoFiles, p.CgoFiles, p.TestGoFiles, p.XTestGoFiles) {
+			base := strings.TrimSuffix(strings.TrimSuffix(n, ".go"), "_test")
+			if slices.Contains(bannedNames, base) {
+				t.Errorf("%s: name files for what they hold (STYLE.md, \"Naming\")", path.Join(rel, n))
+			}
+		}
+	}
+}
+
+// testRawAtomics checks that no file calls sync/atomic's functions on raw
+// values.
+func testRawAtomics(t *testing.T, m *module) {
+	fset := token.NewFileSet()
+	for _, p := range m.pkgs {
+		for _, f := range parse(t, m, fset, p, slices.Concat(p.GoFiles, p.CgoFiles, p.TestGoFiles, p.XTestGoFiles), false) {
+			a := localName(f, "sync/atomic")
+			if a == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == a &&
+					slices.ContainsFunc(rawAtomicPrefixes, func(pre string) bool { return strings.HasPrefix(sel.Sel.Name, pre) }) {
+					t.Errorf("%s: atomic.%s: use a typed atomic (atomic.Int64, atomic.Pointer…) (STYLE.md, \"Concurrency\")",
+						fset.Position(sel.Pos()), sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}
