@@ -231,12 +231,41 @@ type greffeReader interface {
 // greffeReaderNamed returns the reader --greffe-read names.
 func greffeReaderNamed(name string) (greffeReader, error) {
 	switch name {
+	case "entries":
+		return entriesReader{}, nil
 	case "pages":
 		return pagesReader{limit: events.MaxReadLimit}, nil
 	case "subscribe":
 		return subscribeReader{}, nil
 	}
-	return nil, fmt.Errorf("--greffe-read %q: want pages or subscribe", name)
+	return nil, fmt.Errorf("--greffe-read %q: want entries, pages or subscribe", name)
+}
+
+// entriesReader reads GET /v1/all?format=entries (client.ReadEntries): the
+// stored bytes of each event, framed by their length, decoded by the
+// client (docs/API.md). One request reads up to a million events; the
+// reader asks again from where an answer ended until it has n.
+type entriesReader struct{}
+
+func (entriesReader) ReadInOrder(ctx context.Context, c *client.Client, n int) (int, error) {
+	got := 0
+	for got < n {
+		before := got
+		_, err := c.ReadEntries(ctx, uint64(got), n-got, func(_ []byte, e events.Event) error {
+			if e.Position != uint64(got) {
+				return fmt.Errorf("GET /v1/all?format=entries: position %d where %d was due", e.Position, got)
+			}
+			got++
+			return nil
+		})
+		if err != nil {
+			return got, err
+		}
+		if got == before {
+			break // the log holds fewer than n
+		}
+	}
+	return got, nil
 }
 
 // pagesReader reads GET /v1/all pages of limit events (client.ReadAll):

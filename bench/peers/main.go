@@ -79,7 +79,7 @@ type systemFlags struct {
 
 func (c *systemFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.greffe, "greffe", "", "the greffe binary to run (default: build ./cmd/greffe from the greffe source this module's go.mod replaces, ../..)")
-	fs.StringVar(&c.greffeRead, "greffe-read", "pages", "how shape D reads greffe's log: pages (GET /v1/all, 10,000 events a page) or subscribe (GET /v1/subscribe, SSE)")
+	fs.StringVar(&c.greffeRead, "greffe-read", "entries", "how shape D reads greffe's log: entries (GET /v1/all?format=entries, the stored bytes framed), pages (GET /v1/all JSON pages of 10,000 events) or subscribe (GET /v1/subscribe, SSE)")
 	fs.StringVar(&c.systems, "systems", "greffe,etcd,nats", "systems to run, comma-separated")
 	fs.StringVar(&c.dir, "dir", "", "parent of the servers' temporary data folders (default: the system's temporary folder); put it on the disk to measure")
 	fs.BoolVar(&c.json, "json", false, "print JSON")

@@ -39,7 +39,7 @@ func testSystems(t *testing.T) ([]system, system) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader, err := greffeReaderNamed("pages")
+	reader, err := greffeReaderNamed("entries")
 	if err != nil {
 		t.Fatal(err)
 	}
