@@ -189,6 +189,14 @@ var rules = []rule{
 			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types and client",
 	},
 	{
+		pkg:     "witness",
+		greffe:  []string{"events"},
+		modules: []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
+		why: "not in the table: C2SP tlog-witness from both ends (witness/doc.go): events' checkpoints and proofs, " +
+			"transparency-dev's cosignature/v1 keys and proof verification, x/mod's note; it speaks HTTP as the node's " +
+			"peer, never below api, and api, node and cmd wire it",
+	},
+	{
 		pkg:      "internal/fatal",
 		belowAPI: true,
 		why:      "the bridges' fatal error: the standard library only",
