@@ -154,14 +154,14 @@ var rules = []rule{
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client"},
+		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
 			"github.com/secure-systems-lab/go-securesystemslib",
 		},
 		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
-			"events, the store's read-only Inspector, aggregates, client, transparency-dev, x/mod's note and DSSE",
+			"events, the store's read-only Inspector, aggregates, client, witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
 	},
 	{
 		pkg:     "backup",
