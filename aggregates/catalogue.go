@@ -22,7 +22,7 @@ type CommandSpec struct {
 // The path of a command through the commands layer is uniform:
 //
 //	cmd, err := aggregates.DecodeCommand(name, data) // 400 on error
-//	states, err := aggregates.LoadStates(cmd, readStream)
+//	states, err := aggregates.LoadStates(cmd, aggregates.Folding(readStream))
 //	// for an aggregates.EvidenceCommand, resolve its EvidenceRefs
 //	evs, err := aggregates.Decide(cmd, aggregates.Inputs{At: now, Position: head.Size, Policy: policy, States: states})
 //	// append evs with an exact expected version on every stream in states
@@ -114,9 +114,10 @@ var catalogueIndex = sync.OnceValue(func() map[string]CommandSpec {
 
 // DecodeCommand decodes a command's JSON data strictly (unknown and
 // duplicate fields refused, exact key case, types checked) and validates
-// its shape. Errors: *UnknownCommandError for a name not in the catalogue,
+// its shape, once: Decide does not validate again. Errors:
+// *UnknownCommandError for a name not in the catalogue,
 // *InvalidCommandError (with the JSON path, from "data") otherwise; both
-// are HTTP 400s. Absent or empty data decodes as {}.
+// are refusals of a malformed command. Absent or empty data decodes as {}.
 func DecodeCommand(name string, data []byte) (Command, error) {
 	cmd, ok := NewCommand(name)
 	if !ok {

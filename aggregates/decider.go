@@ -143,7 +143,7 @@ type Command interface {
 	CommandName() string
 	// Validate checks the command's shape (required fields, enumerations,
 	// bounds) and returns an *InvalidCommandError naming the field. It reads
-	// no state.
+	// no state. DecodeCommand calls it; Decide requires it passed.
 	Validate() error
 	// Streams returns every stream Decide reads, given the states loaded so
 	// far. The caller loads the streams it returns, then calls it again
@@ -179,18 +179,15 @@ var ErrUnreadStream = errors.New("aggregates: event on a stream the command did 
 // two dependent reads.
 const maxStreamRounds = 4
 
-// Decide validates cmd, checks that every stream it reads is loaded, runs
-// its gates and checks that every event targets a stream it read. The
-// shape checks return *InvalidCommandError, the gates *Refusal; a caller
-// bug (a stream not loaded) wraps ErrStreamNotLoaded.
+// Decide checks that every stream cmd reads is loaded, runs its gates and
+// checks that every event targets a stream it read. The gates refuse with
+// a *Refusal; a caller bug (a stream not loaded) wraps ErrStreamNotLoaded.
+//
+// REQUIRES: cmd is valid: it came from DecodeCommand, or cmd.Validate()
+// returned nil. Decide does not validate again: a command's shape is
+// checked once, where it is decoded (ARCHITECTURE.md, "Decode once"), and
+// before Streams names what to load from it.
 func Decide(cmd Command, in Inputs) ([]NewEvent, error) {
-	if err := cmd.Validate(); err != nil {
-		var ie *InvalidCommandError
-		if errors.As(err, &ie) && ie.Command == "" {
-			ie.Command = cmd.CommandName()
-		}
-		return nil, err
-	}
 	if in.At.IsZero() {
 		return nil, fmt.Errorf("decide %s: Inputs.At is zero; the node must set the command's time", cmd.CommandName())
 	}
@@ -214,11 +211,13 @@ func Decide(cmd Command, in Inputs) ([]NewEvent, error) {
 	return out, nil
 }
 
-// LoadStates runs the Streams fixpoint with read, which returns the stored
-// events of one stream in version order (none for a stream without events).
-// It is the loading loop the commands layer needs, kept here so tests and
-// the layer share it. It returns the folded states.
-func LoadStates(cmd Command, read func(stream string) ([]events.Event, error)) (States, error) {
+// LoadStates runs the Streams fixpoint: it calls load once for each stream
+// cmd names, in the order named, and asks cmd again with the states loaded
+// so far until it names nothing new, then returns the states. load returns
+// the folded state of one stream: Folding's, or the commands layer's,
+// which starts from a cached state and records the version it read. It is
+// the one loading loop; its errors are load's, unwrapped.
+func LoadStates(cmd Command, load func(stream string) (State, error)) (States, error) {
 	states := States{}
 	for range maxStreamRounds {
 		added := false
@@ -226,11 +225,7 @@ func LoadStates(cmd Command, read func(stream string) ([]events.Event, error)) (
 			if _, ok := states[s]; ok {
 				continue
 			}
-			evs, err := read(s)
-			if err != nil {
-				return nil, fmt.Errorf("load %s: %w", s, err)
-			}
-			st, err := Fold(s, evs)
+			st, err := load(s)
 			if err != nil {
 				return nil, err
 			}
@@ -242,6 +237,19 @@ func LoadStates(cmd Command, read func(stream string) ([]events.Event, error)) (
 		}
 	}
 	return nil, fmt.Errorf("load streams of %s: still naming new streams after %d rounds", cmd.CommandName(), maxStreamRounds)
+}
+
+// Folding returns a load function for LoadStates that folds what read
+// returns, a stream's stored events in version order (none for a stream
+// without events), from the stream's initial state.
+func Folding(read func(stream string) ([]events.Event, error)) func(stream string) (State, error) {
+	return func(stream string) (State, error) {
+		evs, err := read(stream)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", stream, err)
+		}
+		return Fold(stream, evs)
+	}
 }
 
 // FoldError reports a stored event that a state cannot fold: a type foreign

@@ -56,7 +56,7 @@ func (l *ledger) byID(id uuid.UUID) (events.Event, bool) {
 // inputs loads everything cmd reads.
 func (l *ledger) inputs(cmd Command) Inputs {
 	l.t.Helper()
-	states, err := LoadStates(cmd, l.read)
+	states, err := LoadStates(cmd, Folding(l.read))
 	if err != nil {
 		l.t.Fatalf("load %s: %v", cmd.CommandName(), err)
 	}
@@ -89,9 +89,13 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// decide runs cmd's gates without appending.
+// decide runs cmd's gates without appending, after the shape checks that
+// DecodeCommand runs where a command enters.
 func (l *ledger) decide(cmd Command) ([]NewEvent, error) {
 	l.t.Helper()
+	if err := cmd.Validate(); err != nil {
+		return nil, withCommand(cmd.CommandName(), err)
+	}
 	return Decide(cmd, l.inputs(cmd))
 }
 

@@ -37,12 +37,11 @@ func sourceFiles(t *testing.T) (*token.FileSet, map[string]*ast.File) {
 }
 
 // TestLint_Purity enforces ARCHITECTURE.md's rule for this package: the
-// gates are pure. Imports are the standard library, uuid, events and
-// internal/strictjson (a pure JSON check the HTTP API shares); no clock,
-// randomness, file system, network or process access.
+// gates are pure. Imports are the standard library, uuid and events (whose
+// DecodeJSON is the strict decoder of command data); no clock, randomness,
+// file system, network or process access.
 func TestLint_Purity(t *testing.T) {
-	allowedModules := map[string]bool{"github.com/google/uuid": true, "github.com/greffe/greffe/events": true,
-		"github.com/greffe/greffe/internal/strictjson": true}
+	allowedModules := map[string]bool{"github.com/google/uuid": true, "github.com/greffe/greffe/events": true}
 	bannedImports := []string{"os", "net", "math/rand", "crypto/rand", "syscall", "io/ioutil", "unsafe", "os/exec", "log", "log/slog", "runtime", "plugin"}
 	bannedCalls := map[string][]string{
 		"time": {"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "Tick", "NewTimer", "NewTicker"},
@@ -55,7 +54,7 @@ func TestLint_Purity(t *testing.T) {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			first, _, _ := strings.Cut(p, "/")
 			if strings.Contains(first, ".") && !allowedModules[p] {
-				t.Errorf("%s imports %s: only the standard library, uuid, events and internal/strictjson are allowed", name, p)
+				t.Errorf("%s imports %s: only the standard library, uuid and events are allowed", name, p)
 			}
 			for _, b := range bannedImports {
 				if p == b || strings.HasPrefix(p, b+"/") {

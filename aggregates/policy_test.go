@@ -30,10 +30,10 @@ func TestParsePolicy(t *testing.T) {
 		{name: "overrides", file: `{"budgets": {"corrections": 2}, "probe_freshness": "1m"}`, want: twoCorrections},
 		{name: "unknown field", file: `{"budgets": {"correction": 2}}`, wantErr: "policy.budgets.correction: unknown field"},
 		{name: "wrong case", file: `{"Budgets": {}}`, wantErr: "policy.Budgets"},
-		{name: "wrong type", file: `{"budgets": {"corrections": "two"}}`, wantErr: "policy.budgets.corrections: must be a number"},
+		{name: "wrong type", file: `{"budgets": {"corrections": "two"}}`, wantErr: "policy.budgets.corrections: must be an integer, got a string"},
 		{name: "invalid value", file: `{"budgets": {"attempts": -1}}`, wantErr: "budgets.attempts is -1; must be >= 0"},
-		{name: "not an object", file: `[1]`, wantErr: "must be a JSON object"},
-		{name: "not JSON", file: `{"budgets":`, wantErr: "is not valid JSON"},
+		{name: "not an object", file: `[1]`, wantErr: "policy: must be an object, got an array"},
+		{name: "not JSON", file: `{"budgets":`, wantErr: "policy.budgets: is not JSON"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,32 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/greffe/greffe/events"
+)
+
+// The errors of this package are of three types, which the commands layer
+// tells apart: a *Refusal is a gate's answer, recorded in the refusals
+// stream; an *InvalidCommandError or an *UnknownCommandError is a malformed
+// command, never recorded. They stay types of their own for that reason,
+// and each implements events.Coded (CodedError), which is all any other
+// reader needs: the code, the kind (always events.KindRefused: nothing
+// was written), the field and the details. This package imports events
+// only; the HTTP status of each kind and code is the API's business.
+
+// The codes of a malformed command. The commands layer declares them too
+// (commands.CodeInvalidCommand, CodeUnknownCommand) and docs/API.md lists
+// them; they are not gate codes (a malformed command is never recorded),
+// so they are not Code… constants here, which docs/GATES.md lists.
+const (
+	invalidCommandCode = "invalid_command"
+	unknownCommandCode = "unknown_command"
+)
+
+var (
+	_ events.Coded = (*Refusal)(nil)
+	_ events.Coded = (*InvalidCommandError)(nil)
+	_ events.Coded = (*UnknownCommandError)(nil)
 )
 
 // Refusal is a gate's answer when a command would break a rule: nothing is
@@ -26,9 +52,14 @@ type Refusal struct {
 // Error returns "code: message".
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
 
-// ErrorCode returns the stable code. The API maps any error with an
-// ErrorCode method to a 422 response carrying the code.
+// ErrorCode returns the stable code.
 func (r *Refusal) ErrorCode() string { return r.Code }
+
+// CodedError describes the refusal: its code and details, of kind
+// events.KindRefused.
+func (r *Refusal) CodedError() *events.Error {
+	return &events.Error{Code: r.Code, Kind: events.KindRefused, Message: r.Message, Details: r.Details, Err: r}
+}
 
 // refuse builds a Refusal. details may be nil.
 func refuse(code string, details map[string]any, format string, args ...any) *Refusal {
@@ -36,8 +67,8 @@ func refuse(code string, details map[string]any, format string, args ...any) *Re
 }
 
 // InvalidCommandError reports a malformed command: JSON that does not decode
-// strictly, or a value outside its declared shape. It is an HTTP 400, not a
-// gate refusal, and deliberately has no ErrorCode method.
+// strictly, or a value outside its declared shape. It is not a gate
+// refusal: nothing is recorded.
 type InvalidCommandError struct {
 	// Command is the command name.
 	Command string
@@ -46,10 +77,18 @@ type InvalidCommandError struct {
 	Path string
 	// Reason says what is wrong with it.
 	Reason string
-	// Code, when set, is a more precise code than the commands layer's
-	// invalid_command: events.CodeInvalidUTF8 for a string that is not
-	// text.
+	// Code, when set, is a more precise code than invalid_command:
+	// events.CodeInvalidUTF8 for a string that is not text.
 	Code string
+}
+
+// CodedError describes the error: invalid_command (or Code) at Path.
+func (e *InvalidCommandError) CodedError() *events.Error {
+	code := e.Code
+	if code == "" {
+		code = invalidCommandCode
+	}
+	return &events.Error{Code: code, Kind: events.KindRefused, Field: e.Path, Message: e.Reason, Err: e}
 }
 
 // Error returns "invalid <command> command: <path>: <reason>".
@@ -72,7 +111,7 @@ func invalid(path, format string, args ...any) *InvalidCommandError {
 }
 
 // UnknownCommandError is returned by DecodeCommand for a name that is not in
-// the catalogue (an HTTP 400).
+// the catalogue.
 type UnknownCommandError struct {
 	Name string
 }
@@ -80,6 +119,11 @@ type UnknownCommandError struct {
 // Error names the command and lists the known ones.
 func (e *UnknownCommandError) Error() string {
 	return fmt.Sprintf("unknown command %q; known commands are %s", e.Name, strings.Join(CommandNames(), ", "))
+}
+
+// CodedError describes the error: unknown_command, at the field "command".
+func (e *UnknownCommandError) CodedError() *events.Error {
+	return &events.Error{Code: unknownCommandCode, Kind: events.KindRefused, Field: "command", Message: e.Error(), Err: e}
 }
 
 // sortedKeys returns the keys of m in order, for deterministic details.

@@ -111,7 +111,7 @@ func TestAPI_AppendRefusals(t *testing.T) {
 		{"reserved stream", "/v1/streams/approval-1", `{"events": [{"type": "ApprovalGranted"}]}`, 403, "reserved_stream", "stream"},
 		{"refusals stream", "/v1/streams/refusals", `{"events": [{"type": "CommandRefused"}]}`, 403, "reserved_stream", "stream"},
 		{"reserved in multi", "/v1/append", `{"appends": [{"stream": "ok", "events": [{"type": "A"}]}, {"stream": "mission-9", "events": [{"type": "A"}]}]}`, 403, "reserved_stream", "appends[1].stream"},
-		{"malformed json", "/v1/streams/orders", `{"events": [`, 400, "malformed_json", ""},
+		{"malformed json", "/v1/streams/orders", `{"events": [`, 400, "malformed_json", "events"},
 		{"unknown field", "/v1/streams/orders", `{"events": [{"type": "A"}], "expected": "any"}`, 400, "unknown_field", "expected"},
 		{"unknown nested field", "/v1/streams/orders", `{"events": [{"type": "A", "payload": {}}]}`, 400, "unknown_field", "events[0].payload"},
 		{"key in another case", "/v1/streams/orders", `{"events": [{"type": "A", "Data": {"n": 1}}]}`, 400, "unknown_field", "events[0].Data"},

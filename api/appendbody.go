@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
@@ -12,31 +11,32 @@ import (
 )
 
 // The single-stream append body (POST /v1/streams/{stream}) is the hottest
-// request the node decodes, and reflection-based encoding/json was a large
-// share of the append path's CPU. fastDecodeStreamAppend is a hand-written
-// decoder for the plain shape clients actually send. It is only a shortcut:
-// DecodeStrict is the reference. The fast path accepts a body only when it
-// is sure DecodeStrict would accept it and produce the same value, and
-// declines everything else (odd keys, escapes, null, malformed input, ...),
-// which then goes through DecodeStrict, so every error and every edge case
-// behaves exactly as before. FuzzFastDecodeStreamAppend checks this.
+// request the node decodes. fastDecodeStreamAppend is a hand-written
+// decoder for the plain shape clients actually send, kept because it is
+// measured faster than the reference decoder, events.DecodeJSON
+// (encoding/json/v2), on the same body in the same run (docs/PERFORMANCE.md;
+// BenchmarkDecodeStreamAppend). It is only a shortcut: DecodeJSON is the
+// reference. The fast path accepts a body only when it is sure DecodeJSON
+// would accept it and produce the same value, and declines everything else
+// (odd names, escapes, null, malformed input, ...), which then goes through
+// DecodeJSON, so every error and every edge case is the reference's.
+// FuzzFastDecodeStreamAppend checks this.
 
 // decodeStreamAppend is decodeBody for client.StreamAppendIn with the fast
 // path in front: same Content-Type check, same size limit, same errors.
 func decodeStreamAppend(w http.ResponseWriter, r *http.Request, v *client.StreamAppendIn) error {
-	// Same check and message as decodeBody.
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia, Message: "send the body as application/json"}
+	if err := checkContentType(r); err != nil {
+		return err
 	}
 	body, err := readAppendBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength)
 	if err != nil {
-		return jsonError(err) // over the limit, or the connection lost: as DecodeStrict
+		return readError(err) // over the limit, or the connection lost: as DecodeStrict
 	}
 	if fv, ok := fastDecodeStreamAppend(body); ok {
 		*v = fv
 		return nil
 	}
-	return decodeStrictBytes(body, v)
+	return decodeBytes(body, v)
 }
 
 // readAppendBody is io.ReadAll with the buffer sized from Content-Length when the
@@ -63,163 +63,87 @@ func readAppendBody(rd io.Reader, contentLength int64) ([]byte, error) {
 }
 
 // maxRawDepth bounds the nesting of data and metadata on the fast path.
-// encoding/json refuses documents nested deeper than 10000 levels counted
-// from the top of the body, which json.Valid on the sub-value cannot see;
-// deeper values are left to DecodeStrict.
+// The reference decoder refuses documents nested deeper than 10000 levels
+// counted from the top of the body, which a check of the sub-value alone
+// cannot see; deeper values are left to it.
 const maxRawDepth = 1000
 
-// fastDecodeStreamAppend decodes body as DecodeStrict would decode it into
+// The names of the body and of an event, in the order of the fast path's
+// switches.
+var (
+	bodyNames  = []string{"stream", "expected_version", "events"}
+	eventNames = []string{"id", "type", "data", "metadata", "correlation_id", "causation_id"}
+)
+
+// fastDecodeStreamAppend decodes body as DecodeJSON would decode it into
 // a client.StreamAppendIn, or returns false when the body is not the plain
-// shape it handles. It accepts only: the exact keys stream,
+// shape it handles. It accepts only: the exact names stream,
 // expected_version and events at the top, and id, type, data, metadata,
 // correlation_id, causation_id in an event, each at most once; strings
 // without escapes, control bytes or invalid UTF-8; no null as a field value;
 // expected_version as a string or a non-negative integer that
-// events.Expected accepts. data and metadata alias body (capped, so an
-// append to one cannot overwrite the next).
+// events.Expected accepts; data and metadata that are JSON text without a
+// name given twice (or escaped). data and metadata alias body (capped, so
+// an append to one cannot overwrite the next).
 func fastDecodeStreamAppend(body []byte) (client.StreamAppendIn, bool) {
 	var out client.StreamAppendIn
 	p := fastScanner{jsonscan.Scanner{B: body}}
-	if !p.Consume('{') {
-		return out, false
-	}
-	var seen uint8
-	if !p.Consume('}') {
-		for {
-			key, ok := p.PlainString()
-			if !ok || !p.Consume(':') {
-				return out, false
-			}
-			var bit uint8
-			switch string(key) {
-			case "stream":
-				bit = 1
-				s, ok := p.PlainString()
-				if !ok {
-					return out, false
-				}
-				out.Stream = string(s)
-			case "expected_version":
-				bit = 2
-				raw, ok := p.expectedRaw()
-				if !ok || out.ExpectedVersion.UnmarshalJSON(raw) != nil {
-					return out, false
-				}
-			case "events":
-				bit = 4
-				evs, ok := p.events()
-				if !ok {
-					return out, false
-				}
-				out.Events = evs
-			default:
-				return out, false
-			}
-			if seen&bit != 0 {
-				return out, false
-			}
-			seen |= bit
-			if p.Consume(',') {
-				continue
-			}
-			if p.Consume('}') {
-				break
-			}
-			return out, false
+	ok := p.Fields(bodyNames, func(i int) bool {
+		switch i {
+		case 0:
+			s, ok := p.PlainString()
+			out.Stream = string(s)
+			return ok
+		case 1:
+			raw, ok := p.expectedRaw()
+			return ok && out.ExpectedVersion.UnmarshalJSON(raw) == nil
+		default:
+			evs, ok := p.events()
+			out.Events = evs
+			return ok
 		}
-	}
-	return out, p.End()
+	})
+	return out, ok && p.End()
 }
 
 // events decodes the events array.
 func (p *fastScanner) events() ([]client.EventIn, bool) {
-	if !p.Consume('[') {
-		return nil, false
-	}
 	evs := []client.EventIn{} // "[]" decodes to an empty, non-nil slice
-	if p.Consume(']') {
-		return evs, true
-	}
-	for {
+	ok := p.Array(func() bool {
 		var e, prev client.EventIn
 		if len(evs) > 0 {
 			prev = evs[len(evs)-1]
 		}
-		if !p.Consume('{') {
-			return nil, false
-		}
-		var seen uint8
-		if !p.Consume('}') {
-			for {
-				key, ok := p.PlainString()
-				if !ok || !p.Consume(':') {
-					return nil, false
-				}
-				var bit uint8
-				switch string(key) {
-				case "id":
-					bit = 1
-					s, ok := p.PlainString()
-					if !ok {
-						return nil, false
-					}
-					e.ID = string(s)
-				case "type":
-					bit = 2
-					s, ok := p.PlainString()
-					if !ok {
-						return nil, false
-					}
-					e.Type = internString(s, prev.Type)
-				case "data":
-					bit = 4
-					if e.Data, ok = p.rawValue(); !ok {
-						return nil, false
-					}
-				case "metadata":
-					bit = 8
-					if e.Metadata, ok = p.rawValue(); !ok {
-						return nil, false
-					}
-				case "correlation_id":
-					bit = 16
-					s, ok := p.PlainString()
-					if !ok {
-						return nil, false
-					}
-					e.CorrelationID = internString(s, prev.CorrelationID)
-				case "causation_id":
-					bit = 32
-					s, ok := p.PlainString()
-					if !ok {
-						return nil, false
-					}
-					e.CausationID = internString(s, prev.CausationID)
-				default:
-					return nil, false
-				}
-				if seen&bit != 0 {
-					return nil, false
-				}
-				seen |= bit
-				if p.Consume(',') {
-					continue
-				}
-				if p.Consume('}') {
-					break
-				}
-				return nil, false
+		ok := p.Fields(eventNames, func(i int) bool {
+			var ok bool
+			switch i {
+			case 0:
+				var s []byte
+				s, ok = p.PlainString()
+				e.ID = string(s)
+			case 1:
+				var s []byte
+				s, ok = p.PlainString()
+				e.Type = internString(s, prev.Type)
+			case 2:
+				e.Data, ok = p.rawValue()
+			case 3:
+				e.Metadata, ok = p.rawValue()
+			case 4:
+				var s []byte
+				s, ok = p.PlainString()
+				e.CorrelationID = internString(s, prev.CorrelationID)
+			default:
+				var s []byte
+				s, ok = p.PlainString()
+				e.CausationID = internString(s, prev.CausationID)
 			}
-		}
+			return ok
+		})
 		evs = append(evs, e)
-		if p.Consume(',') {
-			continue
-		}
-		if p.Consume(']') {
-			return evs, true
-		}
-		return nil, false
-	}
+		return ok
+	})
+	return evs, ok
 }
 
 // fastScanner is the shared cursor with the append body's own readers
@@ -252,19 +176,21 @@ func (p *fastScanner) expectedRaw() ([]byte, bool) {
 }
 
 // rawValue returns the bytes of any JSON value except null, exactly as
-// encoding/json hands them to json.RawMessage (no surrounding whitespace),
-// capped so that appending to it reallocates.
+// the reference hands them to json.RawMessage (no surrounding
+// whitespace), capped so that appending to it reallocates: JSON text
+// (events.ValidJSON) in which no object gives a name twice, as the
+// reference refuses (SkipValueUniqueNames).
 func (p *fastScanner) rawValue() (json.RawMessage, bool) {
 	p.Space()
 	start := p.I
-	if !p.SkipValue(maxRawDepth) {
+	if !p.SkipValueUniqueNames(maxRawDepth) {
 		return nil, false
 	}
 	v := p.B[start:p.I:p.I]
 	if string(v) == "null" {
 		return nil, false
 	}
-	if !events.ValidJSON(v) { // SkipValue only matched brackets and strings
+	if !events.ValidJSON(v) { // SkipValueUniqueNames only matched brackets and strings
 		return nil, false
 	}
 	return v, true

@@ -179,13 +179,13 @@ func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 			tok, found := strings.CutPrefix(auth, "Bearer ")
 			if !found || tok == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="greffe"`)
-				writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "send an Authorization: Bearer <token> header"})
+				writeError(w, &Error{Code: CodeUnauthorized, Message: "send an Authorization: Bearer <token> header"})
 				return
 			}
 			e, ok := s.cfg.Tokens.identify(tok)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="greffe", error="invalid_token"`)
-				writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the bearer token is not known to this node"})
+				writeError(w, &Error{Code: CodeUnauthorized, Message: "the bearer token is not known to this node"})
 				return
 			}
 			p = Principal{Name: e.name, Role: e.role}
@@ -194,7 +194,7 @@ func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 				allowed = allowed || role == p.Role
 			}
 			if !allowed {
-				writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+				writeError(w, &Error{Code: CodeForbidden,
 					Message: fmt.Sprintf("role %s may not call %s %s; it needs one of %v", p.Role, r.Method, r.URL.Path, roles)})
 				return
 			}

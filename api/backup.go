@@ -44,7 +44,7 @@ func (s *Server) MountBackup(b Backuper, keysDir string) {
 		case "false":
 			withKeys = false
 		default:
-			writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeInvalidQuery, Field: "keys",
+			writeError(w, &Error{Code: CodeInvalidQuery, Field: "keys",
 				Message: fmt.Sprintf("keys %q: use true (the default) or false", v)})
 			return
 		}
@@ -52,7 +52,7 @@ func (s *Server) MountBackup(b Backuper, keysDir string) {
 		case busy <- struct{}{}:
 			defer func() { <-busy }()
 		default:
-			writeError(w, &Error{Status: http.StatusConflict, Code: CodeBackupInProgress,
+			writeError(w, &Error{Code: CodeBackupInProgress,
 				Message: "another backup of this node is being streamed; retry once it is done"})
 			return
 		}
@@ -66,7 +66,7 @@ func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request, b Backuper,
 	bk, err := b.Backup(ctx)
 	if err != nil {
 		if errors.Is(err, pebblelog.ErrNoSigner) {
-			err = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: " + err.Error()}
+			err = &Error{Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: " + err.Error()}
 		}
 		writeError(w, err)
 		return

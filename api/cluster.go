@@ -39,7 +39,7 @@ type NodeIn struct {
 func (s *Server) MountCluster(c Cluster) {
 	if c == nil {
 		notClustered := func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, &Error{Status: http.StatusConflict, Code: CodeNotClustered,
+			writeError(w, &Error{Code: CodeNotClustered,
 				Message: "this node runs alone; start it with --raft-addr and --bootstrap (or --join) to form a cluster"})
 		}
 		s.Handle("GET /v1/cluster/status", notClustered, readerRoles()...)

@@ -34,7 +34,7 @@ func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 		}
 		p := PrincipalFrom(r.Context())
 		if p.Role == RoleExecutor && !slices.Contains(commands.ExecutorCommands(), in.Command) {
-			writeError(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Field: "command",
+			writeError(w, &Error{Code: CodeForbidden, Field: "command",
 				Message: fmt.Sprintf("an executor may send only %v, not %q", commands.ExecutorCommands(), in.Command)})
 			return
 		}
@@ -45,7 +45,7 @@ func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 			if errors.As(err, &re) {
 				w.Header().Set(positionHeader, strconv.FormatUint(re.Event.Position+1, 10))
 			}
-			writeError(w, commandError(err))
+			writeError(w, err)
 			return
 		}
 		out := client.CommandOut{Command: res.Command, CommandID: res.CommandID.String(), Outcome: res.Outcome, Duplicate: res.Duplicate,
@@ -60,23 +60,4 @@ func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
-}
-
-// commandError maps the commands layer's errors to API errors: 400 with
-// the JSON path for a malformed command, 422 with the gate's code and
-// details for a refusal, 409 for a conflict; the log's own errors keep
-// their mapping.
-func commandError(err error) error {
-	var ie *commands.InvalidError
-	var re *commands.RefusedError
-	var ce *commands.ConflictError
-	switch {
-	case errors.As(err, &ie):
-		return &Error{Status: http.StatusBadRequest, Code: ie.Code, Field: ie.Field, Message: ie.Message}
-	case errors.As(err, &re):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: re.Refusal.Code, Message: re.Refusal.Message, Details: re.Refusal.Details}
-	case errors.As(err, &ce):
-		return &Error{Status: http.StatusConflict, Code: ce.Code, Message: ce.Message, Details: ce.Details}
-	}
-	return err
 }

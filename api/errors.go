@@ -1,25 +1,27 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 
+	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/internal/strictjson"
+	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/replicator"
 )
 
 // Error codes of the HTTP layer (the log's own codes are in events; every
 // code is listed in docs/API.md). Never renamed, never reused.
 const (
-	CodeMalformedJSON    = "malformed_json"
-	CodeUnknownField     = "unknown_field"
+	// CodeMalformedJSON and CodeUnknownField are the decoder's
+	// (events.DecodeJSON).
+	CodeMalformedJSON    = events.CodeMalformedJSON
+	CodeUnknownField     = events.CodeUnknownField
 	CodeBodyTooLarge     = "body_too_large"
 	CodeBodyTimeout      = "body_timeout"
 	CodeInvalidQuery     = "invalid_query"
@@ -32,76 +34,147 @@ const (
 	CodeCorrupt          = "corrupt"
 )
 
-// statusOf maps the log's codes to HTTP statuses.
-func statusOf(code string) int {
-	switch code {
-	case events.CodeWrongExpectedVersion, events.CodeDuplicateEventID:
-		return http.StatusConflict
-	case events.CodeReservedStream, events.CodeReservedStreamName:
-		return http.StatusForbidden
-	case events.CodeEventTooLarge, events.CodeAppendTooLarge, events.CodeTooManyEvents, CodeBodyTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case events.CodeNotFound, events.CodeStreamNotFound:
-		return http.StatusNotFound
-	case events.CodeOutcomeUnknown, events.CodeStoreFailed, CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case CodeUnauthorized:
-		return http.StatusUnauthorized
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeCorrupt, CodeInternal:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
+// statusKey is a row of statuses: a code for one kind, a code for every
+// kind (anyKind), or a kind for the codes without a row of their own (no
+// code).
+type statusKey struct {
+	code string
+	kind events.Kind
 }
 
-// toAPIError turns any error into an *Error with a status and a code.
+// anyKind marks a row that holds for its code whatever the error's kind.
+const anyKind events.Kind = 255
+
+// statuses is the one table that turns an error into an HTTP status
+// (statusOf): the row of its code and kind, else of its code, else of its
+// kind. Below the API errors carry a kind (events.Kind) and a code, never
+// a status; this table and the sentinels of toAPIError are the only place
+// a status is chosen. TestStatuses_Docs holds it to docs/API.md's tables.
+// Never written after it is built.
+var statuses = map[statusKey]int{
+	// Each kind, for a code without a row of its own. A refusal is a 422:
+	// a rule refused a well-formed request; every gate code of
+	// docs/GATES.md is one. Malformed input and the refusals that are not
+	// gates' have their rows below.
+	{kind: events.KindRefused}:   http.StatusUnprocessableEntity,
+	{kind: events.KindFailed}:    http.StatusServiceUnavailable,
+	{kind: events.KindUncertain}: http.StatusServiceUnavailable,
+	{kind: events.KindCorrupt}:   http.StatusInternalServerError,
+
+	// 400: the request is malformed; fix it.
+	{events.CodeInvalidStreamName, anyKind}:       http.StatusBadRequest,
+	{events.CodeInvalidEventType, anyKind}:        http.StatusBadRequest,
+	{events.CodeInvalidEventID, anyKind}:          http.StatusBadRequest,
+	{events.CodeReservedEventID, anyKind}:         http.StatusBadRequest,
+	{events.CodeInvalidField, anyKind}:            http.StatusBadRequest,
+	{events.CodeDataNotObject, anyKind}:           http.StatusBadRequest,
+	{events.CodeMetadataNotObject, anyKind}:       http.StatusBadRequest,
+	{events.CodeInvalidSignature, anyKind}:        http.StatusBadRequest,
+	{events.CodeEmptyAppend, anyKind}:             http.StatusBadRequest,
+	{events.CodeDuplicateStream, anyKind}:         http.StatusBadRequest,
+	{events.CodeInvalidUTF8, anyKind}:             http.StatusBadRequest,
+	{events.CodeInvalidExpectedVersion, anyKind}:  http.StatusBadRequest,
+	{events.CodeMalformedJSON, anyKind}:           http.StatusBadRequest,
+	{events.CodeUnknownField, anyKind}:            http.StatusBadRequest,
+	{CodeInvalidQuery, anyKind}:                   http.StatusBadRequest,
+	{commands.CodeInvalidCommand, anyKind}:        http.StatusBadRequest,
+	{commands.CodeUnknownCommand, anyKind}:        http.StatusBadRequest,
+	{commands.CodeInvalidCommandID, anyKind}:      http.StatusBadRequest,
+	{commands.CodeCommandTimeNotAllowed, anyKind}: http.StatusBadRequest,
+	{projections.CodePositionBeyondHead, anyKind}: http.StatusBadRequest,
+	// 401, 403, 404, 405, 408, 413, 415.
+	{CodeUnauthorized, anyKind}:                  http.StatusUnauthorized,
+	{CodeForbidden, anyKind}:                     http.StatusForbidden,
+	{events.CodeReservedStream, anyKind}:         http.StatusForbidden,
+	{events.CodeReservedStreamName, anyKind}:     http.StatusForbidden,
+	{events.CodeNotFound, anyKind}:               http.StatusNotFound,
+	{events.CodeStreamNotFound, anyKind}:         http.StatusNotFound,
+	{projections.CodeUnknownProjection, anyKind}: http.StatusNotFound,
+	{replicator.CodeUnknownNode, anyKind}:        http.StatusNotFound,
+	{CodeMethodNotAllowed, anyKind}:              http.StatusMethodNotAllowed,
+	{CodeBodyTimeout, anyKind}:                   http.StatusRequestTimeout,
+	{events.CodeEventTooLarge, anyKind}:          http.StatusRequestEntityTooLarge,
+	{events.CodeTooManyEvents, anyKind}:          http.StatusRequestEntityTooLarge,
+	{events.CodeAppendTooLarge, anyKind}:         http.StatusRequestEntityTooLarge,
+	{CodeBodyTooLarge, anyKind}:                  http.StatusRequestEntityTooLarge,
+	{CodeUnsupportedMedia, anyKind}:              http.StatusUnsupportedMediaType,
+	// 409: the request conflicts with the state (refused), or lost a
+	// race it may win when re-sent (failed).
+	{events.CodeWrongExpectedVersion, anyKind}:             http.StatusConflict,
+	{events.CodeDuplicateEventID, anyKind}:                 http.StatusConflict,
+	{commands.CodeCommandIDReused, anyKind}:                http.StatusConflict,
+	{commands.CodeConcurrencyConflict, anyKind}:            http.StatusConflict,
+	{replicator.CodeLedgerMismatch, anyKind}:               http.StatusConflict,
+	{replicator.CodeMemberConflict, anyKind}:               http.StatusConflict,
+	{replicator.CodeReplicationFailed, events.KindRefused}: http.StatusConflict,
+	{CodeNotClustered, anyKind}:                            http.StatusConflict,
+	{CodeBackupInProgress, anyKind}:                        http.StatusConflict,
+	// 422: a gate (the kind's row), or a signature that does not verify.
+	{CodeSignatureInvalid, anyKind}: http.StatusUnprocessableEntity,
+	// 500 and 503: the node's side.
+	{CodeInternal, anyKind}:                      http.StatusInternalServerError,
+	{CodeCorrupt, anyKind}:                       http.StatusInternalServerError,
+	{projections.CodeProjectionFailed, anyKind}:  http.StatusInternalServerError,
+	{events.CodeOutcomeUnknown, anyKind}:         http.StatusServiceUnavailable,
+	{projections.CodeProjectionLagging, anyKind}: http.StatusServiceUnavailable,
+	{replicator.CodeNotLeader, anyKind}:          http.StatusServiceUnavailable,
+	{replicator.CodeLeaderUnreachable, anyKind}:  http.StatusServiceUnavailable,
+	{CodeLeaderChanged, anyKind}:                 http.StatusServiceUnavailable,
+	{events.CodeStoreFailed, anyKind}:            http.StatusServiceUnavailable,
+	{CodeUnavailable, anyKind}:                   http.StatusServiceUnavailable,
+}
+
+// statusOf returns the HTTP status of an error of kind k and code code.
+func statusOf(k events.Kind, code string) int {
+	if s, ok := statuses[statusKey{code, k}]; ok {
+		return s
+	}
+	if s, ok := statuses[statusKey{code, anyKind}]; ok {
+		return s
+	}
+	if s, ok := statuses[statusKey{kind: k}]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// toAPIError turns any error into an *Error with a status and a code: the
+// API's own errors (and a leader's answers relayed as they came) as they
+// are; every coded error (events.Coded) by its code, kind, field and
+// details; the log's sentinels by what they mean.
 func toAPIError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		if ae.Status == 0 {
-			ae.Status = statusOf(ae.Code)
+			ae.Status = statusOf(events.KindRefused, ae.Code)
 		}
 		return ae
 	}
-	var ce *events.ConditionError
-	if errors.As(err, &ce) {
-		return &Error{Status: http.StatusConflict, Code: events.CodeWrongExpectedVersion, Message: ce.Error(),
-			Details: map[string]any{"stream": ce.Stream, "expected": ce.Expected, "actual": ce.Actual}}
+	if d, ok := events.AsCoded(err); ok {
+		return &Error{Status: statusOf(d.Kind, d.Code), Code: d.Code, Message: d.Message, Field: d.Field, Details: d.Details}
 	}
-	var ee *events.Error
-	if errors.As(err, &ee) {
-		return &Error{Status: statusOf(ee.Code), Code: ee.Code, Message: ee.Message, Field: ee.Field}
-	}
-	var coded interface {
-		ErrorCode() string
-	}
-	if errors.As(err, &coded) {
-		ae := &Error{Status: http.StatusUnprocessableEntity, Code: coded.ErrorCode(), Message: err.Error()}
-		var detailed interface{ ErrorDetails() map[string]any }
-		if errors.As(err, &detailed) {
-			ae.Details = detailed.ErrorDetails()
-		}
-		var status interface{ HTTPStatus() int }
-		if errors.As(err, &status) {
-			ae.Status = status.HTTPStatus()
-		}
-		return ae
+	sentinel := func(code string, k events.Kind, msg string) *Error {
+		return &Error{Status: statusOf(k, code), Code: code, Message: msg}
 	}
 	switch {
 	case errors.Is(err, events.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: err.Error()}
+		return sentinel(events.CodeNotFound, events.KindRefused, err.Error())
 	case errors.Is(err, events.ErrOutcomeUnknown):
-		return &Error{Status: http.StatusServiceUnavailable, Code: events.CodeOutcomeUnknown,
-			Message: "the outcome is unknown: " + err.Error() + "; retrying with the same event ids (or command id) is safe"}
+		return sentinel(events.CodeOutcomeUnknown, events.KindUncertain,
+			"the outcome is unknown: "+err.Error()+"; retrying with the same event ids (or command id) is safe")
 	case errors.Is(err, events.ErrCorrupt):
-		return &Error{Status: http.StatusInternalServerError, Code: CodeCorrupt, Message: err.Error()}
+		return sentinel(CodeCorrupt, events.KindCorrupt, err.Error())
 	case errors.Is(err, events.ErrClosed), errors.Is(err, context.Canceled):
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the node is shutting down; retry on another node or later"}
+		return sentinel(CodeUnavailable, events.KindFailed, "the node is shutting down; retry on another node or later")
 	case errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: http.StatusServiceUnavailable, Code: events.CodeOutcomeUnknown, Message: "timed out: " + err.Error()}
+		return sentinel(events.CodeOutcomeUnknown, events.KindUncertain, "timed out: "+err.Error())
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+	// A coded error that is not events.Coded (a client's, an exporter's).
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) {
+		return sentinel(coded.ErrorCode(), events.KindRefused, err.Error())
+	}
+	return sentinel(CodeInternal, events.KindFailed, err.Error())
 }
 
 func writeError(w http.ResponseWriter, err error) {
@@ -120,139 +193,63 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // and base64 overhead.
 const maxBodyBytes = 6 << 20
 
-// decodeBody decodes a JSON body strictly: unknown fields refused, one value
-// only, bounded size. Errors are *Error with the JSON path when known.
+// decodeBody decodes a JSON body strictly (DecodeStrict), after checking
+// its Content-Type, with its size bounded.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := checkContentType(r); err != nil {
+		return err
+	}
+	return DecodeStrict(http.MaxBytesReader(w, r.Body, maxBodyBytes), v)
+}
+
+// checkContentType refuses a body that is not sent as JSON.
+func checkContentType(r *http.Request) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMedia, Message: "send the body as application/json"}
-	}
-	body := http.MaxBytesReader(w, r.Body, maxBodyBytes)
-	return DecodeStrict(body, v)
-}
-
-// DecodeStrict decodes one JSON value from rd into v, refusing unknown
-// fields, keys in another case than the field's (encoding/json would match
-// them), duplicate keys and trailing data. Exported for the CLI, which reads
-// the same shapes from files. v is undefined after an error.
-func DecodeStrict(rd io.Reader, v any) error {
-	body, err := io.ReadAll(rd)
-	if err != nil {
-		return jsonError(err)
-	}
-	return decodeStrictBytes(body, v)
-}
-
-// decodeStrictBytes is DecodeStrict on a body already read.
-//
-// A body that is one JSON value whose strings are text is walked by
-// strictjson.Check before encoding/json decodes it, so that every problem
-// is named by its full path ("appends[0].events[2].actor", with the array
-// indices encoding/json drops): unknown fields (encoding/json names the key
-// alone), keys in another case and repeated keys (which encoding/json lets
-// through), type errors, and values that decode themselves
-// (expected_version, with its own code). encoding/json then cannot fail.
-// Anything else is refused before: not text, or not JSON.
-func decodeStrictBytes(body []byte, v any) error {
-	if !events.ValidJSON(body) {
-		// JSON is UTF-8 (RFC 8259 §8.1). encoding/json decodes a string
-		// that is not text (invalid bytes, an unpaired surrogate escape)
-		// to U+FFFD and keeps a RawMessage's bytes as they are, so "p\xff"
-		// and "p\xfe" would become one name and data would be stored as no
-		// reader shows it: such a body is refused with the path of the
-		// first such string, in data too.
-		if json.Valid(body) {
-			var se *strictjson.Error
-			if err := strictjson.CheckText(body, ""); errors.As(err, &se) {
-				return &Error{Status: http.StatusBadRequest, Code: events.CodeInvalidUTF8, Field: se.Path, Message: pathMessage(se)}
-			}
-		}
-		return syntaxError(body)
-	}
-	if err := strictjson.Check(body, reflect.TypeOf(v).Elem(), "", true); err != nil {
-		var se *strictjson.Error
-		if !errors.As(err, &se) {
-			return err
-		}
-		return strictError(se)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err) // the walk accepts only what decodes: a gap in it
+		return &Error{Code: CodeUnsupportedMedia, Message: "send the body as application/json"}
 	}
 	return nil
 }
 
-// syntaxError words why body, which is not one JSON value, is refused:
-// encoding/json's syntax error with its offset, an empty body, or what
-// follows the first value.
-func syntaxError(body []byte) *Error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var first json.RawMessage
-	if err := dec.Decode(&first); err != nil {
-		return jsonError(err)
+// DecodeStrict decodes one JSON value from rd into v with events.DecodeJSON,
+// the one strict decoder: unknown names, names in another case than the
+// field's, names given twice, strings that are not UTF-8 text and trailing
+// data are refused, each with its full path. Exported for the CLI, which
+// reads the same shapes from files. v is undefined after an error.
+func DecodeStrict(rd io.Reader, v any) error {
+	body, err := io.ReadAll(rd)
+	if err != nil {
+		return readError(err)
 	}
-	if dec.More() {
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "the body holds more than one JSON value"}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "trailing data after the JSON value"}
-	}
-	return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "the body is not one JSON value"}
+	return decodeBytes(body, v)
 }
 
-// strictError turns the walk's first problem into the API's error, with
-// its path.
-func strictError(se *strictjson.Error) *Error {
-	// A value that decodes itself and refused with a code of the log
-	// (expected_version: invalid_expected_version) keeps that code.
+// decodeBytes is DecodeStrict on a body already read. Its errors are the
+// decoder's *events.Error, with the path at the head of the sentence.
+func decodeBytes(body []byte, v any) error {
+	err := events.DecodeJSON(body, v, events.DecodeOptions{})
 	var ee *events.Error
-	if errors.As(se, &ee) {
-		return &Error{Status: http.StatusBadRequest, Code: ee.Code, Field: se.Path, Message: ee.Message}
+	if err == nil || !errors.As(err, &ee) {
+		return err
 	}
-	code, hint := CodeMalformedJSON, ""
-	switch {
-	case strings.HasPrefix(se.Reason, "unknown field"):
-		code, hint = CodeUnknownField, " (keys are case-sensitive; check the name against docs/API.md)"
-	case se.Reason == "appears twice":
-		hint = " (a key appears once)"
+	e := *ee
+	if e.Field == "" {
+		e.Message = "the body " + e.Message
+	} else {
+		e.Message = e.Field + ": " + e.Message
 	}
-	return &Error{Status: http.StatusBadRequest, Code: code, Field: se.Path, Message: pathMessage(se) + hint}
+	return &e
 }
 
-// pathMessage words a strictjson error: "path: reason", or the reason
-// about "the body" at the root.
-func pathMessage(se *strictjson.Error) string {
-	if se.Path == "" {
-		return "the body " + se.Reason
-	}
-	return se.Path + ": " + se.Reason
-}
-
-func jsonError(err error) *Error {
+// readError words why a body could not be read: over the limit, the
+// body's own refusal (body_timeout), or the connection lost.
+func readError(err error) error {
 	var mbe *http.MaxBytesError
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+	var ae *Error
 	switch {
 	case errors.As(err, &mbe):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the append", mbe.Limit)}
-	case errors.As(err, &se):
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
-	case errors.As(err, &te):
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Field: te.Field,
-			Message: fmt.Sprintf("field %q must be %s, got %s", te.Field, te.Type, te.Value)}
-	case errors.Is(err, io.EOF):
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "the body is empty; send a JSON object"}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: "the JSON body ends too early"}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for unknown fields.
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &Error{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: f, Message: fmt.Sprintf("unknown field %q; check the field name against docs/API.md", f)}
-	}
-	var ae *Error
-	if errors.As(err, &ae) {
+		return &Error{Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the append", mbe.Limit)}
+	case errors.As(err, &ae):
 		return ae
 	}
-	return &Error{Status: http.StatusBadRequest, Code: CodeMalformedJSON, Message: err.Error()}
+	return &Error{Code: CodeMalformedJSON, Message: "the body could not be read: " + err.Error()}
 }

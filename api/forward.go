@@ -130,7 +130,7 @@ func (f *forwarder) routeRead(w http.ResponseWriter, r *http.Request) {
 		return
 	case ConsistencyLeader, ConsistencyLinearizable:
 	default:
-		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeInvalidQuery, Field: "consistency",
+		writeError(w, &Error{Code: CodeInvalidQuery, Field: "consistency",
 			Message: fmt.Sprintf("consistency %q: use local, leader or linearizable", level)})
 		return
 	}
@@ -172,7 +172,7 @@ func (f *forwarder) serveLocal(w http.ResponseWriter, r *http.Request) {
 }
 
 func leaderChanged(r *http.Request) error {
-	return &Error{Status: http.StatusServiceUnavailable, Code: CodeLeaderChanged,
+	return &Error{Code: CodeLeaderChanged,
 		Message: fmt.Sprintf("%s forwarded this request here as to the leader, but this node no longer leads; nothing was written, retry", r.Header.Get(HeaderForwardedBy))}
 }
 
@@ -180,7 +180,7 @@ func leaderChanged(r *http.Request) error {
 func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, base string) {
 	target, err := url.Parse(base)
 	if err != nil || target.Host == "" {
-		writeError(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeLeaderUnreachable, Message: fmt.Sprintf("the leader's URL %q is not usable", base)})
+		writeError(w, &Error{Code: CodeLeaderUnreachable, Message: fmt.Sprintf("the leader's URL %q is not usable", base)})
 		return
 	}
 	rp := &httputil.ReverseProxy{
@@ -210,7 +210,7 @@ func forwardError(r *http.Request, base string, err error) error {
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeLeaderUnreachable,
+		return &Error{Code: CodeLeaderUnreachable,
 			Message: fmt.Sprintf("the leader at %s could not be reached (%v); nothing was written, retry", base, err)}
 	}
 	return fmt.Errorf("%w: forwarded to the leader at %s, which did not answer: %v", events.ErrOutcomeUnknown, base, err)

@@ -101,8 +101,9 @@ func TestAPI_RefusesInvalidUTF8(t *testing.T) {
 		{"multi: stream", "/v1/append", "{\"appends\":[{\"stream\":\"a\xff\",\"events\":[{\"type\":\"T\"}]}]}", utf8Bad("appends[0].stream")},
 		{"multi: data", "/v1/append", "{\"appends\":[{\"stream\":\"a\",\"events\":[{\"type\":\"T\"},{\"type\":\"T\",\"data\":{\"x\":\"\xff\"}}]}]}", utf8Bad("appends[0].events[1].data.x")},
 		{"multi: metadata surrogate", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"T","metadata":{"x":"\udfff"}}]}]}`, utf8Bad("appends[0].events[0].metadata.x")},
-		// Not JSON is still malformed_json, whatever its bytes.
-		{"syntax error with a bad byte", "/v1/streams/s", "{\"events\":[{\"type\":\xff}]}", bad("malformed_json", "")},
+		// Not JSON is still malformed_json, whatever its bytes (with the
+		// path of the value it is in: it had none).
+		{"syntax error with a bad byte", "/v1/streams/s", "{\"events\":[{\"type\":\xff}]}", bad("malformed_json", "events[0].type")},
 	})
 }
 
@@ -225,6 +226,15 @@ func TestAPI_FieldPaths(t *testing.T) {
 		{"unknown in a multi event", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":"b","events":[{"type":"A","actor":"x"}]}]}`, unknown("appends[1].events[0].actor")},
 		{"wrong type keeps its index", "/v1/streams/s", `{"events":[{"type":"A"},{"type":5}]}`, refusal{400, api.CodeMalformedJSON, "events[1].type"}},
 		{"multi: wrong type keeps its index", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":7}]}`, refusal{400, api.CodeMalformedJSON, "appends[1].stream"}},
+		// A name given twice is refused anywhere, data and metadata
+		// included (issue #14: the decoder is encoding/json/v2; readers
+		// disagree on which of two names wins), on the fast path too.
+		{"a name twice in data", "/v1/streams/s", `{"events":[{"type":"A","data":{"a":1,"a":2}}]}`, refusal{400, api.CodeMalformedJSON, "events[0].data.a"}},
+		{"a name twice deep in metadata", "/v1/streams/s", `{"events":[{"type":"A","metadata":{"m":[{"k":1,"k":2}]}}]}`, refusal{400, api.CodeMalformedJSON, "events[0].metadata.m[0].k"}},
+		{"multi: a name twice in data", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"},{"type":"A","data":{"x":{"y":1,"y":2}}}]}]}`, refusal{400, api.CodeMalformedJSON, "appends[0].events[1].data.x.y"}},
+		{"one name in sibling objects", "/v1/streams/s", `{"events":[{"type":"A","data":{"x":{"a":1},"y":{"a":2}}}]}`, refusal{Status: 200}},
+		// A syntax error is named by the value it is in.
+		{"syntax error in an event", "/v1/streams/s", `{"events":[{"type":"A"},{"type":}]}`, refusal{400, api.CodeMalformedJSON, "events[1].type"}},
 	}
 	for _, v := range []string{`1e999`, `18446744073709551616`, `18446744073709551615`, `4611686018427387905`, `-1`, `1.5`, `1e3`, `true`, `null`, `{}`, `[]`, `"nostream"`, `"stream_exists"`, `"-1"`, `""`} {
 		cases = append(cases,
@@ -694,7 +704,7 @@ func TestLoadTokens_RefusesAmbiguousEntries(t *testing.T) {
 	if err := os.WriteFile(path, []byte("["+entry("bob\xff", "writer", secret)+"]"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.LoadTokens(path); client.CodeOf(err) != events.CodeInvalidUTF8 || !strings.Contains(err.Error(), "[0].name") {
+	if _, err := api.LoadTokens(path); events.CodeOf(err) != events.CodeInvalidUTF8 || !strings.Contains(err.Error(), "[0].name") {
 		t.Errorf("a name that is not UTF-8 in the file: %v", err)
 	}
 	for _, name := range []string{"bob\xff", "bob\nroot", strings.Repeat("b", events.MaxTextFieldLen+1)} {

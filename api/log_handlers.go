@@ -29,7 +29,7 @@ func (s *Server) routes() {
 	s.Handle("GET /v1/checkpoint", s.checkpoint, readerRoles()...)
 	s.proofRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
+		writeError(w, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
 	})
 }
 
@@ -70,7 +70,7 @@ func ToProposed(base string, in []client.EventIn, actor string) ([]events.Propos
 		if e.ID != "" {
 			var err error
 			if id, err = uuid.Parse(e.ID); err != nil || id == uuid.Nil {
-				return nil, &Error{Code: events.CodeInvalidEventID, Field: fmt.Sprintf("%s[%d].id", base, i), Message: fmt.Sprintf("event id %q is not a UUID", e.ID)}
+				return nil, &events.Error{Code: events.CodeInvalidEventID, Field: fmt.Sprintf("%s[%d].id", base, i), Message: fmt.Sprintf("event id %q is not a UUID", e.ID)}
 			}
 			if events.IsReservedEventID(id) {
 				return nil, events.CheckRawEventID(fmt.Sprintf("%s[%d].id", base, i), id)
@@ -101,7 +101,7 @@ func (s *Server) appendStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body.Stream = stream
-	s.doAppend(w, r, []client.StreamAppendIn{body}, "events")
+	s.doAppend(w, r, []client.StreamAppendIn{body}, false)
 }
 
 func (s *Server) appendMulti(w http.ResponseWriter, r *http.Request) {
@@ -110,47 +110,51 @@ func (s *Server) appendMulti(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.doAppend(w, r, body.Appends, "")
+	s.doAppend(w, r, body.Appends, true)
 }
 
-func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.StreamAppendIn, single string) {
+// doAppend appends the entries of a body: one entry that is the body
+// itself (multi false: POST /v1/streams/{stream}), or those of
+// {"appends": [...]}.
+func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.StreamAppendIn, multi bool) {
 	actor := PrincipalFrom(r.Context()).Name
 	req := events.AppendRequest{Streams: make([]events.StreamAppend, len(in))}
 	for i, sa := range in {
-		base, streamField := fmt.Sprintf("appends[%d].events", i), fmt.Sprintf("appends[%d].stream", i)
-		if single != "" {
-			base, streamField = single, "stream"
+		// The entry's path, which every refusal of its fields starts with,
+		// the log's too (events.AppendRequest.Validate): appends[i], or
+		// none for the single-stream body, which is the entry itself.
+		entry := &req.Streams[i]
+		if multi {
+			entry.Path = fmt.Sprintf("appends[%d]", i)
 		}
+		streamField := entry.FieldPath("stream")
 		if err := events.ValidateStreamName(streamField, sa.Stream); err != nil {
 			writeError(w, err)
 			return
 		}
 		if events.IsSystemStream(sa.Stream) {
-			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStreamName, Field: streamField,
+			writeError(w, &Error{Code: events.CodeReservedStreamName, Field: streamField,
 				Message: fmt.Sprintf("stream names starting with \"$\" are reserved (KurrentDB's $all and system streams); %q cannot be appended to, choose a name without the leading \"$\"", sa.Stream)})
 			return
 		}
 		if events.IsReserved(sa.Stream) {
-			writeError(w, &Error{Status: http.StatusForbidden, Code: events.CodeReservedStream, Field: streamField,
+			writeError(w, &Error{Code: events.CodeReservedStream, Field: streamField,
 				Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", sa.Stream)})
 			return
 		}
-		ps, err := ToProposed(base, sa.Events, actor)
+		ps, err := ToProposed(entry.FieldPath("events"), sa.Events, actor)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		req.Streams[i] = events.StreamAppend{Stream: sa.Stream, Expected: sa.ExpectedVersion, Events: ps}
+		entry.Stream, entry.Expected, entry.Events = sa.Stream, sa.ExpectedVersion, ps
 	}
-	if err := s.checkEnvelopes(r, &req, single); err != nil { // api/signed.go
+	if err := s.checkEnvelopes(r, &req); err != nil { // api/signed.go
 		writeError(w, err)
 		return
 	}
 	o, err := s.ledger.Append(r.Context(), req)
 	if err != nil {
-		if single != "" {
-			err = singleField(err)
-		}
 		writeError(w, err)
 		return
 	}
@@ -158,17 +162,6 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 		return
 	}
 	writeAppendOut(w, o) // api/appendout.go: writeJSON(w, http.StatusOK, appendOut(o)), by hand
-}
-
-// singleField rewrites the field path of a validation error for the
-// single-stream body ("appends[0].events[3].data" -> "events[3].data").
-func singleField(err error) error {
-	if ee, ok := err.(*events.Error); ok && strings.HasPrefix(ee.Field, "appends[0].") {
-		c := *ee
-		c.Field = strings.TrimPrefix(ee.Field, "appends[0].")
-		return &c
-	}
-	return err
 }
 
 func appendOut(o events.Outcome) client.AppendOut {
@@ -340,7 +333,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "streaming unsupported by this connection"})
+		writeError(w, &Error{Code: CodeInternal, Message: "streaming unsupported by this connection"})
 		return
 	}
 	// Tracked (for the metrics) before the client sees the response.

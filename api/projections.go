@@ -34,7 +34,7 @@ func (s *Server) MountProjections(set *projections.Set) {
 			return
 		}
 		if _, ok := projections.SpecByName(name); !ok {
-			writeError(w, &Error{Status: http.StatusNotFound, Code: projections.CodeUnknownProjection, Message: (&projections.UnknownError{Name: name}).Error()})
+			writeError(w, &projections.UnknownError{Name: name})
 			return
 		}
 		var b []byte
@@ -70,7 +70,7 @@ func projectionQuery(r *http.Request) (projections.Query, *uint64, uint64, error
 	var q projections.Query
 	var at *uint64
 	bad := func(field, msg string) error {
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidQuery, Field: field, Message: msg}
+		return &Error{Code: CodeInvalidQuery, Field: field, Message: msg}
 	}
 	if s := v.Get("time"); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)

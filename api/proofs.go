@@ -56,11 +56,11 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case size == 0:
-		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Field: "size",
+		writeError(w, &Error{Code: events.CodeNotFound, Field: "size",
 			Message: "the empty tree (size 0) has no leaves: no inclusion proof exists in it"})
 		return
 	case size > head.Size || pos >= size:
-		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound,
+		writeError(w, &Error{Code: events.CodeNotFound,
 			Message: fmt.Sprintf("need position < size <= head; got position %d, size %d, head %d", pos, size, head.Size)})
 		return
 	}
@@ -101,7 +101,7 @@ func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if from > to || to > head.Size {
-		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound,
+		writeError(w, &Error{Code: events.CodeNotFound,
 			Message: fmt.Sprintf("need from <= to <= head; got from %d, to %d, head %d", from, to, head.Size)})
 		return
 	}
@@ -145,14 +145,14 @@ func (s *Server) rootAt(r *http.Request, head events.Head, size uint64) ([32]byt
 func tileParams(n string, count uint64) (index, width uint64, full bool, err error) {
 	idx, p, perr := layout.ParseTileIndexPartial(n)
 	if perr != nil {
-		return 0, 0, false, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: fmt.Sprintf("tile index %q: %v", n, perr)}
+		return 0, 0, false, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("tile index %q: %v", n, perr)}
 	}
 	width = layout.TileWidth
 	if p > 0 {
 		width = uint64(p)
 	}
 	if idx*layout.TileWidth+width > count {
-		return 0, 0, false, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: fmt.Sprintf("tile %s is beyond the log", n)}
+		return 0, 0, false, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("tile %s is beyond the log", n)}
 	}
 	return idx, width, p == 0, nil
 }
@@ -170,7 +170,7 @@ func tileCache(w http.ResponseWriter, full bool) {
 func (s *Server) hashTile(w http.ResponseWriter, r *http.Request) {
 	level, err := layout.ParseTileLevel(r.PathValue("level"))
 	if err != nil || level*8 >= 64 {
-		writeError(w, &Error{Status: http.StatusNotFound, Code: events.CodeNotFound, Message: "tile level must be 0 to 7"})
+		writeError(w, &Error{Code: events.CodeNotFound, Message: "tile level must be 0 to 7"})
 		return
 	}
 	base := uint(level * 8)

@@ -244,7 +244,7 @@ type deadlineBody struct {
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = &Error{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout,
+		err = &Error{Code: CodeBodyTimeout,
 			Message: fmt.Sprintf("the request body did not arrive within %s of its headers; send the whole body without pausing", b.limit)}
 	}
 	return n, err

@@ -49,7 +49,7 @@ func (s *Server) UseKeyRing(kr KeyRing) {
 // checkEnvelopes verifies every envelope of req against the key ring at
 // the current head. Envelopes without signatures are left to validation
 // (invalid_envelope).
-func (s *Server) checkEnvelopes(r *http.Request, req *events.AppendRequest, single string) error {
+func (s *Server) checkEnvelopes(r *http.Request, req *events.AppendRequest) error {
 	var lookup events.KeyLookup
 	for i, sa := range req.Streams {
 		for j, p := range sa.Events {
@@ -67,11 +67,8 @@ func (s *Server) checkEnvelopes(r *http.Request, req *events.AppendRequest, sing
 				if !errors.As(err, &se) {
 					return err
 				}
-				field := fmt.Sprintf("appends[%d].events[%d].envelope", i, j)
-				if single != "" {
-					field = fmt.Sprintf("%s[%d].envelope", single, j)
-				}
-				return &Error{Status: http.StatusUnprocessableEntity, Code: CodeSignatureInvalid, Field: field,
+				field := req.Streams[i].FieldPath(fmt.Sprintf("events[%d].envelope", j))
+				return &Error{Code: CodeSignatureInvalid, Field: field,
 					Message: fmt.Sprintf("the signature by %q does not verify against the key ring at position %d: %s; sign with a registered, unrevoked executor key", se.KeyID, s.ledger.Head().Size, se.Reason),
 					Details: map[string]any{"reason": se.Reason, "key_id": se.KeyID}}
 			}
@@ -89,7 +86,7 @@ func (s *Server) keyLookup(r *http.Request) (events.KeyLookup, error) {
 	}
 	l, err := kr.LookupAt(r.Context(), s.ledger.Head().Size)
 	if err != nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		return nil, &Error{Code: CodeUnavailable,
 			Message: fmt.Sprintf("the key ring is not available (%v); retry later or append unsigned events", err)}
 	}
 	return l, nil

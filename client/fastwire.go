@@ -265,159 +265,95 @@ func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
 func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
 	var out AppendOut
 	p := wireScanner{jsonscan.Scanner{B: b}}
-	if !p.Consume('{') {
-		return AppendOut{}, false
-	}
-	var seen uint8
-	if !p.Consume('}') {
-		for {
-			key, ok := p.PlainString()
-			if !ok || !p.Consume(':') {
-				return AppendOut{}, false
-			}
-			var bit uint8
-			switch string(key) {
-			case "events":
-				bit = 1
-				if out.Events, ok = p.appendedEvents(); !ok {
-					return AppendOut{}, false
-				}
-			case "duplicate":
-				bit = 2
-				if out.Duplicate, ok = p.Bool(); !ok {
-					return AppendOut{}, false
-				}
-			default:
-				return AppendOut{}, false
-			}
-			if seen&bit != 0 {
-				return AppendOut{}, false
-			}
-			seen |= bit
-			if p.Consume(',') {
-				continue
-			}
-			if p.Consume('}') {
-				break
-			}
-			return AppendOut{}, false
+	ok := p.Fields(appendOutNames, func(i int) bool {
+		var ok bool
+		if i == 0 {
+			out.Events, ok = p.appendedEvents()
+		} else {
+			out.Duplicate, ok = p.Bool()
 		}
-	}
-	if !p.End() {
+		return ok
+	})
+	if !ok || !p.End() {
 		return AppendOut{}, false
 	}
 	return out, true
 }
 
+// The names of the answer and of an appended event, in the order of the
+// fast path's switches.
+var (
+	appendOutNames     = []string{"events", "duplicate"}
+	appendedEventNames = []string{"id", "stream", "version", "position", "leaf_hash", "recorded_at"}
+)
+
 func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
-	if !p.Consume('[') {
-		return nil, false
-	}
 	evs := []AppendedEvent{} // "[]" decodes to an empty, non-nil slice
-	if p.Consume(']') {
-		return evs, true
-	}
-	var hashes []byte // one allocation for many leaf hashes
-	for {
+	var hashes []byte        // one allocation for many leaf hashes
+	ok := p.Array(func() bool {
 		var e AppendedEvent
 		prevStream := ""
 		if len(evs) > 0 {
 			prevStream = evs[len(evs)-1].Stream
 		}
-		if !p.Consume('{') {
-			return nil, false
-		}
-		var seen uint8
-		if !p.Consume('}') {
-			for {
-				key, ok := p.PlainString()
-				if !ok || !p.Consume(':') {
-					return nil, false
+		ok := p.Fields(appendedEventNames, func(i int) bool {
+			switch i {
+			case 0:
+				s, ok := p.PlainString()
+				return ok && e.ID.UnmarshalText(s) == nil
+			case 1:
+				s, ok := p.PlainString()
+				if string(s) == prevStream {
+					e.Stream = prevStream // an append's events usually share a stream
+				} else {
+					e.Stream = string(s)
 				}
-				var bit uint8
-				switch string(key) {
-				case "id":
-					bit = 1
-					s, ok := p.PlainString()
-					if !ok || e.ID.UnmarshalText(s) != nil {
-						return nil, false
-					}
-				case "stream":
-					bit = 2
-					s, ok := p.PlainString()
-					if !ok {
-						return nil, false
-					}
-					if string(s) == prevStream {
-						e.Stream = prevStream // an append's events usually share a stream
-					} else {
-						e.Stream = string(s)
-					}
-				case "version":
-					bit = 4
-					if e.Version, ok = p.Uint(); !ok {
-						return nil, false
-					}
-				case "position":
-					bit = 8
-					if e.Position, ok = p.Uint(); !ok {
-						return nil, false
-					}
-				case "leaf_hash":
-					bit = 16
-					s, ok := p.PlainString()
-					if !ok {
-						return nil, false
-					}
-					// As encoding/json: decode into DecodedLen bytes, keep
-					// what was written; "" gives an empty, non-nil slice.
-					n := base64.StdEncoding.DecodedLen(len(s))
-					if cap(hashes)-len(hashes) < n {
-						hashes = make([]byte, 0, max(n, 32*64))
-					}
-					dst := hashes[len(hashes) : len(hashes)+n : len(hashes)+n]
-					m, err := base64.StdEncoding.Decode(dst, s)
-					if err != nil {
-						return nil, false
-					}
-					if m == 0 {
-						e.LeafHash = []byte{}
-						break
-					}
-					e.LeafHash = dst[:m:m]
-					hashes = hashes[:len(hashes)+m]
-				case "recorded_at":
-					bit = 32
-					p.Space()
-					start := p.I
-					if _, ok := p.PlainString(); !ok || e.RecordedAt.UnmarshalJSON(p.B[start:p.I]) != nil {
-						return nil, false
-					}
-				default:
-					return nil, false
+				return ok
+			case 2:
+				var ok bool
+				e.Version, ok = p.Uint()
+				return ok
+			case 3:
+				var ok bool
+				e.Position, ok = p.Uint()
+				return ok
+			case 4:
+				s, ok := p.PlainString()
+				if !ok {
+					return false
 				}
-				if seen&bit != 0 {
-					return nil, false
+				// As encoding/json: decode into DecodedLen bytes, keep
+				// what was written; "" gives an empty, non-nil slice.
+				n := base64.StdEncoding.DecodedLen(len(s))
+				if cap(hashes)-len(hashes) < n {
+					hashes = make([]byte, 0, max(n, 32*64))
 				}
-				seen |= bit
-				if p.Consume(',') {
-					continue
+				dst := hashes[len(hashes) : len(hashes)+n : len(hashes)+n]
+				m, err := base64.StdEncoding.Decode(dst, s)
+				if err != nil {
+					return false
 				}
-				if p.Consume('}') {
-					break
+				if m == 0 {
+					e.LeafHash = []byte{}
+					return true
 				}
-				return nil, false
+				e.LeafHash = dst[:m:m]
+				hashes = hashes[:len(hashes)+m]
+				return true
+			default:
+				p.Space()
+				start := p.I
+				_, ok := p.PlainString()
+				return ok && e.RecordedAt.UnmarshalJSON(p.B[start:p.I]) == nil
 			}
-		}
+		})
 		evs = append(evs, e)
-		if p.Consume(',') {
-			continue
-		}
-		if p.Consume(']') {
-			return evs, true
-		}
+		return ok
+	})
+	if !ok {
 		return nil, false
 	}
+	return evs, true
 }
 
 // wireScanner is the shared cursor with the append answer's own reader

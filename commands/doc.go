@@ -4,12 +4,14 @@
 // A command ({"command": "GrantApproval", "id": "<uuid>", …}) goes through
 // one loop (Handler.Handle):
 //
-//  1. decode: the envelope and the command's data strictly
-//     (aggregates.DecodeCommand); a malformed command is an *InvalidError
-//     with the JSON path of the bad field (HTTP 400) and writes nothing;
-//  2. load: every stream the command names (Command.Streams, repeated until
-//     it names nothing new), folded with the aggregates' own Evolve, plus the
-//     executor streams that verify a claim's evidence;
+//  1. decode, once: the envelope, then the command's data strictly and its
+//     shape (aggregates.DecodeCommand), and the digest from the same bytes
+//     (decode.go); a malformed command is refused with the JSON path of
+//     the bad field (errors.go) and writes nothing;
+//  2. load: every stream the command names (aggregates.LoadStates, the one
+//     loading loop), folded with the aggregates' own Evolve from the
+//     handler's cache, plus the executor streams that verify a claim's
+//     evidence (load.go);
 //  3. decide: aggregates.Decide at the node's time (Inputs.At, from the
 //     node's Clock when the command is received) and the log size read
 //     after loading (Inputs.Position);
@@ -20,7 +22,7 @@
 //     it read changed between the check and the write;
 //  5. retry: on wrong_expected_version, reload and decide again, at most
 //     Config.MaxRetries times with jittered backoff, then answer
-//     concurrency_conflict (HTTP 409).
+//     concurrency_conflict (retry.go).
 //
 // # Idempotency
 //
@@ -40,7 +42,8 @@
 // event in the "refusals" stream, with the id RefusalID(command id), in an
 // append that also pins every stream the decision read: a refusal is
 // recorded only if what it was based on is still current. A re-sent
-// refused command answers the recorded refusal and records nothing more.
+// refused command answers the recorded refusal and records nothing more
+// (refusal.go).
 //
 // # Actor
 //
@@ -49,7 +52,8 @@
 // events' metadata as "on_behalf_of" (a statement by the principal, kept
 // for the audit trail, which authorizes nothing).
 //
-// The package imports events, aggregates and the standard library; never
-// api, client, node or a store (the Log it needs is defined here, and
+// Its errors carry a code and a kind (errors.go); none knows HTTP. The
+// package imports events, aggregates and the standard library (never
+// net/http); never api, client, node or a store (the Log it needs is defined here, and
 // *pebblelog.Store satisfies it).
 package commands

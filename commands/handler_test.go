@@ -299,8 +299,8 @@ func TestHandler_ConcurrencyConflict(t *testing.T) {
 	hi, _ := newHandler(t, interfering{s}, func(c *commands.Config) { c.MaxRetries = 3 })
 	r := req("RecordProbe", aggregates.RecordProbe{Name: "p", Kind: aggregates.ProbeModels, Outcome: aggregates.ProbeOK, Models: []string{"m:1"}, ObservedBy: "s"})
 	_, err := hi.Handle(context.Background(), r)
-	var ce *commands.ConflictError
-	if !errors.As(err, &ce) || ce.Code != commands.CodeConcurrencyConflict || ce.Details["retries"] != 3 {
+	ce, _ := events.AsCoded(err)
+	if ce == nil || ce.Code != commands.CodeConcurrencyConflict || ce.Kind != events.KindFailed || ce.Details["retries"] != 3 {
 		t.Fatalf("want concurrency_conflict after 3 retries, got %v", err)
 	}
 	if _, err := s.EventByID(context.Background(), commands.EventID(uuid.MustParse(r.ID), 0)); !errors.Is(err, events.ErrNotFound) {
@@ -393,9 +393,10 @@ func TestHandler_Invalid(t *testing.T) {
 			tc.mod(&r)
 			head := s.Head().Size
 			_, err := tc.h.Handle(context.Background(), r)
-			var ie *commands.InvalidError
-			if !errors.As(err, &ie) {
-				t.Fatalf("want an *InvalidError, got %v", err)
+			ie, ok := events.AsCoded(err)
+			var re *commands.RefusedError
+			if !ok || ie.Kind != events.KindRefused || errors.As(err, &re) {
+				t.Fatalf("want a refusal of a malformed command, got %v", err)
 			}
 			if diff := cmp.Diff([]string{tc.code, tc.field}, []string{ie.Code, ie.Field}); diff != "" {
 				t.Errorf("code, field (-want +got):\n%s", diff)

@@ -85,6 +85,22 @@ type StreamAppend struct {
 	Stream   string
 	Expected Expected
 	Events   []Proposed
+	// Path is the JSON path of this entry in the request body it came in,
+	// the prefix of the Field of any refusal of it (Validate): "appends[2]"
+	// in the body of POST /v1/append; empty when the entry is the body
+	// itself (POST /v1/streams/{stream}, whose fields are "stream" and
+	// "events[j].type"), or when there is no body (gRPC, commands). It
+	// only names things: it is neither stored nor replicated.
+	Path string
+}
+
+// FieldPath returns the path of one of the entry's fields ("stream",
+// "events[3].data") under Path, as its refusals name it.
+func (s *StreamAppend) FieldPath(f string) string {
+	if s.Path == "" {
+		return f
+	}
+	return s.Path + "." + f
 }
 
 // AppendRequest is one atomic append: every stream's condition holds and all
@@ -219,8 +235,15 @@ func isJSONObject(b []byte) bool {
 // Validate checks every bound of an append before anything is written: stream
 // names, event types and text fields, JSON objects, the per-event encoded
 // size, the per-append count and bytes, duplicate streams and duplicate ids.
-// It does not check reserved streams (the raw API does, commands do not).
-// Field paths follow the HTTP body: appends[i].events[j].data.
+// It is the one check of the log's bounds: the store runs it on every
+// append, and nothing else re-checks them. It does not check reserved
+// streams (the raw API does, commands do not).
+//
+// Field paths are those of the body the request came in: each entry's
+// fields are named under its Path ("appends[0].events[3].data", or
+// "events[3].data" for the single-stream body), so no caller rewrites
+// them; the append's own bounds (count, total size, emptiness) are named
+// "events".
 func (r *AppendRequest) Validate() error {
 	if len(r.Streams) == 0 || r.EventCount() == 0 {
 		return Refusef(CodeEmptyAppend, "events", "an append needs at least one event")
@@ -231,12 +254,13 @@ func (r *AppendRequest) Validate() error {
 	streams := make(map[string]bool, len(r.Streams))
 	ids := make(map[[16]byte]bool, r.EventCount())
 	total := 0
-	for i, s := range r.Streams {
+	for i := range r.Streams {
+		s := &r.Streams[i]
 		if msg := streamNameProblem(s.Stream); msg != "" {
-			return Refusef(textCode(s.Stream, CodeInvalidStreamName), fmt.Sprintf("appends[%d].stream", i), "%s", msg)
+			return Refusef(textCode(s.Stream, CodeInvalidStreamName), s.FieldPath("stream"), "%s", msg)
 		}
 		if streams[s.Stream] {
-			return Refusef(CodeDuplicateStream, fmt.Sprintf("appends[%d].stream", i), "stream %q appears twice in one append; merge its events into one entry", s.Stream)
+			return Refusef(CodeDuplicateStream, s.FieldPath("stream"), "stream %q appears twice in one append; merge its events into one entry", s.Stream)
 		}
 		streams[s.Stream] = true
 		// A stream entry without events is a condition only: the append
@@ -245,7 +269,7 @@ func (r *AppendRequest) Validate() error {
 		for j := range s.Events {
 			p := &s.Events[j]
 			// at is the field's path, built only for a refusal.
-			at := func(field string) string { return fmt.Sprintf("appends[%d].events[%d]%s", i, j, field) }
+			at := func(field string) string { return s.FieldPath(fmt.Sprintf("events[%d]%s", j, field)) }
 			if p.ID == [16]byte{} {
 				return Refusef(CodeInvalidEventID, at(".id"), "event id must be a non-nil UUID")
 			}

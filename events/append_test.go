@@ -13,8 +13,8 @@ import (
 )
 
 // Validate names the field of a refusal by its path in the HTTP body,
-// whichever stream and event it is in; the paths are built only for a
-// refusal, so each one is checked here.
+// whichever stream and event it is in (under each entry's Path); the
+// paths are built only for a refusal, so each one is checked here.
 func TestValidate_FieldPaths(t *testing.T) {
 	ok := func() events.Proposed {
 		return events.Proposed{ID: uuid.New(), Type: "T", Data: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}
@@ -22,8 +22,8 @@ func TestValidate_FieldPaths(t *testing.T) {
 	// req puts bad as the third event of the second stream.
 	req := func(stream string, bad events.Proposed) events.AppendRequest {
 		return events.AppendRequest{Streams: []events.StreamAppend{
-			{Stream: "first", Events: []events.Proposed{ok()}},
-			{Stream: stream, Events: []events.Proposed{ok(), ok(), bad}},
+			{Stream: "first", Events: []events.Proposed{ok()}, Path: "appends[0]"},
+			{Stream: stream, Events: []events.Proposed{ok(), ok(), bad}, Path: "appends[1]"},
 		}}
 	}
 	with := func(f func(*events.Proposed)) events.Proposed { p := ok(); f(&p); return p }
@@ -83,5 +83,24 @@ func TestValidate_FieldPaths(t *testing.T) {
 	valid := req("s", ok())
 	if err := valid.Validate(); err != nil {
 		t.Fatalf("a valid request refused: %v", err)
+	}
+}
+
+// TestValidate_SingleStreamPaths: an entry that is the body itself (no
+// Path: POST /v1/streams/{stream}) is named from the top, as that body is:
+// no caller rewrites the paths (api's singleField did).
+func TestValidate_SingleStreamPaths(t *testing.T) {
+	ev := events.Proposed{ID: uuid.New(), Type: "T", Data: json.RawMessage(`{}`), Metadata: json.RawMessage(`[]`)}
+	for _, tc := range []struct {
+		r    events.AppendRequest
+		want string
+	}{
+		{events.AppendRequest{Streams: []events.StreamAppend{{Stream: "s", Events: []events.Proposed{ev}}}}, "events[0].metadata"},
+		{events.AppendRequest{Streams: []events.StreamAppend{{Stream: "a b", Events: []events.Proposed{ev}}}}, "stream"},
+	} {
+		var e *events.Error
+		if err := tc.r.Validate(); !errors.As(err, &e) || e.Field != tc.want {
+			t.Errorf("Validate = %v, want a refusal at %s", err, tc.want)
+		}
 	}
 }

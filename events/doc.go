@@ -2,10 +2,16 @@
 // [Proposed]), its canonical binary encoding and RFC 6962 leaf hash, append
 // conditions ([Expected]), the unit of replication ([Batch]), the [Log]
 // contract every store implements, the Merkle helpers that turn stored nodes
-// into proofs, and signed C2SP checkpoints.
+// into proofs, and signed C2SP checkpoints. It also holds the two things
+// every edge shares: the one shape of a coded error ([Error], with its
+// [Kind]: refused, failed, uncertain, corrupt; other packages' coded errors
+// present themselves as one through [Coded]), and the one strict decoder
+// of JSON input ([DecodeJSON]), whose errors are that shape with the
+// documented field paths.
 //
 // The package does no I/O beyond what its callers hand it. It may import the
-// standard library, github.com/google/uuid and the transparency-dev / x/mod
-// note libraries; it must not import Pebble, raft, HTTP or any other greffe
-// package.
+// standard library, github.com/google/uuid, the transparency-dev / x/mod
+// note libraries and github.com/go-json-experiment/json (encoding/json/v2
+// ahead of the standard library: moving to it is an import change); it
+// must not import Pebble, raft, HTTP or any other greffe package.
 package events

@@ -43,6 +43,13 @@ const (
 	// CodeReservedStreamName: a raw append names a stream starting with "$"
 	// (IsSystemStream).
 	CodeReservedStreamName = "reserved_stream_name"
+	// CodeMalformedJSON: input that DecodeJSON refuses as not JSON, a value
+	// of the wrong type, a name given twice, trailing data. Field is the
+	// value's path when there is one.
+	CodeMalformedJSON = "malformed_json"
+	// CodeUnknownField: a name the decoded type does not have (names are
+	// case-sensitive). Field is the name's full path.
+	CodeUnknownField = "unknown_field"
 )
 
 // Sentinel errors. Match them with errors.Is.
@@ -61,14 +68,68 @@ var (
 	ErrOutcomeUnknown = errors.New("events: outcome unknown")
 )
 
-// Error is a refusal of the log with a stable code. Nothing was written.
+// Kind is which of the four outcomes of a request an error reports
+// (docs/STYLE.md, "Keep four outcomes apart"). Below the API an error says
+// what happened to the write; only the API turns that into an HTTP status
+// (with the code, in one table) and the CLI into an exit code.
+type Kind uint8
+
+const (
+	// KindRefused: the request breaks a rule (a malformed input, a bound, a
+	// gate, a condition that does not hold); nothing was written, and the
+	// same request is refused again until it is changed. The zero Kind:
+	// nearly every coded error is a refusal.
+	KindRefused Kind = iota
+	// KindFailed: nothing was written, for a reason of the node's (it does
+	// not lead, its store failed, the streams kept changing through every
+	// retry); the same request may succeed later, here or on another node.
+	KindFailed
+	// KindUncertain: the request may have been written. Re-send it with the
+	// same event ids (or command id), which the log recognises; never with
+	// new ones.
+	KindUncertain
+	// KindCorrupt: stored data does not verify.
+	KindCorrupt
+)
+
+// String returns refused, failed, uncertain or corrupt.
+func (k Kind) String() string {
+	switch k {
+	case KindRefused:
+		return "refused"
+	case KindFailed:
+		return "failed"
+	case KindUncertain:
+		return "uncertain"
+	case KindCorrupt:
+		return "corrupt"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Error is the one shape of a coded error below the API: a stable code,
+// the outcome (Kind), the JSON path of the offending input, a sentence and
+// the facts behind it. The log's refusals are *Error values; the coded
+// errors of other packages, which callers tell apart by type (a gate's
+// refusal is recorded, a malformed command is not), describe themselves
+// as one through Coded. Nothing here knows HTTP: the API maps Kind and
+// Code to a status in one table.
 type Error struct {
-	// Code is the stable, snake_case identifier of the refusal.
+	// Code is the stable, snake_case identifier of the error.
 	Code string
-	// Message says what is wrong and what to fix.
-	Message string
-	// Field is the JSON path of the offending input, when there is one.
+	// Kind is what happened to the request; the zero Kind is KindRefused.
+	Kind Kind
+	// Field is the JSON path of the offending input in the body it came
+	// in ("events[2].data.name", "appends[0].stream"), when there is one.
 	Field string
+	// Message says what is wrong and what to fix. It does not repeat
+	// Field, and it may improve over time; Code does not change.
+	Message string
+	// Details are the facts behind the error, as JSON-friendly values
+	// (strings, numbers, booleans, slices and maps of them); nil when none.
+	Details map[string]any
+	// Err is the cause, when there is one (Unwrap returns it).
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -78,9 +139,45 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
 // ErrorCode returns the stable code, so that callers outside this package can
 // map any coded error without knowing its type.
 func (e *Error) ErrorCode() string { return e.Code }
+
+// CodedError returns e itself: an *Error is Coded.
+func (e *Error) CodedError() *Error { return e }
+
+// Coded is the small interface through which a coded error of another
+// package presents itself in the one shape, *Error. Those errors stay types
+// of their own because their callers tell them apart (a gate's refusal is
+// recorded in the refusals stream, a malformed command is not, a conflict
+// is retried); what every other reader needs of them (the API, the CLI,
+// the gRPC surface) is the code, the kind, the field and the details, and
+// that is all Coded gives. A new coded error implements one method; no
+// reader learns its type.
+type Coded interface {
+	error
+	// CodedError describes the error. The *Error returned is the caller's
+	// to keep (a new value, or one the error will not change).
+	CodedError() *Error
+}
+
+var (
+	_ Coded = (*Error)(nil)
+	_ Coded = (*ConditionError)(nil)
+)
+
+// AsCoded returns the description of the first Coded error in err's
+// chain (errors.As order: the outermost), or false when err has none.
+func AsCoded(err error) (*Error, bool) {
+	var c Coded
+	if !errors.As(err, &c) {
+		return nil, false
+	}
+	return c.CodedError(), true
+}
 
 // Refusef builds an *Error for field with a formatted message.
 func Refusef(code, field, format string, args ...any) *Error {
@@ -104,8 +201,19 @@ func (e *ConditionError) Error() string {
 // ErrorCode returns wrong_expected_version.
 func (e *ConditionError) ErrorCode() string { return CodeWrongExpectedVersion }
 
+// CodedError describes the refusal: wrong_expected_version, with the
+// stream, the expected version and the actual one (-1: no stream) in
+// Details.
+func (e *ConditionError) CodedError() *Error {
+	return &Error{Code: CodeWrongExpectedVersion, Kind: KindRefused, Message: e.Error(), Err: e,
+		Details: map[string]any{"stream": e.Stream, "expected": e.Expected, "actual": e.Actual}}
+}
+
 // CodeOf returns the stable code carried by err, or "" when it has none.
 func CodeOf(err error) string {
+	if c, ok := AsCoded(err); ok {
+		return c.Code
+	}
 	var c interface{ ErrorCode() string }
 	if errors.As(err, &c) {
 		return c.ErrorCode()

@@ -21,10 +21,12 @@
 // and judged at render time (Query.Time).
 //
 // Folding decodes only the event types a model reads, and only the fields
-// it needs, with a small scanner (jsonscan.go) instead of encoding/json:
-// rebuilding every model from 1,000,000 events must take at most 5 s.
+// it needs, with the module's byte-level scanner (internal/jsonscan, see
+// fields.go) instead of encoding/json: rebuilding every model from
+// 1,000,000 events must take at most 5 s.
 //
 // The package imports events, aggregates (for the shared types and the
-// readiness computation the gates use) and Pebble; never commands, api or
-// node.
+// readiness computation the gates use), internal/jsonscan and Pebble;
+// never commands, api or node, and never net/http: its errors carry an
+// events.Kind, which the API turns into a status.
 package projections

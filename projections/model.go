@@ -125,23 +125,25 @@ func (e *UnknownError) Error() string {
 // ErrorCode returns unknown_projection.
 func (e *UnknownError) ErrorCode() string { return CodeUnknownProjection }
 
-// HTTPStatus returns 404.
-func (e *UnknownError) HTTPStatus() int { return 404 }
+// CodedError describes the error: unknown_projection, a refusal.
+func (e *UnknownError) CodedError() *events.Error {
+	return &events.Error{Code: CodeUnknownProjection, Kind: events.KindRefused, Message: e.Error(), Err: e}
+}
 
 // Unwrap returns ErrUnknownProjection.
 func (e *UnknownError) Unwrap() error { return ErrUnknownProjection }
 
 // Codes of the projections (docs/COMMANDS.md).
 const (
-	// CodeUnknownProjection: no projection under that name (404).
+	// CodeUnknownProjection: no projection under that name.
 	CodeUnknownProjection = "unknown_projection"
 	// CodeProjectionLagging: the projection did not reach the requested
-	// position within the wait bound (503; retry).
+	// position within the wait bound (retry).
 	CodeProjectionLagging = "projection_lagging"
 	// CodeProjectionFailed: the projection stopped on an event it cannot
-	// fold (500); its rows stay at the last good position.
+	// fold; its rows stay at the last good position.
 	CodeProjectionFailed = "projection_failed"
-	// CodePositionBeyondHead: an as-of position above the log's head (400).
+	// CodePositionBeyondHead: an as-of position above the log's head.
 	CodePositionBeyondHead = "position_beyond_head"
 )
 

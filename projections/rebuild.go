@@ -142,8 +142,10 @@ func (e *PositionError) Error() string {
 // ErrorCode returns position_beyond_head.
 func (e *PositionError) ErrorCode() string { return CodePositionBeyondHead }
 
-// HTTPStatus returns 400.
-func (e *PositionError) HTTPStatus() int { return 400 }
+// CodedError describes the error: position_beyond_head, a refusal.
+func (e *PositionError) CodedError() *events.Error {
+	return &events.Error{Code: CodePositionBeyondHead, Kind: events.KindRefused, Message: e.Error(), Err: e}
+}
 
 // RenderAt renders projection name as of position upto (the log prefix
 // [0, upto)), replayed in memory from src, judged at q.Time.

@@ -498,8 +498,11 @@ func (e *FailedError) Error() string { return fmt.Sprintf("projection %s stopped
 // ErrorCode returns projection_failed.
 func (e *FailedError) ErrorCode() string { return CodeProjectionFailed }
 
-// HTTPStatus returns 500.
-func (e *FailedError) HTTPStatus() int { return 500 }
+// CodedError describes the error: projection_failed, a failure of the
+// node (its rows stay at the last good position).
+func (e *FailedError) CodedError() *events.Error {
+	return &events.Error{Code: CodeProjectionFailed, Kind: events.KindFailed, Message: e.Error(), Err: e}
+}
 
 // Unwrap returns the cause.
 func (e *FailedError) Unwrap() error { return e.Err }
@@ -538,8 +541,11 @@ func (e *LaggingError) Error() string {
 // ErrorCode returns projection_lagging.
 func (e *LaggingError) ErrorCode() string { return CodeProjectionLagging }
 
-// HTTPStatus returns 503.
-func (e *LaggingError) HTTPStatus() int { return 503 }
+// CodedError describes the error: projection_lagging, a failure that a
+// retry may not meet.
+func (e *LaggingError) CodedError() *events.Error {
+	return &events.Error{Code: CodeProjectionLagging, Kind: events.KindFailed, Message: e.Error(), Err: e}
+}
 
 // WaitFor waits until the projection name has folded the first position
 // events (a command's Result.Position: read your own writes), or ctx ends

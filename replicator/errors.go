@@ -3,7 +3,6 @@ package replicator
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/hashicorp/raft"
 
@@ -11,7 +10,10 @@ import (
 )
 
 // Error codes of the replicator (docs/API.md, docs/CLUSTER.md). They are
-// part of the public contract: never renamed, never reused.
+// part of the public contract: never renamed, never reused. Each error
+// says what happened to the request with an events.Kind; the API turns
+// the kind and the code into an HTTP status (api/errors.go), nothing here
+// knows HTTP.
 const (
 	// CodeNotLeader: this node does not lead, so it cannot order the write
 	// or serve the verified read; nothing was written. Details carry the
@@ -55,21 +57,31 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 // ErrorCode returns not_leader.
 func (e *NotLeaderError) ErrorCode() string { return CodeNotLeader }
 
-// HTTPStatus is 503: the request may be retried as it is.
-func (e *NotLeaderError) HTTPStatus() int { return http.StatusServiceUnavailable }
-
-// ErrorDetails returns the leader's id and raft address.
-func (e *NotLeaderError) ErrorDetails() map[string]any {
-	return map[string]any{"leader_id": e.LeaderID, "leader_raft_addr": e.LeaderAddr}
+// CodedError describes the error: not_leader, a failure (nothing written;
+// the request may be sent again as it is, to the leader), with the
+// leader's id and raft address in Details.
+func (e *NotLeaderError) CodedError() *events.Error {
+	return &events.Error{Code: CodeNotLeader, Kind: events.KindFailed, Message: e.Error(), Err: e,
+		Details: map[string]any{"leader_id": e.LeaderID, "leader_raft_addr": e.LeaderAddr}}
 }
 
 // Error is a refusal or failure of the replicator with a stable code.
+// Nothing was written (an operation that may have been written is
+// events.ErrOutcomeUnknown instead).
 type Error struct {
-	Code    string
-	Status  int // HTTP status the API answers with
+	Code string
+	// Kind is events.KindRefused (the request conflicts with the cluster:
+	// another ledger, a taken id, an unknown node) or events.KindFailed
+	// (raft did not take it now; retry).
+	Kind    events.Kind
 	Message string
 	Err     error // the cause, when there is one
 }
+
+var (
+	_ events.Coded = (*Error)(nil)
+	_ events.Coded = (*NotLeaderError)(nil)
+)
 
 func (e *Error) Error() string {
 	if e.Err != nil {
@@ -84,12 +96,14 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrorCode returns the stable code.
 func (e *Error) ErrorCode() string { return e.Code }
 
-// HTTPStatus returns the status the API answers with.
-func (e *Error) HTTPStatus() int { return e.Status }
+// CodedError describes the error with its code and kind.
+func (e *Error) CodedError() *events.Error {
+	return &events.Error{Code: e.Code, Kind: e.Kind, Message: e.Error(), Err: e}
+}
 
 // errorf builds an *Error.
-func errorf(code string, status int, cause error, format string, args ...any) *Error {
-	return &Error{Code: code, Status: status, Message: fmt.Sprintf(format, args...), Err: cause}
+func errorf(code string, kind events.Kind, cause error, format string, args ...any) *Error {
+	return &Error{Code: code, Kind: kind, Message: fmt.Sprintf(format, args...), Err: cause}
 }
 
 // translate maps a raft error of an operation that may have been written
@@ -103,9 +117,9 @@ func (p *Replicator) translate(err error) error {
 		return p.notLeader()
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrUnsupportedProtocol):
 		// Never enqueued: nothing was written.
-		return errorf(CodeReplicationFailed, http.StatusServiceUnavailable, err, "raft did not take the operation; nothing was written, retry")
+		return errorf(CodeReplicationFailed, events.KindFailed, err, "raft did not take the operation; nothing was written, retry")
 	case errors.Is(err, raft.ErrCantBootstrap):
-		return errorf(CodeReplicationFailed, http.StatusConflict, err, "the cluster already exists")
+		return errorf(CodeReplicationFailed, events.KindRefused, err, "the cluster already exists")
 	}
 	// ErrLeadershipLost, ErrRaftShutdown, ErrAbortedByRestore and anything
 	// unforeseen: the entry may have reached a quorum.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -297,7 +296,7 @@ func (p *Replicator) translateOp(err error) error {
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %v", events.ErrOutcomeUnknown, err)
 	}
-	return errorf(CodeReplicationFailed, http.StatusServiceUnavailable, err, "raft refused the operation")
+	return errorf(CodeReplicationFailed, events.KindFailed, err, "raft refused the operation")
 }
 
 // IsLeader reports whether this node is the raft leader right now (a
@@ -337,7 +336,7 @@ func (p *Replicator) Join(ctx context.Context, req JoinRequest) error {
 		return events.Refusef(events.CodeInvalidField, "raft_addr", "raft address %q: use host:port that the leader can dial", req.RaftAddr)
 	}
 	if req.LedgerID != p.ledger.LedgerID() {
-		return errorf(CodeLedgerMismatch, http.StatusConflict, nil,
+		return errorf(CodeLedgerMismatch, events.KindRefused, nil,
 			"node %s holds ledger %q, this cluster holds %q; start it on an empty data folder", req.NodeID, req.LedgerID, p.ledger.LedgerID())
 	}
 	if err := p.requireLeader(); err != nil {
@@ -353,7 +352,7 @@ func (p *Replicator) Join(ctx context.Context, req JoinRequest) error {
 		case sameID && sameAddr:
 			return nil
 		case sameID || sameAddr:
-			return errorf(CodeMemberConflict, http.StatusConflict, nil,
+			return errorf(CodeMemberConflict, events.KindRefused, nil,
 				"member %s already has raft address %s; remove it first (greffe cluster remove %s)", s.ID, s.Address, s.ID)
 		}
 	}
@@ -375,7 +374,7 @@ func (p *Replicator) member(id string) (raft.Server, error) {
 			return s, nil
 		}
 	}
-	return raft.Server{}, errorf(CodeUnknownNode, http.StatusNotFound, nil, "node %q is not a member; see greffe cluster status", id)
+	return raft.Server{}, errorf(CodeUnknownNode, events.KindRefused, nil, "node %q is not a member; see greffe cluster status", id)
 }
 
 // Remove removes a member (leader only). A removed node stops its raft
@@ -414,7 +413,7 @@ func (p *Replicator) TransferLeadership(ctx context.Context, to string) error {
 			return err
 		}
 		if s.Suffrage != raft.Voter {
-			return errorf(CodeReplicationFailed, http.StatusConflict, nil, "node %s is a non-voter; it cannot lead until promoted", to)
+			return errorf(CodeReplicationFailed, events.KindRefused, nil, "node %s is a non-voter; it cannot lead until promoted", to)
 		}
 		f = p.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
@@ -450,7 +449,7 @@ func (p *Replicator) Leader(ctx context.Context) (url string, self bool, err err
 		err = fmt.Errorf("%s answers as %q with URL %q", addr, info.NodeID, info.HTTPURL)
 	}
 	if err != nil {
-		return "", false, errorf(CodeLeaderUnreachable, http.StatusServiceUnavailable, err,
+		return "", false, errorf(CodeLeaderUnreachable, events.KindFailed, err,
 			"the leader %s does not answer; nothing was sent to it, retry", id)
 	}
 	p.leader.Lock()

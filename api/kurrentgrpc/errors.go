@@ -42,14 +42,21 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 // ErrorCode returns the stable code.
 func (e *Error) ErrorCode() string { return e.Code }
 
+// CodedError describes the error: a refusal with its code.
+func (e *Error) CodedError() *events.Error {
+	return &events.Error{Code: e.Code, Kind: events.KindRefused, Message: e.Message, Err: e}
+}
+
 func refusef(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // grpcCode maps a stable code to the gRPC status code the EventStore client
 // turns into its own error kinds (PermissionDenied → access denied,
-// AlreadyExists → resource already exists, NotFound → resource not found).
-func grpcCode(code string) codes.Code {
+// AlreadyExists → resource already exists, NotFound → resource not found);
+// a code without a case of its own takes its kind's (events.Kind: what
+// happened to the request), as the HTTP API's table does.
+func grpcCode(code string, kind events.Kind) codes.Code {
 	switch code {
 	case events.CodeReservedStream, events.CodeReservedStreamName, CodeForbidden:
 		return codes.PermissionDenied
@@ -69,6 +76,14 @@ func grpcCode(code string) codes.Code {
 		return codes.Unimplemented
 	case events.CodeWrongExpectedVersion:
 		return codes.FailedPrecondition
+	}
+	switch kind {
+	case events.KindFailed:
+		return codes.Unavailable
+	case events.KindUncertain:
+		return codes.Unknown
+	case events.KindCorrupt:
+		return codes.DataLoss
 	}
 	return codes.InvalidArgument
 }
@@ -100,6 +115,10 @@ func (s *Server) toStatus(ctx context.Context, err error) error {
 		s.cfg.Logger.Error("grpc call failed", "err", err)
 		return status.Error(codes.Internal, err.Error())
 	}
+	kind := events.KindRefused
+	if d, ok := events.AsCoded(err); ok {
+		kind = d.Kind
+	}
 	_ = grpc.SetTrailer(ctx, metadata.Pairs(CodeTrailer, code))
-	return status.Error(grpcCode(code), err.Error())
+	return status.Error(grpcCode(code, kind), err.Error())
 }

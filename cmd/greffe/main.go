@@ -99,6 +99,17 @@ func exitCodeOf(err error) int {
 	if events.CodeOf(err) == events.CodeOutcomeUnknown || errors.Is(err, events.ErrOutcomeUnknown) {
 		return exitUncertain
 	}
+	// A coded error met in this process: its kind says, as the node's
+	// status would (a failure is a 5xx there).
+	if d, ok := events.AsCoded(err); ok {
+		switch d.Kind {
+		case events.KindUncertain:
+			return exitUncertain
+		case events.KindFailed:
+			return exitCannot
+		}
+		return exitRefused // refused, or corrupt: a fault found
+	}
 	if events.CodeOf(err) != "" {
 		return exitRefused
 	}

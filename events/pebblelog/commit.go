@@ -226,8 +226,10 @@ func (c *committer) stop() {
 
 // errStoreFailed is returned after an fsync failure: Pebble's state is no
 // longer known to match the disk, and only a restart (which replays the WAL)
-// can tell what survived.
-var errStoreFailed = &events.Error{Code: events.CodeStoreFailed, Message: "the store failed to write to disk; restart the node"}
+// can tell what survived. A failure (events.KindFailed): the appends it
+// refuses were not written (the one whose write failed is answered
+// events.ErrOutcomeUnknown).
+var errStoreFailed = &events.Error{Code: events.CodeStoreFailed, Kind: events.KindFailed, Message: "the store failed to write to disk; restart the node"}
 
 // sequence forms batches. A batch stays open, taking every request that
 // arrives, until the stage after it (the fsync, or raft) has room; then it is

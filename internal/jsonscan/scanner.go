@@ -1,27 +1,39 @@
-// Package jsonscan is the byte-level JSON cursor that the hand-written fast
-// paths of the append body (package api, which decodes what clients send)
-// and of the append answer (package client, which decodes what the node
-// replies) share.
+// Package jsonscan is greffe's one byte-level JSON cursor, for the places
+// where a reflection-based decoder costs too much and the input has a
+// known shape:
 //
-// It reads only plain JSON: strings without escapes, control bytes or
-// invalid UTF-8, and integers without sign, fraction, exponent or leading
-// zero (SkipValue alone passes over any value, unvalidated). Whenever the
-// input is anything else, or is malformed or truncated, a method reports
-// false instead of guessing, and its caller then falls back to
-// encoding/json, which stays the reference for every value and every
-// error. After a false the offset and any value returned with it are
-// unspecified (except after Consume, which then skipped only whitespace):
-// callers give up on the input rather than resume.
+//   - the hand-written fast paths of the append body (package api, which
+//     decodes what clients send) and of the append answer (package client,
+//     which decodes what the node replies): strict, they read only plain
+//     JSON, and decline anything else, which their caller then hands to
+//     the reference decoder (events.DecodeJSON, encoding/json/v2, on the
+//     node; encoding/json in the client);
+//   - the read models (package projections), which pick a few members out
+//     of stored event data that the log already validated: lenient, they
+//     never fail loudly.
+//
+// The strict methods read only plain JSON: strings without escapes,
+// control bytes or invalid UTF-8, and integers without sign, fraction,
+// exponent or leading zero (SkipValue alone passes over any value,
+// unvalidated). Whenever the input is anything else, or is malformed or
+// truncated, a method reports false instead of guessing. After a false the
+// offset and any value returned with it are unspecified (except after
+// Consume, which then skipped only whitespace): callers give up on the
+// input rather than resume.
+//
+// The lenient methods (Members, Elements) read valid JSON, never read out
+// of bounds on anything else, and stop at what they cannot make sense of.
 package jsonscan
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 )
 
 // Scanner reads the JSON of B from offset I. Every method but SkipValue
-// skips leading whitespace; SkipValue starts at I.
+// and SkipValueUniqueNames skips leading whitespace; those two start at I.
 // Values returned as []byte alias B.
 type Scanner struct {
 	B []byte
@@ -51,8 +63,8 @@ func (p *Scanner) Consume(c byte) bool {
 }
 
 // PlainString reads a string without escapes, control bytes or invalid
-// UTF-8 and returns its contents (which are then exactly what encoding/json
-// decodes).
+// UTF-8 and returns its contents (which are then exactly what a JSON
+// decoder decodes).
 func (p *Scanner) PlainString() ([]byte, bool) {
 	p.Space()
 	if p.I >= len(p.B) || p.B[p.I] != '"' {
@@ -124,6 +136,65 @@ func (p *Scanner) End() bool {
 	return p.I == len(p.B)
 }
 
+// MaxFields is the most names Fields takes.
+const MaxFields = 64
+
+// Fields reads an object whose names are plain strings (PlainString) among
+// names, each at most once: the member loop of every strict fast path. For
+// each member, read(i) is called with the cursor just after the colon, on
+// the value of names[i], and must read that value, reporting false to
+// decline. Fields reports false when the input is not such an object, or
+// read declined. REQUIRES: len(names) <= MaxFields.
+func (p *Scanner) Fields(names []string, read func(i int) bool) bool {
+	if !p.Consume('{') {
+		return false
+	}
+	if p.Consume('}') {
+		return true
+	}
+	var seen uint64
+	for {
+		name, ok := p.PlainString()
+		if !ok || !p.Consume(':') {
+			return false
+		}
+		i := 0
+		for i < len(names) && string(name) != names[i] {
+			i++
+		}
+		if i == len(names) || seen&(1<<i) != 0 || !read(i) {
+			return false
+		}
+		seen |= 1 << i
+		if p.Consume(',') {
+			continue
+		}
+		return p.Consume('}')
+	}
+}
+
+// Array reads an array, calling read for each element with the cursor on
+// it (after whitespace may come first); read must read the element,
+// reporting false to decline. Array reports false when the input is not an
+// array, or read declined.
+func (p *Scanner) Array(read func() bool) bool {
+	if !p.Consume('[') {
+		return false
+	}
+	if p.Consume(']') {
+		return true
+	}
+	for {
+		if !read() {
+			return false
+		}
+		if p.Consume(',') {
+			continue
+		}
+		return p.Consume(']')
+	}
+}
+
 // SkipValue moves past the value that starts at I (call Space first) by
 // matching brackets and strings only: it does not validate, so a caller
 // that needs valid JSON checks the bytes it skipped. Arrays and objects
@@ -166,18 +237,105 @@ func (p *Scanner) SkipValue(maxDepth int) bool {
 	return p.I > start
 }
 
-// skipString moves past a string, escapes included, starting at its quote.
-func (p *Scanner) skipString() bool {
-	for j := p.I + 1; j < len(p.B); j++ {
-		switch p.B[j] {
-		case '\\':
-			j++
+// maxUniqueNames bounds the names of one object SkipValueUniqueNames
+// compares pairwise; an object with more is declined (a decoder with a
+// hash set decides).
+const maxUniqueNames = 64
+
+// SkipValueUniqueNames is SkipValue that also declines a value holding an
+// object that gives a name twice, or a name with an escape (which could
+// spell another name: "\u0061" is "a"), or more than 64 names. On valid
+// JSON it then accepts exactly what a decoder that refuses duplicate names
+// accepts (encoding/json/v2), without allocating for values of usual
+// nesting.
+func (p *Scanner) SkipValueUniqueNames(maxDepth int) bool {
+	if p.I >= len(p.B) || p.B[p.I] != '{' && p.B[p.I] != '[' {
+		return p.SkipValue(maxDepth)
+	}
+	type frame struct {
+		object    bool
+		wantName  bool // an object's next string is a name
+		namesFrom int  // the object's names are names[namesFrom:]
+	}
+	type span struct{ from, to int }
+	var stackBuf [16]frame
+	var namesBuf [64]span
+	stack, names := stackBuf[:0], namesBuf[:0]
+	for p.I < len(p.B) {
+		switch c := p.B[p.I]; c {
+		case '{', '[':
+			if len(stack) == maxDepth {
+				return false
+			}
+			stack = append(stack, frame{object: c == '{', wantName: c == '{', namesFrom: len(names)})
+		case '}', ']':
+			if len(stack) == 0 {
+				return false
+			}
+			names = names[:stack[len(stack)-1].namesFrom]
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				p.I++
+				return true
+			}
+		case ',':
+			top := &stack[len(stack)-1]
+			top.wantName = top.object
 		case '"':
-			p.I = j + 1
-			return true
+			start := p.I
+			if !p.skipString() {
+				return false
+			}
+			if top := &stack[len(stack)-1]; top.wantName {
+				top.wantName = false
+				name := p.B[start+1 : p.I-1]
+				if bytes.IndexByte(name, '\\') >= 0 || len(names)-top.namesFrom == maxUniqueNames {
+					return false
+				}
+				for _, n := range names[top.namesFrom:] {
+					if bytes.Equal(p.B[n.from:n.to], name) {
+						return false
+					}
+				}
+				names = append(names, span{start + 1, p.I - 1})
+			}
+			continue
 		}
+		p.I++
 	}
 	return false
+}
+
+// skipString moves past a string, escapes included, starting at its quote.
+// It jumps from quote to quote (bytes.IndexByte is vectorised): long
+// excerpts and hashes are most of the bytes of event data.
+func (p *Scanner) skipString() bool {
+	if end := stringEnd(p.B, p.I); end > 0 {
+		p.I = end
+		return true
+	}
+	return false
+}
+
+// stringEnd returns the index just after the string whose quote is b[i],
+// or -1 when it does not end.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j <= len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		n := 0 // backslashes before the quote: an odd count escapes it
+		for r := q - 1; r > i && b[r] == '\\'; r-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return -1
 }
 
 // atDelim reports whether a number or literal may end here.
@@ -191,3 +349,67 @@ func (p *Scanner) atDelim() bool {
 	}
 	return false
 }
+
+// Members calls fn for each member of the object at the cursor, with its
+// name (unescaped when it holds an escape, into a new slice; else a slice
+// of B) and its value as raw bytes, until fn returns false. It is lenient:
+// it stops at whatever is not an object member, and reports whether the
+// cursor was at an object at all.
+func (p *Scanner) Members(fn func(name, value []byte) bool) bool {
+	if !p.Consume('{') {
+		return false
+	}
+	for {
+		p.Space()
+		if p.I >= len(p.B) || p.B[p.I] != '"' {
+			return true
+		}
+		start := p.I
+		if !p.skipString() {
+			return true
+		}
+		name := p.B[start+1 : p.I-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(p.B[start:p.I], &s) == nil {
+				name = []byte(s)
+			}
+		}
+		if !p.Consume(':') {
+			return true
+		}
+		p.Space()
+		vstart := p.I
+		if !p.SkipValue(maxLenientDepth) {
+			return true
+		}
+		if !fn(name, p.B[vstart:p.I]) {
+			return true
+		}
+		if !p.Consume(',') {
+			return true
+		}
+	}
+}
+
+// Elements calls fn for the raw bytes of each element of the array at the
+// cursor, until fn returns false. Lenient as Members.
+func (p *Scanner) Elements(fn func(value []byte) bool) bool {
+	if !p.Consume('[') {
+		return false
+	}
+	if p.Consume(']') {
+		return true
+	}
+	for {
+		p.Space()
+		start := p.I
+		if !p.SkipValue(maxLenientDepth) || !fn(p.B[start:p.I]) || !p.Consume(',') {
+			return true
+		}
+	}
+}
+
+// maxLenientDepth bounds the nesting Members and Elements skip: the log
+// refuses deeper data (events.ValidJSON).
+const maxLenientDepth = 10000

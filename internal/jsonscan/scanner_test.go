@@ -1,10 +1,14 @@
 package jsonscan
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"strconv"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -282,4 +286,136 @@ func TestSkipValue(t *testing.T) {
 		}
 		check(t, tt.in, got, tt.want)
 	}
+}
+
+func TestFields(t *testing.T) {
+	names := []string{"a", "b"}
+	tests := []struct {
+		in   string
+		want string // the names read, in order; "-" when declined
+	}{
+		{`{}`, ""},
+		{` { "a" : 1 , "b":2 } `, "ab"},
+		{`{"b":1,"a":2}`, "ba"},
+		{`{"a":1,"a":2}`, "-"},   // a name twice
+		{`{"c":1}`, "-"},         // not among names
+		{`{"A":1}`, "-"},         // names are exact
+		{`{"\u0061":1}`, "-"},    // an escaped name is not plain
+		{`{"a":1,}`, "-"},        // trailing comma
+		{`{"a" 1}`, "-"},         // no colon
+		{`{"a":1`, "-"},          // truncated
+		{`[]`, "-"},              // not an object
+		{`{"a":1,"b":"x"}`, "-"}, // read declines a string
+	}
+	for _, tt := range tests {
+		p := Scanner{B: []byte(tt.in)}
+		read := ""
+		ok := p.Fields(names, func(i int) bool {
+			read += names[i]
+			_, ok := p.Uint()
+			return ok
+		})
+		if !ok {
+			read = "-"
+		}
+		if read != tt.want {
+			t.Errorf("Fields on %q read %q, want %q", tt.in, read, tt.want)
+		}
+	}
+}
+
+func TestArray(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []uint64 // nil when declined
+	}{
+		{`[]`, []uint64{}},
+		{` [ 1 , 2 ] `, []uint64{1, 2}},
+		{`[1,]`, nil},
+		{`[1 2]`, nil},
+		{`[1`, nil},
+		{`{}`, nil},
+	} {
+		p := Scanner{B: []byte(tt.in)}
+		got := []uint64{}
+		ok := p.Array(func() bool {
+			v, ok := p.Uint()
+			got = append(got, v)
+			return ok
+		})
+		if !ok {
+			got = nil
+		}
+		if d := cmp.Diff(tt.want, got); d != "" {
+			t.Errorf("Array on %q (-want +got):\n%s", tt.in, d)
+		}
+	}
+}
+
+func TestSkipValueUniqueNames(t *testing.T) {
+	many := `{"k0":0`
+	for i := 1; i <= maxUniqueNames; i++ {
+		many += `,"k` + strconv.Itoa(i) + `":0`
+	}
+	many += `}`
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}`, true}, // one name in sibling objects
+		{`{"a":"a","b":"a"}`, true},                         // values are not names
+		{`["a","a"]`, true},
+		{`{"a":{"x":1},"a":2}`, false},
+		{`[{"a":1,"b":2,"a":3}]`, false},
+		{`{"x":{"y":[{"z":1,"z":2}]}}`, false},
+		{`{"a":1,"\u0061":2}`, false}, // an escaped name may spell another
+		{`{"a\"":1,"a":2}`, false},
+		{many, false}, // more names than it compares
+		{`"x"`, true},
+		{`12`, true},
+	} {
+		p := Scanner{B: []byte(tt.in)}
+		if got := p.SkipValueUniqueNames(100) && p.I == len(tt.in); got != tt.want {
+			t.Errorf("SkipValueUniqueNames on %q = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestMembersElements(t *testing.T) {
+	p := Scanner{B: []byte(` { "a" : [1, {"b": "}]"}] , "c\u0041" : "x" , "d": {} } `)}
+	var got []string
+	p.Members(func(name, value []byte) bool {
+		got = append(got, string(name)+"="+string(value))
+		return true
+	})
+	want := []string{`a=[1, {"b": "}]"}]`, `cA="x"`, `d={}`}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Members (-want +got):\n%s", d)
+	}
+	var els []string
+	q := Scanner{B: []byte(`[ 1 , "a,b" , [2] ]`)}
+	q.Elements(func(v []byte) bool { els = append(els, string(v)); return true })
+	if d := cmp.Diff([]string{`1`, `"a,b"`, `[2]`}, els); d != "" {
+		t.Errorf("Elements (-want +got):\n%s", d)
+	}
+}
+
+// FuzzSkipValueUniqueNames: on JSON text without escapes, it accepts
+// exactly what encoding/json/v2 accepts (which refuses a name given twice
+// in an object), the rule the append fast path relies on.
+func FuzzSkipValueUniqueNames(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":{"a":2}}`, `[{"a":1,"a":2}]`, `{"x":[{"y":{}},{"y":[]}],"y":1}`, `"s"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) || !utf8.Valid(b) || bytes.IndexByte(b, '\\') >= 0 || bytes.Count(b, []byte(`"`)) > maxUniqueNames {
+			return
+		}
+		b = bytes.TrimSpace(b)
+		p := Scanner{B: b}
+		got := p.SkipValueUniqueNames(1000) && p.I == len(b)
+		if want := jsontext.Value(b).IsValid(); got != want {
+			t.Fatalf("SkipValueUniqueNames(%q) = %v, jsontext says %v", b, got, want)
+		}
+	})
 }

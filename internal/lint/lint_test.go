@@ -39,10 +39,12 @@ var rules = []rule{
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
+			"github.com/go-json-experiment/json",
 		},
 		belowAPI: true,
 		why: "the centre: the standard library and the transparency-dev libraries (ARCHITECTURE.md); " +
-			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints; no other greffe package",
+			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints, and encoding/json/v2 " +
+			"(go-json-experiment), the one strict decoder (DecodeJSON); no other greffe package",
 	},
 	{
 		pkg:      "events/pebblelog/...",
@@ -65,11 +67,12 @@ var rules = []rule{
 	},
 	{
 		pkg:      "projections",
-		greffe:   []string{"events", "aggregates"},
+		greffe:   []string{"events", "aggregates", "internal/jsonscan"},
 		modules:  []string{"github.com/cockroachdb/pebble/v2"},
 		belowAPI: true,
 		why: "read models: events, aggregates for the shared types (ARCHITECTURE.md); Pebble too (projections/doc.go), " +
-			"where the runner stores rows and checkpoint in one batch, as the table's \"holds\" column says",
+			"where the runner stores rows and checkpoint in one batch, as the table's \"holds\" column says, and " +
+			"the module's byte-level scanner (internal/jsonscan) that reads stored events without decoding them twice",
 	},
 	{
 		pkg:    "replicator",
@@ -212,12 +215,6 @@ var rules = []rule{
 		why:      "a byte-level JSON cursor: the standard library only",
 	},
 	{
-		pkg:      "internal/strictjson",
-		greffe:   []string{"events"},
-		belowAPI: true,
-		why:      "the strict JSON check of commands and request bodies: events' JSON rules",
-	},
-	{
 		pkg: "internal/testcert",
 		why: "throwaway TLS certificates for tests: the standard library only",
 	},
@@ -254,25 +251,14 @@ var knownViolations = []violation{
 		why: "Config.Signers are note.Signers and the store signs its checkpoints; granted by neither the table nor " +
 			"events/pebblelog/doc.go. Removed with the one above, or granted with it",
 	},
-	{
-		pkg: "aggregates", imp: "github.com/greffe/greffe/internal/strictjson",
-		why: "aggregates/decode.go checks command data with it (aggregates/lint_test.go allows it; ARCHITECTURE.md and " +
-			"aggregates/doc.go allow events only). The change that replaces the decoder settles it: it drops the import, " +
-			"or the table and doc.go grant it",
-	},
 }
 
-// netHTTPBelowAPI are the files below api that import net/http today,
-// against ARCHITECTURE.md's "One error shape": below api, errors carry a
-// kind; only api (and the CLI) turn kinds into HTTP statuses. Another
-// change, which gives errors their kinds, removes these imports and
-// empties the list; until then the test fails on any other file, and on a
-// file here that no longer imports net/http.
-var netHTTPBelowAPI = []string{
-	"commands/errors.go",       // HTTPStatus methods on InvalidError, RefusedError, ConflictError
-	"replicator/errors.go",     // NotLeaderError.HTTPStatus and the statuses of translate
-	"replicator/membership.go", // the statuses of membership errors
-}
+// netHTTPBelowAPI are the files below api allowed to import net/http:
+// none, by ARCHITECTURE.md's "One error shape": below api, errors carry an
+// events.Kind and only api (and the CLI) turn kinds into HTTP statuses. A
+// file that must import it is listed here with why, and the test fails on
+// any other file, and on a file here that no longer imports net/http.
+var netHTTPBelowAPI = []string{}
 
 // bannedNames are the package names STYLE.md forbids ("Naming"), and file
 // names that say as little (aggregates/lint_test.go).
