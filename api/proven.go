@@ -201,7 +201,7 @@ func (s *Server) proofCheckpoint(ctx context.Context, p proofRequest, positions 
 	if p.quorum == 0 || cs == nil || p.quorum > cs.Witnesses() {
 		cp, err := s.ledger.LatestCheckpoint(ctx)
 		if errors.Is(err, pebblelog.ErrNoSigner) {
-			return cp, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: nothing can be proven"}
+			return cp, &Error{Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: nothing can be proven"}
 		}
 		if err != nil || cs == nil {
 			return cp, err
@@ -214,7 +214,7 @@ func (s *Server) proofCheckpoint(ctx context.Context, p proofRequest, positions 
 	defer cancel()
 	cp, err := cs.WaitCosigned(wctx, need, p.quorum)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return cp, &Error{Status: http.StatusServiceUnavailable, Code: CodeCheckpointNotWitnessed,
+		return cp, &Error{Code: CodeCheckpointNotWitnessed,
 			Message: fmt.Sprintf("no checkpoint of at least %d events was cosigned by %d of the node's witnesses within %s (GET /metrics: greffe_witness_*); retry later", need, p.quorum, maxWitnessWait)}
 	}
 	return cp, err

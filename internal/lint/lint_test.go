@@ -186,6 +186,13 @@ var rules = []rule{
 			"and the JSON cursor it shares with api (internal/jsonscan/scanner.go)",
 	},
 	{
+		pkg:     "client/verified",
+		greffe:  []string{"client", "events", "aggregates", "audit"},
+		modules: []string{"golang.org/x/mod/sumdb/note"},
+		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers, " +
+			"audit's checkpoint policy and Advance (one verifier for verify and the client), aggregates' event references, x/mod's note",
+	},
+	{
 		pkg:    "fixtures",
 		greffe: []string{"aggregates", "client"},
 		why: "ARCHITECTURE.md gives fixtures no imports (\"—\": histories and fake tools); its Go code runs a history " +
