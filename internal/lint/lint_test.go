@@ -150,9 +150,9 @@ var rules = []rule{
 	},
 	{
 		pkg:     "metrics",
-		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator"},
+		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator", "witness"},
 		modules: []string{"github.com/prometheus"},
-		why: "not in the table: events, the store, commands, projections and replicator for their status types, " +
+		why: "not in the table: events, the store, commands, projections, replicator and witness for their status types, " +
 			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
 	},
 	{
