@@ -160,3 +160,20 @@ func startNodeWith(t *testing.T, cfg node.Config) *node.Node {
 	})
 	return n
 }
+
+// TestCLI_BenchReads: greffe bench --reads prints the three kinds of
+// read, each with a verified rate (the verified reads succeeded).
+func TestCLI_BenchReads(t *testing.T) {
+	code, out, errs := runCLI(t, "", "bench", "--reads", "--embedded", "--duration", "200ms", "--fsync-baseline", "10ms", "--json")
+	var got struct {
+		Reads []readFigure `json:"reads"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Reads) != 3 {
+		t.Fatalf("bench --reads: %d %s %s", code, out, errs)
+	}
+	for _, f := range got.Reads {
+		if f.ReadsPerSec <= 0 || f.VerifiedPerSec <= 0 {
+			t.Errorf("%s of %d: %+v", f.What, f.Events, f)
+		}
+	}
+}
