@@ -55,6 +55,9 @@ func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 				LeafHash: e.LeafHash[:], RecordedAt: e.RecordedAt}
 		}
 		w.Header().Set(positionHeader, strconv.FormatUint(res.Position, 10))
+		if s.proven(w, r, out, commandPositions(out), true) { // ?prove=1: api/proven.go
+			return
+		}
 		writeJSON(w, http.StatusOK, out)
 	}
 }

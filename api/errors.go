@@ -122,6 +122,7 @@ var statuses = map[statusKey]int{
 	{CodeLeaderChanged, anyKind}:                 http.StatusServiceUnavailable,
 	{events.CodeStoreFailed, anyKind}:            http.StatusServiceUnavailable,
 	{CodeUnavailable, anyKind}:                   http.StatusServiceUnavailable,
+	{CodeCheckpointNotWitnessed, anyKind}:        http.StatusServiceUnavailable,
 }
 
 // statusOf returns the HTTP status of an error of kind k and code code.

@@ -158,6 +158,9 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 		writeError(w, err)
 		return
 	}
+	if s.proven(w, r, appendOut(o), appendedPositions(o), true) { // ?prove=1: api/proven.go
+		return
+	}
 	writeAppendOut(w, o) // api/appendout.go: writeJSON(w, http.StatusOK, appendOut(o)), by hand
 }
 
@@ -228,7 +231,11 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, readOut(evs, o, func(e events.Event) uint64 { return e.Version }))
+	out := readOut(evs, o, func(e events.Event) uint64 { return e.Version })
+	if s.proven(w, r, out, positionsOf(evs), false) { // ?prove=1: api/proven.go
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) readAll(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +253,11 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, readOut(evs, o, func(e events.Event) uint64 { return e.Position }))
+	out := readOut(evs, o, func(e events.Event) uint64 { return e.Position })
+	if s.proven(w, r, out, positionsOf(evs), false) { // ?prove=1: api/proven.go
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) eventByID(w http.ResponseWriter, r *http.Request) {
@@ -258,6 +269,9 @@ func (s *Server) eventByID(w http.ResponseWriter, r *http.Request) {
 	e, err := s.ledger.EventByID(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if s.proven(w, r, e, []uint64{e.Position}, false) { // ?prove=1: api/proven.go
 		return
 	}
 	writeJSON(w, http.StatusOK, e)
@@ -423,9 +437,14 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	b, err := s.servedNote(r, cp, r.URL.Query().Get("size") == "") // with the witnesses' cosignatures: api/proven.go
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(cp.Note)
+	_, _ = w.Write(b)
 }
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {

@@ -66,6 +66,10 @@ type Config struct {
 	// Default 30 s (the largest body, 6 MiB, takes 25 s over a 2 Mbit/s
 	// link). Negative: no bound. Fixed at New.
 	BodyReadTimeout time.Duration
+	// Cosignatures are the witnesses' cosignatures of the node's
+	// checkpoints (*witness.Collector), served on GET /v1/checkpoint and
+	// in proven answers (api/proven.go). Nil: the node has no witnesses.
+	Cosignatures Cosignatures
 }
 
 // ErrInsecure is returned when the server would listen beyond loopback

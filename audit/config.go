@@ -23,6 +23,14 @@ type Config struct {
 	// checkpoints; the CLI defaults to the node's published keys (online)
 	// or <data>/keys (offline).
 	Verifiers []note.Verifier
+	// Witnesses and WitnessQuorum (online only) make a verification refuse
+	// the node's checkpoint unless at least WitnessQuorum of Witnesses
+	// (cosignature/v1 verifiers: ParseWitnessKeys) cosigned it, as a
+	// checkpoint_not_witnessed fault; the node is asked for the newest
+	// checkpoint that many of its witnesses cosigned. Default (0): no
+	// cosignature is required.
+	Witnesses     []note.Verifier
+	WitnessQuorum int
 	// Workers is the number of goroutines hashing events and verifying
 	// signatures. Default (0 or negative): GOMAXPROCS.
 	Workers int

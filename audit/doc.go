@@ -6,7 +6,10 @@
 // valid at that position. It verifies either a stopped node's data
 // ([VerifyDir], read-only) or a running server through its public read API
 // and C2SP tlog-tiles ([VerifyServer]), and builds and checks proofs
-// ([ProveInclusion], [ProveConsistency]).
+// ([ProveInclusion], [ProveConsistency]). A [CheckpointPolicy] says what a
+// checkpoint must carry to be trusted (the log's signature and, when asked,
+// a quorum of witness cosignatures); [Advance] moves a State to a newer
+// checkpoint: both are shared with the verified client (client/verified).
 //
 // On tampering or inconsistency it reports typed [Fault]s sorted by
 // position; the first one is the first bad position and what is wrong with
@@ -16,8 +19,8 @@
 //
 // The package holds verification logic only (no flags, no output format).
 // It may import events, events/pebblelog (its read-only Inspector),
-// aggregates (stream prefixes), client, the transparency-dev libraries
-// (merkle, formats, tessera's tile layout), x/mod's note, x/sync's errgroup
-// and the DSSE library; it must not import api, node or cmd
-// (TestLint_Imports).
+// aggregates (stream prefixes), client, witness (the cosignature key
+// parser), the transparency-dev libraries (merkle, formats, tessera's tile
+// layout), x/mod's note, x/sync's errgroup and the DSSE library; it must
+// not import api, node or cmd (TestLint_Imports).
 package audit

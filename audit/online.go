@@ -64,7 +64,11 @@ func VerifyServer(ctx context.Context, c *client.Client, cfg Config) (*Report, e
 	if err := checkVerifiers(vs, origin); err != nil {
 		return nil, err
 	}
-	raw, err := c.Get(ctx, "/tlog/checkpoint")
+	witnesses := CheckpointPolicy{Origin: origin, Verifiers: vs, Witnesses: cfg.Witnesses, Quorum: cfg.WitnessQuorum}
+	if err := witnesses.Validate(); err != nil {
+		return nil, err
+	}
+	raw, err := c.Get(ctx, checkpointPath(cfg.WitnessQuorum)) // audit/trust.go
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
@@ -101,6 +105,9 @@ func VerifyServer(ctx context.Context, c *client.Client, cfg Config) (*Report, e
 	nc, latest, err := checkCheckpoints(ctx, r.tree, r.size(), cps, origin, vs, fs)
 	if err != nil {
 		return nil, err
+	}
+	if oc.parsed {
+		checkWitnessed(witnesses, raw, oc.size, r.size(), fs) // audit/trust.go
 	}
 	if root := r.tree.root(size); info.Head.Size == size && info.Head.Root != base64.StdEncoding.EncodeToString(root[:]) {
 		fs.add(Fault{Kind: KindStateMismatch, Position: 0, End: int64(max(size, 1)), Approximate: true,

@@ -79,6 +79,8 @@ type Config struct {
 	Projections   Projections
 	Exporter      Exporter
 	Subscriptions Subscriptions
+	// Witnesses is the node's witness collector (nil: no --witness).
+	Witnesses Witnesses
 	// NodeID, Version and LedgerID label greffe_node_info.
 	NodeID, Version, LedgerID string
 	// Clock gives the time the checkpoint's age is measured at. Default
@@ -127,6 +129,9 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	if cfg.Exporter != nil {
 		cs = append(cs, newExporterCollector(cfg.Exporter))
+	}
+	if cfg.Witnesses != nil {
+		cs = append(cs, newWitnessCollector(cfg.Witnesses, cfg))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/witness"
 )
 
 // Version is the greffe version reported by nodes and executors.
@@ -57,6 +58,9 @@ type Config struct {
 	// Cluster makes the node a raft cluster member (node/cluster.go); the
 	// zero value is a single node.
 	Cluster ClusterConfig
+	// Witness sends the node's checkpoints to witnesses
+	// (node/witnesses.go); the zero value: none.
+	Witness WitnessConfig
 }
 
 // Node is a running greffe node. Open starts it; Close stops it.
@@ -71,6 +75,8 @@ type Node struct {
 	Projections *projections.Set
 	// Ecosystem holds the Kafka exporter and the gRPC surface, when on.
 	Ecosystem *Ecosystem
+	// Witnesses collects the witnesses' cosignatures (nil: no witnesses).
+	Witnesses *witness.Collector
 
 	closers []func() error
 	wg      sync.WaitGroup
@@ -128,7 +134,14 @@ func Open(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if err := n.openWitnesses(); err != nil {
+		n.Close()
+		return nil, err
+	}
 	ac := cfg.API
+	if n.Witnesses != nil {
+		ac.Cosignatures = n.Witnesses
+	}
 	ac.NodeID = cfg.NodeID
 	ac.Version = Version
 	ac.Logger = cfg.Logger

@@ -83,6 +83,9 @@ func (n *Node) openObserve() error {
 	if n.Ecosystem != nil && n.Ecosystem.Exporter != nil {
 		mc.Exporter = n.Ecosystem.Exporter
 	}
+	if n.Witnesses != nil {
+		mc.Witnesses = n.Witnesses
+	}
 	m, err := metrics.New(mc)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

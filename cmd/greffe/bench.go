@@ -36,6 +36,7 @@ func newBenchCmd() *cobra.Command {
 		fsyncFor time.Duration
 		rounds   int
 		walMode  string
+		reads    bool
 	)
 	c := &cobra.Command{
 		Use:   "bench",
@@ -48,6 +49,26 @@ func newBenchCmd() *cobra.Command {
 				return err
 			}
 			defer os.RemoveAll(d)
+			if reads { // verified against unverified reads (bench_reads.go)
+				cl := r.client()
+				if embedded {
+					base, stop, err := embeddedReadNode(ctx, d, cfg.PayloadBytes)
+					if err != nil {
+						return err
+					}
+					defer stop()
+					cl = client.New(base, "")
+				}
+				figs, err := benchReads(ctx, cl, cfg.Duration)
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printJSON(c.OutOrStdout(), map[string]any{"reads": figs, "embedded": embedded})
+				}
+				printReadFigures(c.OutOrStdout(), figs)
+				return nil
+			}
 			// The disk's fsync rate drifts by tens of percent over seconds
 			// on shared machines: it is sampled between the rounds of the
 			// load and after the last, and the run is compared with the
@@ -125,6 +146,7 @@ func newBenchCmd() *cobra.Command {
 	f.DurationVar(&fsyncFor, "fsync-baseline", 2*time.Second, "how long to measure the disk's fsync rate, in all")
 	f.IntVar(&cfg.WarmUp, "warm-up", 0, "append this many events (16 writers × 100) before the load, not counted: measures a store that has been running (Pebble recycles its log files after a few memtable flushes; 300000 is enough with the default 32 MiB memtable)")
 	f.StringVar(&walMode, "wal", pebblelog.WALGreffe, "with --embedded, the store's write-ahead log: greffe (its own) or pebble (Pebble's), to compare them in one run")
+	f.BoolVar(&reads, "reads", false, "measure reads instead of appends: 1 event by id and global-log pages of 100 and 1,000, unverified and verified (client/verified), one reader; with --embedded, on a temporary log of 20,000 events; --duration per kind of read")
 	f.IntVar(&rounds, "rounds", 4, "split the load into this many rounds, sampling the disk's fsync rate between them")
 	return c
 }

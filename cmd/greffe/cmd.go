@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/client/verified"
 )
 
 // readData returns the JSON of --data: literal JSON, @FILE, or @- for
@@ -43,6 +44,7 @@ func newCmdCmd() *cobra.Command {
 		in   client.CommandIn
 		data string
 		at   string
+		vf   verifiedFlags
 	)
 	c := &cobra.Command{
 		Use:   "cmd NAME --data JSON|@FILE",
@@ -54,9 +56,14 @@ and printed; re-sending with the same --id returns the original outcome and
 appends nothing, so a command whose answer was lost (exit 3) is re-sent
 with the same id.
 
+With --verified it returns once the events appended are proven included in
+a signed checkpoint that extends the trusted state (--state FILE) and, with
+--witness-quorum, was cosigned by that many --witness keys (greffe read
+--help); a proof that fails exits 1, naming the events (they are written).
+
 Exit codes: 0 appended (or nothing to append), 1 refused (the gate's code,
-sentence and details are printed) or malformed, 2 could not run, 3 outcome
-unknown: re-send with the same --id.`,
+sentence and details are printed) or malformed, or not verified, 2 could
+not run, 3 outcome unknown: re-send with the same --id.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			in.Command = args[0]
@@ -75,7 +82,19 @@ unknown: re-send with the same --id.`,
 				}
 				in.At = &t
 			}
-			out, err := r.client().Command(c.Context(), in)
+			vc, err := vf.client(c.Context(), r.client())
+			if err != nil {
+				return err
+			}
+			var out client.CommandOut
+			if vc != nil {
+				out, err = vc.Command(c.Context(), in)
+			} else {
+				out, err = r.client().Command(c.Context(), in)
+			}
+			if verified.IsProofFailure(err) {
+				return proofFault(err)
+			}
 			if err != nil {
 				var ae *client.Error
 				if errors.As(err, &ae) && r.json {
@@ -94,6 +113,7 @@ unknown: re-send with the same --id.`,
 		},
 	}
 	r.register(c)
+	vf.register(c)
 	f := c.Flags()
 	f.StringVar(&data, "data", "{}", "the command's data: JSON, @FILE, or @- for stdin")
 	f.StringVar(&in.ID, "id", "", "the command id (a UUID; generated if empty): its idempotency key")

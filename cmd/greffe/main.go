@@ -154,6 +154,7 @@ greffe completion bash --help (docs/OPERATIONS.md).`,
 		newExecutorCmd(),
 		newVerifyCmd(), newProveCmd(), newKeysCmd(), newBackupCmd(), newRestoreCmd(),
 		newCmdCmd(), newApplyCmd(), newMatrixCmd(), newDemoCmd(), newVerifyProjectionsCmd(),
+		newWitnessCmd(),
 	)
 	return root
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/witness"
 )
 
 func newServeCmd() *cobra.Command {
@@ -24,6 +25,7 @@ func newServeCmd() *cobra.Command {
 		level      string
 		asJSON     bool
 		cpuProfile string
+		witnesses  []string
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -64,6 +66,16 @@ recovery.`,
 					return usageError{err}
 				}
 				cfg.API.Tokens = t
+			}
+			for _, w := range witnesses {
+				pw, err := witness.ParseWitness(w)
+				if err != nil {
+					return usageError{fmt.Errorf("--witness: %w", err)}
+				}
+				cfg.Witness.Witnesses = append(cfg.Witness.Witnesses, pw)
+			}
+			if q := cfg.Witness.Quorum; q < 0 || q > len(cfg.Witness.Witnesses) {
+				return usageError{fmt.Errorf("--witness-quorum %d: give at least as many --witness as the quorum (%d given)", q, len(cfg.Witness.Witnesses))}
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
@@ -107,6 +119,8 @@ recovery.`,
 	f.DurationVar(&cfg.API.BodyReadTimeout, "body-read-timeout", api.DefaultBodyReadTimeout, "how long a request's body may take to arrive once its headers have; a client still sending then gets 408 body_timeout and its connection is closed (negative: no bound)")
 	f.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&asJSON, "json", false, "print the start line as JSON and log JSON lines (to stderr)")
+	f.StringArrayVar(&witnesses, "witness", nil, "send every new checkpoint to this witness (C2SP tlog-witness): URL=VKEY, URL its base URL (greffe appends /add-checkpoint), VKEY its cosignature/v1 verifier key; repeatable (docs/AUDIT.md, Witnesses)")
+	f.IntVar(&cfg.Witness.Quorum, "witness-quorum", 0, "GET /v1/checkpoint serves the newest checkpoint that this many --witness cosigned (0: the newest, with the cosignatures it has)")
 	registerClusterFlags(f, &cfg.Cluster)
 	f.StringVar(&cfg.Ecosystem.GRPC.Addr, "grpc", "", "also serve the KurrentDB/EventStoreDB gRPC protocol on this address, e.g. 127.0.0.1:2113; beyond loopback only with --tls-cert, --tls-key and --tokens (a token's name and value are the user and password of esdb://NAME:TOKEN@host?tls=true)")
 	f.StringSliceVar(&cfg.Ecosystem.Kafka.Brokers, "export-kafka-brokers", nil, "export the log to Kafka: bootstrap brokers HOST:PORT,... (with --export-kafka-topic)")

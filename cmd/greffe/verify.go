@@ -47,6 +47,7 @@ func newVerifyCmd() *cobra.Command {
 	var (
 		r       remote
 		vf      verifierFlags
+		wf      witnessFlags
 		data    string
 		state   string
 		cfg     audit.Config
@@ -68,6 +69,11 @@ demands a consistency proof from it to the new one, so a rewritten or forked
 history is caught even when the new tree is self-consistent. Both
 checkpoints and the proof are kept in FILE.evidence/.
 
+With --witness VKEY (repeatable) and --witness-quorum K, the node's
+checkpoint must carry valid cosignatures (C2SP tlog-cosignature) by at
+least K of those witnesses: a node showing this auditor a history its
+witnesses never saw is refused (checkpoint_not_witnessed, exit 1).
+
 Exit codes: 0 verified, 1 a fault was found (the first bad position and what
 is wrong with it are printed), 2 could not run.`,
 		Args: cobra.NoArgs,
@@ -80,6 +86,13 @@ is wrong with it are printed), 2 could not run.`,
 				return err
 			}
 			cfg.Verifiers, cfg.StateFile = vs, state
+			if cfg.Witnesses, err = wf.parse(); err != nil {
+				return err
+			}
+			cfg.WitnessQuorum = wf.quorum
+			if data != "" && wf.quorum > 0 {
+				return usageError{errors.New("--witness-quorum applies to --server: the witnesses' cosignatures are what the node serves")}
+			}
 			errw := c.ErrOrStderr()
 			if !r.json && isTerminal(errw) {
 				start := time.Now()
@@ -147,6 +160,7 @@ is wrong with it are printed), 2 could not run.`,
 	}
 	r.register(c)
 	vf.register(c)
+	wf.register(c)
 	f := c.Flags()
 	f.StringVar(&data, "data", "", "a stopped node's data folder (verified offline, read-only)")
 	f.StringVar(&state, "state", "", "auditor state file: remember the last verified checkpoint and demand a consistency proof from it next time")

@@ -150,21 +150,21 @@ var rules = []rule{
 	},
 	{
 		pkg:     "metrics",
-		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator"},
+		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator", "witness"},
 		modules: []string{"github.com/prometheus"},
-		why: "not in the table: events, the store, commands, projections and replicator for their status types, " +
+		why: "not in the table: events, the store, commands, projections, replicator and witness for their status types, " +
 			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client"},
+		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
 			"github.com/secure-systems-lab/go-securesystemslib",
 		},
 		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
-			"events, the store's read-only Inspector, aggregates, client, transparency-dev, x/mod's note and DSSE",
+			"events, the store's read-only Inspector, aggregates, client, witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
 	},
 	{
 		pkg:     "backup",
@@ -186,10 +186,25 @@ var rules = []rule{
 			"and the JSON cursor it shares with api (internal/jsonscan/scanner.go)",
 	},
 	{
+		pkg:     "client/verified",
+		greffe:  []string{"client", "events", "aggregates", "audit"},
+		modules: []string{"golang.org/x/mod/sumdb/note"},
+		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers, " +
+			"audit's checkpoint policy and Advance (one verifier for verify and the client), aggregates' event references, x/mod's note",
+	},
+	{
 		pkg:    "fixtures",
 		greffe: []string{"aggregates", "client"},
 		why: "ARCHITECTURE.md gives fixtures no imports (\"—\": histories and fake tools); its Go code runs a history " +
 			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types and client",
+	},
+	{
+		pkg:     "witness",
+		greffe:  []string{"events"},
+		modules: []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
+		why: "not in the table: C2SP tlog-witness from both ends (witness/doc.go): events' checkpoints and proofs, " +
+			"transparency-dev's cosignature/v1 keys and proof verification, x/mod's note; it speaks HTTP as the node's " +
+			"peer, never below api, and api, node and cmd wire it",
 	},
 	{
 		pkg:      "internal/fatal",

@@ -1,0 +1,53 @@
+package api_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+// TestAPI_Proven: ?prove=1 adds the checkpoint and one inclusion proof per
+// event of the answer, in the answer's order, from the trusted size asked;
+// its parameters are refused with their field when malformed.
+// client/verified checks the proofs themselves.
+func TestAPI_Proven(t *testing.T) {
+	n := startNode(t, nil)
+	c := client.New(n.url, "")
+	for range 5 {
+		if _, err := c.Append(t.Context(), "a", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := c.ReadAllProven(t.Context(), events.ReadOptions{From: 4, Limit: 3, Direction: events.Backward}, client.ProofQuery{Trusted: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.Proof
+	if p == nil || len(p.Entries) != 3 || p.Trusted != 2 || len(p.Consistency) == 0 {
+		t.Fatalf("proof %+v, want 3 entries and a consistency proof from 2", p)
+	}
+	for i, want := range []uint64{4, 3, 2} {
+		if p.Entries[i].Position != want || events.LeafHash(p.Entries[i].Entry) != out.Events[i].LeafHash {
+			t.Fatalf("entry %d: position %d, want %d with the event's leaf hash", i, p.Entries[i].Position, want)
+		}
+	}
+	ap, err := c.AppendProven(t.Context(), "a", events.ExpectAny, []client.EventIn{{Type: "T"}}, client.ProofQuery{})
+	if err != nil || ap.Proof == nil || ap.ProofError != nil || len(ap.Proof.Entries) != 1 || ap.Proof.Entries[0].Position != 5 {
+		t.Fatalf("proven append: %+v, %v", ap, err)
+	}
+	for _, tc := range []struct{ path, field string }{
+		{"/v1/all?prove=yes", "prove"},
+		{"/v1/all?prove=1&trusted=-1", "trusted"},
+		{"/v1/all?prove=1&witness_quorum=101", "witness_quorum"},
+		{"/v1/checkpoint?witness_quorum=x", "witness_quorum"},
+	} {
+		_, err := c.Get(t.Context(), tc.path)
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != "invalid_query" || ae.Status != 400 || ae.Field != tc.field {
+			t.Fatalf("%s: %v, want 400 invalid_query on %s", tc.path, err, tc.field)
+		}
+	}
+}

@@ -1,0 +1,32 @@
+// Package verified is the Go client's verified mode: every read it returns
+// (an event by id, a stream page, a page of the global log, the event a
+// projection cites) and every append or command it sends comes back with
+// RFC 6962 inclusion proofs against a signed C2SP checkpoint (the API's
+// ?prove=1, one round trip), and the client believes the answer only once
+// it has checked, itself:
+//
+//   - the checkpoint's signature by the log's keys, and, when asked, the
+//     cosignatures of a quorum of witnesses (audit.CheckpointPolicy, the
+//     check `greffe verify --witness-quorum` makes);
+//   - that the checkpoint extends the newest one it already trusts (an
+//     RFC 6962 consistency proof from that size: audit.Advance), and is not
+//     older than it (a rollback);
+//   - each event's stored bytes against its inclusion proof, and that they
+//     are the event the answer names (position, id, stream, version, type,
+//     leaf hash). The events it returns are decoded from the proven bytes,
+//     never taken from the answer's JSON.
+//
+// Its trusted state (the newest checkpoint verified) is kept in memory or
+// in a file, the same audit.State file `greffe verify --state` keeps, so
+// that a fork or a rollback between two visits is caught too. A failure is
+// an *audit.ProofError whose detail names the event or the checkpoint.
+//
+// What a proof cannot show: that a page holds every event that matches
+// (a node may leave events out). The client checks what a page's shape
+// allows (consecutive positions in the global log, consecutive versions in
+// a stream page); completeness of a whole ledger is `greffe verify`'s.
+//
+// The package may import client, events, aggregates (the event references
+// projections cite), audit (the checkpoint policy and Advance) and x/mod's
+// note; never api, node or cmd.
+package verified
