@@ -155,5 +155,6 @@ greffe completion bash --help (docs/OPERATIONS.md).`,
 		newVerifyCmd(), newProveCmd(), newKeysCmd(), newBackupCmd(), newRestoreCmd(),
 		newCmdCmd(), newApplyCmd(), newMatrixCmd(), newDemoCmd(), newVerifyProjectionsCmd(),
 	)
+	root.AddCommand(newDigestCmd())
 	return root
 }
