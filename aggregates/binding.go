@@ -436,7 +436,7 @@ func (c *ProposeBinding) Validate() error {
 			return err
 		}
 	}
-	return checkSHA256("identity", c.Identity, true)
+	return checkDigest("identity", c.Identity, true)
 }
 
 // Streams implements Command: the streams this command reads.

@@ -15,7 +15,7 @@ func TestBinding_Decide(t *testing.T) {
 		return s
 	}
 	badID := propose("b1", "qwen", "qwen3.8:27b", arts)
-	badID.Identity = hexOf("not the identity")
+	badID.Identity = "sha256:" + hexOf("not the identity")
 	changed := hashArtifact("b1", arts[0], VerifierSupervisor)
 	changed.SHA256 = hexOf("other weights")
 

@@ -1,6 +1,7 @@
 package aggregates
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -11,17 +12,20 @@ import (
 
 // Claim is the state of one claim (stream "claim-<id>"): a statement, the
 // scope it is made for, and the events it rests on. A claim is accepted only
-// when its scope is stated and bounded ("this case", not "general quality")
-// and every evidence reference resolves to a verified event (see
-// ResolveEvidence).
+// when its scope is stated, every evidence reference resolves to a verified
+// event (see ResolveEvidence), and the scope covers no more than that
+// evidence does (claim_scope.go).
 type Claim struct {
 	ID        string
 	Proposed  bool
 	Statement string
-	Scope     string
-	Evidence  []uuid.UUID
-	Accepted  bool
-	Refused   bool
+	Scope     ClaimScope
+	// LegacyScope is the scope in words of a claim proposed before scopes
+	// were structured; such a claim is never accepted.
+	LegacyScope string
+	Evidence    []uuid.UUID
+	Accepted    bool
+	Refused     bool
 	// Proposal, Acceptance and Refusal prove each fact.
 	Proposal, Acceptance, Refusal EventRef
 	// Events is the number of events folded.
@@ -39,10 +43,12 @@ const (
 )
 
 // ClaimProposed is the data of TypeClaimProposed.
+// Scope is a ClaimScope; a claim proposed before issue #15 stored its
+// scope as a string, which Evolve still reads (Claim.LegacyScope).
 type ClaimProposed struct {
 	ClaimID   string      `json:"claim_id"`
 	Statement string      `json:"statement"`
-	Scope     string      `json:"scope"`
+	Scope     ClaimScope  `json:"scope"`
 	Evidence  []uuid.UUID `json:"evidence"`
 	At        time.Time   `json:"at"`
 }
@@ -66,11 +72,20 @@ type ClaimRefused struct {
 func (c Claim) Evolve(e *events.Event) (Claim, error) {
 	switch e.Type {
 	case TypeClaimProposed:
-		var d ClaimProposed
+		var d struct {
+			ClaimID   string          `json:"claim_id"`
+			Statement string          `json:"statement"`
+			Scope     json.RawMessage `json:"scope"`
+			Evidence  []uuid.UUID     `json:"evidence"`
+		}
 		if err := decodeData(e, &d); err != nil {
 			return c, err
 		}
-		c.ID, c.Proposed, c.Statement, c.Scope, c.Evidence, c.Proposal = d.ClaimID, true, d.Statement, d.Scope, d.Evidence, RefOf(e)
+		scope, legacy, err := storedScope(d.Scope)
+		if err != nil {
+			return c, foldError(e, err)
+		}
+		c.ID, c.Proposed, c.Statement, c.Scope, c.LegacyScope, c.Evidence, c.Proposal = d.ClaimID, true, d.Statement, scope, legacy, d.Evidence, RefOf(e)
 	case TypeClaimAccepted:
 		var d ClaimAccepted
 		if err := decodeData(e, &d); err != nil {
@@ -99,10 +114,10 @@ const (
 	// CodeClaimClosed: the claim was already accepted or refused the other
 	// way.
 	CodeClaimClosed = "claim_closed"
-	// CodeClaimScopeMissing: the claim states no scope.
+	// CodeClaimScopeMissing: the claim's scope names no subject.
 	CodeClaimScopeMissing = "claim_scope_missing"
-	// CodeClaimScopeUnbounded: the scope is a general one ("general
-	// quality", "all", …) that no finite evidence supports.
+	// CodeClaimScopeUnbounded: the scope is words (a claim proposed before
+	// scopes were structured), which cannot be judged against evidence.
 	CodeClaimScopeUnbounded = "claim_scope_unbounded"
 	// CodeClaimEvidenceMissing: the claim cites no evidence.
 	CodeClaimEvidenceMissing = "claim_evidence_missing"
@@ -115,21 +130,15 @@ const (
 	CodeClaimEvidenceUnverified = "claim_evidence_unverified"
 )
 
-// unboundedScopes are scopes no finite evidence supports. A scope is
-// compared lowercased, with "_" and "-" read as spaces.
-var unboundedScopes = []string{"general", "general quality", "quality", "all", "any", "always", "everything", "everywhere", "global", "universal", "overall", "production"}
-
-func scopeUnbounded(s string) bool {
-	n := strings.Join(strings.Fields(strings.NewReplacer("_", " ", "-", " ").Replace(strings.ToLower(s))), " ")
-	return slices.Contains(unboundedScopes, n)
-}
-
 // ProposeClaim proposes a claim.
 type ProposeClaim struct {
-	ClaimID   string      `json:"claim_id"`
-	Statement string      `json:"statement"`
-	Scope     string      `json:"scope"`
-	Evidence  []uuid.UUID `json:"evidence"`
+	ClaimID   string `json:"claim_id"`
+	Statement string `json:"statement"`
+	// Scope is what the claim covers; AcceptClaim judges it against the
+	// evidence.
+	Scope ClaimScope `json:"scope"`
+	// Evidence are the ids of the events the claim rests on.
+	Evidence []uuid.UUID `json:"evidence"`
 }
 
 // MaxClaimEvidence bounds the evidence references of one claim.
@@ -146,7 +155,7 @@ func (c *ProposeClaim) Validate() error {
 	if err := checkText("statement", c.Statement, true, maxLongText); err != nil {
 		return err
 	}
-	if err := checkText("scope", c.Scope, false, maxLongText); err != nil {
+	if err := c.Scope.validate(); err != nil {
 		return err
 	}
 	if len(c.Evidence) > MaxClaimEvidence {
@@ -215,11 +224,12 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, nil
 	case cl.Refused:
 		return nil, refuse(CodeClaimClosed, det, "claim %s was refused", c.ClaimID)
-	case strings.TrimSpace(cl.Scope) == "":
-		return nil, refuse(CodeClaimScopeMissing, det, "claim %s states no scope: say what case it holds for", c.ClaimID)
-	case scopeUnbounded(cl.Scope):
-		det["scope"] = cl.Scope
-		return nil, refuse(CodeClaimScopeUnbounded, det, "scope %q is not bounded: a claim holds for the case its evidence covers", cl.Scope)
+	case cl.LegacyScope != "":
+		det["scope"] = cl.LegacyScope
+		return nil, refuse(CodeClaimScopeUnbounded, det,
+			"scope %q is words, which cannot be judged against evidence: propose the claim again with a structured scope (subjects, model tag, cases)", cl.LegacyScope)
+	case len(cl.Scope.Subjects) == 0:
+		return nil, refuse(CodeClaimScopeMissing, det, "claim %s names no subject: say which provider, mission or host it holds for", c.ClaimID)
 	case len(cl.Evidence) == 0:
 		return nil, refuse(CodeClaimEvidenceMissing, det, "claim %s cites no evidence", c.ClaimID)
 	}
@@ -243,6 +253,15 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 		det["unverified"] = unverified
 		return nil, refuse(CodeClaimEvidenceUnverified, det,
 			"evidence %v is not a passing independent check, a signed measurement or a live probe", unverified)
+	}
+	var cov []Coverage
+	for _, ev := range resolved {
+		cov = append(cov, ev.Covers...)
+	}
+	if out := cl.Scope.uncovered(cov); len(out) > 0 {
+		det["uncovered"], det["covered"] = out, cov
+		return nil, refuse(CodeClaimScopeExceedsEvidence, det,
+			"claim %s covers more than its evidence: %s covered by none of it", c.ClaimID, strings.Join(out, ", "))
 	}
 	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimAccepted, Data: ClaimAccepted{
 		ClaimID: c.ClaimID, Reviewer: c.Reviewer, Evidence: resolved, At: in.At,

@@ -35,7 +35,7 @@ func evidenceHistory(t *testing.T) (*ledger, map[string]uuid.UUID) {
 }
 
 func TestClaim_Decide(t *testing.T) {
-	propose := func(scope string, evidence ...string) func(map[string]uuid.UUID) *ProposeClaim {
+	propose := func(scope ClaimScope, evidence ...string) func(map[string]uuid.UUID) *ProposeClaim {
 		return func(ids map[string]uuid.UUID) *ProposeClaim {
 			var ev []uuid.UUID
 			for _, e := range evidence {
@@ -49,6 +49,12 @@ func TestClaim_Decide(t *testing.T) {
 		}
 	}
 	acceptK1 := &AcceptClaim{ClaimID: "k1", Reviewer: "auditor"}
+	mission := func(cases ...string) ClaimScope {
+		return ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectMission, ID: m1}}, Cases: cases}
+	}
+	thisCase := mission("c01")
+	// What one probe of one tag covers: that provider and that tag.
+	probeScope := ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectProvider, ID: glm}}, ModelTag: glmTag}
 	cases := []struct {
 		name   string
 		claim  func(map[string]uuid.UUID) *ProposeClaim
@@ -57,21 +63,35 @@ func TestClaim_Decide(t *testing.T) {
 		code   string
 	}{
 		{name: "unknown claim", when: acceptK1, code: CodeClaimUnknown},
-		{name: "no scope stated", claim: propose("", "pass"), when: acceptK1, code: CodeClaimScopeMissing},
-		{name: "an unbounded scope", claim: propose("General Quality", "pass"), when: acceptK1, code: CodeClaimScopeUnbounded},
-		{name: "no evidence", claim: propose("this throwaway repo, 2026-09-06"), when: acceptK1, code: CodeClaimEvidenceMissing},
-		{name: "evidence that names no event", claim: propose("this case", "pass", "nowhere"), when: acceptK1, code: CodeClaimEvidenceUnresolved},
-		{name: "a failing check is no evidence", claim: propose("this case", "pass", "fail"), when: acceptK1, code: CodeClaimEvidenceUnverified},
-		{name: "the worker's own pass is no evidence", claim: propose("this case", "worker"), when: acceptK1, code: CodeClaimEvidenceUnverified},
-		{name: "an alias probe is no evidence", claim: propose("this case", "alias"), when: acceptK1, code: CodeClaimEvidenceUnverified},
-		{name: "a declaration is no evidence", claim: propose("this case", "other"), when: acceptK1, code: CodeClaimEvidenceUnverified},
-		{name: "a measurement whose key was revoked since", claim: propose("this case", "measurement"),
+		{name: "no scope stated", claim: propose(ClaimScope{Conditions: "this throwaway repo"}, "pass"), when: acceptK1, code: CodeClaimScopeMissing},
+		{name: "a scope in words from before structured scopes", before: []step{NewEvent{Stream: "claim-k1", Type: TypeClaimProposed,
+			Data: map[string]any{"claim_id": "k1", "statement": "s", "scope": "qualité générale du modèle", "evidence": []string{"00000000-0000-4000-8000-000000000001"}, "at": t0}}},
+			when: acceptK1, code: CodeClaimScopeUnbounded},
+		{name: "no evidence", claim: propose(thisCase), when: acceptK1, code: CodeClaimEvidenceMissing},
+		// The scope covers more than its evidence (issue #15): "general
+		// quality of GLM-4.7-Flash on every task" on one check.
+		{name: "a provider no evidence covers", claim: propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectMission, ID: m1}, {Kind: SubjectProvider, ID: glm}}}, "pass"),
+			when: acceptK1, code: CodeClaimScopeExceedsEvidence},
+		{name: "a case no evidence covers", claim: propose(mission("c01", "c02"), "pass"), when: acceptK1, code: CodeClaimScopeExceedsEvidence},
+		{name: "a model tag no probe listed", claim: propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectMission, ID: m1}}, ModelTag: glmTag}, "pass"),
+			when: acceptK1, code: CodeClaimScopeExceedsEvidence},
+		{name: "another tag than the probe's", claim: propose(ClaimScope{Subjects: probeScope.Subjects, ModelTag: "glm-4.7-flash"}, "probe"),
+			when: acceptK1, code: CodeClaimScopeExceedsEvidence},
+		{name: "a host no measurement ran on", claim: propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectHost, ID: "spark-9"}}}, "measurement"),
+			when: acceptK1, code: CodeClaimScopeExceedsEvidence},
+		{name: "one probe of one tag covers that provider and tag", claim: propose(probeScope, "probe"), before: []step{acceptK1}, when: acceptK1},
+		{name: "evidence that names no event", claim: propose(thisCase, "pass", "nowhere"), when: acceptK1, code: CodeClaimEvidenceUnresolved},
+		{name: "a failing check is no evidence", claim: propose(thisCase, "pass", "fail"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "the worker's own pass is no evidence", claim: propose(thisCase, "worker"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "an alias probe is no evidence", claim: propose(thisCase, "alias"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "a declaration is no evidence", claim: propose(thisCase, "other"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "a measurement whose key was revoked since", claim: propose(thisCase, "measurement"),
 			before: []step{&RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "compromised"}}, when: acceptK1, code: CodeClaimEvidenceUnverified},
-		{name: "accepted after being refused", claim: propose("this case", "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: acceptK1, code: CodeClaimClosed},
-		{name: "refused after being accepted", claim: propose("this case", "pass"), before: []step{acceptK1}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimClosed},
+		{name: "accepted after being refused", claim: propose(thisCase, "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: acceptK1, code: CodeClaimClosed},
+		{name: "refused after being accepted", claim: propose(thisCase, "pass"), before: []step{acceptK1}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimClosed},
 		{name: "refuse an unknown claim", when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimUnknown},
-		{name: "accepted twice appends nothing", claim: propose("this case", "pass"), before: []step{acceptK1}, when: acceptK1},
-		{name: "refused twice appends nothing", claim: propose("this case", "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}},
+		{name: "accepted twice appends nothing", claim: propose(thisCase, "pass"), before: []step{acceptK1}, when: acceptK1},
+		{name: "refused twice appends nothing", claim: propose(thisCase, "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,12 +113,12 @@ func TestClaim_Decide(t *testing.T) {
 
 	t.Run("propose", func(t *testing.T) {
 		l, ids := evidenceHistory(t)
-		c := propose("this case", "pass")(ids)
+		c := propose(thisCase, "pass")(ids)
 		got, err := l.decide(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimProposed, Data: ClaimProposed{ClaimID: "k1", Statement: c.Statement, Scope: "this case", Evidence: []uuid.UUID{ids["pass"]}, At: t0}}}
+		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimProposed, Data: ClaimProposed{ClaimID: "k1", Statement: c.Statement, Scope: thisCase, Evidence: []uuid.UUID{ids["pass"]}, At: t0}}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
@@ -109,7 +129,8 @@ func TestClaim_Decide(t *testing.T) {
 
 	t.Run("accepted on a pass, a signed measurement and a live probe", func(t *testing.T) {
 		l, ids := evidenceHistory(t)
-		l.given(propose("this throwaway repo, this run", "pass", "measurement", "probe")(ids))
+		l.given(propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectMission, ID: m1}, {Kind: SubjectHost, ID: host}, {Kind: SubjectProvider, ID: glm}},
+			ModelTag: glmTag, Cases: []string{"c01", "x"}, Conditions: "this throwaway repo, this run"}, "pass", "measurement", "probe")(ids))
 		got, err := l.decide(acceptK1)
 		if err != nil {
 			t.Fatal(err)
@@ -119,9 +140,12 @@ func TestClaim_Decide(t *testing.T) {
 			return RefOf(&e)
 		}
 		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimAccepted, Data: ClaimAccepted{ClaimID: "k1", Reviewer: "auditor", At: t0, Evidence: []Evidence{
-			{EventID: ids["pass"], Ref: refOf(ids["pass"]), Kind: EvidenceCheck, Verified: true, Reason: "independent pass of check c01 on candidate " + hexOf("v1")},
-			{EventID: ids["measurement"], Ref: refOf(ids["measurement"]), Kind: EvidenceMeasurement, Verified: true, Reason: "signed measurement"},
-			{EventID: ids["probe"], Ref: refOf(ids["probe"]), Kind: EvidenceProbe, Verified: true, Reason: "smoke probe listed " + glmTag + " exactly"},
+			{EventID: ids["pass"], Ref: refOf(ids["pass"]), Kind: EvidenceCheck, Verified: true, Reason: "independent pass of check c01 on candidate " + hexOf("v1"),
+				Covers: []Coverage{{Subject: ClaimSubject{Kind: SubjectMission, ID: m1}, Case: "c01", At: t0}}},
+			{EventID: ids["measurement"], Ref: refOf(ids["measurement"]), Kind: EvidenceMeasurement, Verified: true, Reason: "signed measurement",
+				Covers: []Coverage{{Subject: ClaimSubject{Kind: SubjectHost, ID: host}, Case: "x", At: t0}}},
+			{EventID: ids["probe"], Ref: refOf(ids["probe"]), Kind: EvidenceProbe, Verified: true, Reason: "smoke probe listed " + glmTag + " exactly",
+				Covers: []Coverage{{Subject: ClaimSubject{Kind: SubjectProvider, ID: glm}, ModelTag: glmTag, At: t0}}},
 		}}}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)

@@ -18,6 +18,9 @@ type Evidence struct {
 	Kind     string    `json:"kind"`
 	Verified bool      `json:"verified"`
 	Reason   string    `json:"reason"`
+	// Covers is what verified evidence covers (claim_scope.go); absent
+	// from claims accepted before issue #15.
+	Covers []Coverage `json:"covers,omitempty"`
 }
 
 // Evidence kinds.
@@ -61,6 +64,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			ev.Reason = "the check was run by the worker, not an independent runner"
 		default:
 			ev.Verified, ev.Reason = true, "independent pass of check "+d.CheckID+" on candidate "+d.CandidateHash
+			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectMission, ID: d.MissionID}, Case: d.CheckID, At: d.At}}
 		}
 	case e.Type == TypeMeasurementRecorded && strings.HasPrefix(e.Stream, MeasurementPrefix):
 		ev.Kind = EvidenceMeasurement
@@ -70,10 +74,14 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 		case e.Envelope == nil || e.Envelope.PayloadType != MeasurementPayloadType:
 			ev.Reason = "the measurement carries no measurement envelope"
 		default:
+			var r MeasurementResult
 			if _, err := events.VerifyEnvelope(e.Data, e.Envelope, keys); err != nil {
 				ev.Reason = "the measurement's signature does not verify: " + err.Error()
+			} else if err := json.Unmarshal(e.Data, &r); err != nil {
+				ev.Reason = "the measurement's data does not decode"
 			} else {
 				ev.Verified, ev.Reason = true, "signed measurement"
+				ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectHost, ID: r.Host}, Case: r.MeasurementID, At: r.EndedAt.UTC()}}
 			}
 		}
 	case e.Type == TypeProbeRecorded && strings.HasPrefix(e.Stream, ProviderPrefix):
@@ -90,6 +98,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			ev.Reason = "the probe did not list the configured tag exactly"
 		default:
 			ev.Verified, ev.Reason = true, d.Kind+" probe listed "+d.ExpectedTag+" exactly"
+			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectProvider, ID: d.Provider}, ModelTag: d.ExpectedTag, At: d.ObservedAt.UTC()}}
 		}
 	default:
 		ev.Reason = "a " + e.Type + " event is not evidence a claim can rest on"

@@ -213,7 +213,7 @@ func u64(v uint64) *uint64 { return &v }
 // resources is a measurement result that passes every admission screen.
 func resources(id string) MeasurementResult {
 	return MeasurementResult{MeasurementID: id, ExecutorID: gpu1, Host: host, Argv: probeArgv,
-		StartedAt: t0.Add(-time.Second), EndedAt: t0, ExitCode: 0,
+		StartedAt: t0, EndedAt: t0, ExitCode: 0,
 		StdoutSHA256: hexOf("stdout"), StdoutExcerpt: "NVIDIA GB10, 580.95, 122880 MiB, 4096 MiB",
 		GPU:                    &GPUReading{Name: "NVIDIA GB10", Driver: "580.95", MemoryTotalBytes: 120 << 30, MemoryUsedBytes: 4 << 30},
 		RAMAvailableBytes:      u64(8 << 30),

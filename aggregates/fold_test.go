@@ -47,9 +47,9 @@ func everyAggregate(l *ledger) {
 		signed(resources("x"), 1))
 	measurement := l.last(TypeMeasurementRecorded).ID
 	l.given(requestProbe("y"), claim("y", gpu1), advance(2*time.Minute), &MarkMeasurementUncertain{MeasurementID: "y"})
-	l.given(&ProposeClaim{ClaimID: "k1", Statement: "spark-1 had room for the admission", Scope: "this case", Evidence: []uuid.UUID{measurement}},
+	l.given(&ProposeClaim{ClaimID: "k1", Statement: "spark-1 had room for the admission", Scope: ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectHost, ID: host}}}, Evidence: []uuid.UUID{measurement}},
 		&AcceptClaim{ClaimID: "k1", Reviewer: "auditor"})
-	l.given(&ProposeClaim{ClaimID: "k2", Statement: "s", Scope: "this case", Evidence: []uuid.UUID{measurement}},
+	l.given(&ProposeClaim{ClaimID: "k2", Statement: "s", Scope: ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectHost, ID: host}}}, Evidence: []uuid.UUID{measurement}},
 		&RefuseClaim{ClaimID: "k2", Reason: "r"})
 }
 

@@ -2,6 +2,8 @@ package aggregates
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -409,9 +411,15 @@ const (
 	CodeResultNotForRequest = "result_not_for_request"
 	// CodeArgvNotApproved: the result's argv is not exactly the request's.
 	CodeArgvNotApproved = "argv_not_approved"
-	// CodeMeasurementTimeInvalid: started after it ended, or ended after
-	// it was received.
+	// CodeMeasurementTimeInvalid: started after it ended, ended after it
+	// was received, or started before it was requested (a run cannot start
+	// before it was approved).
 	CodeMeasurementTimeInvalid = "measurement_time_invalid"
+	// CodeMeasurementUnsigned: the result carries no signature. It is a
+	// gate, not a malformed command, so that the refusal is recorded
+	// (DOMAIN.md: "anything else is refused and the refusal is itself
+	// recorded").
+	CodeMeasurementUnsigned = "measurement_unsigned"
 	// CodeOutputCapExceeded: an excerpt is longer than the request's cap.
 	CodeOutputCapExceeded = "output_cap_exceeded"
 	// CodeLeaseExpired: a lease is renewed only while it runs; once it has
@@ -755,8 +763,10 @@ func (c *RecordMeasurement) Validate() error {
 	if err := r.validateReadings(); err != nil {
 		return err
 	}
-	if len(c.Envelope.Signatures) == 0 || len(c.Envelope.Signatures) > 16 {
-		return invalid("envelope.signatures", "an envelope carries 1 to 16 signatures")
+	// No signature at all is the measurement_unsigned gate (Decide), so
+	// that it is recorded; more than 16 is a bound of the edge.
+	if len(c.Envelope.Signatures) > 16 {
+		return invalid("envelope.signatures", "has %d signatures; an envelope carries 1 to 16", len(c.Envelope.Signatures))
 	}
 	return nil
 }
@@ -822,6 +832,10 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 	m := in.States.Measurement(c.MeasurementID)
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {
+	case len(c.Envelope.Signatures) == 0:
+		det["payload_sha256"] = sha256Hex(c.Payload)
+		return nil, refuse(CodeMeasurementUnsigned, det,
+			"the result of measurement %s carries no signature: an executor signs its result (a DSSE envelope of payload type %q with 1 to 16 signatures)", c.MeasurementID, MeasurementPayloadType)
 	case !m.Requested:
 		return nil, refuse(CodeMeasurementUnknown, det, "no measurement %s was requested", c.MeasurementID)
 	case !m.Claimed:
@@ -868,6 +882,11 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 	case r.StartedAt.IsZero() || r.EndedAt.Before(r.StartedAt) || r.EndedAt.After(in.At):
 		det["started_at"], det["ended_at"], det["at"] = r.StartedAt, r.EndedAt, in.At
 		return nil, refuse(CodeMeasurementTimeInvalid, det, "the result must start, then end, before it is received")
+	case r.StartedAt.Before(m.Request.At):
+		det["started_at"], det["ended_at"], det["requested_at"] = r.StartedAt, r.EndedAt, m.Request.At
+		return nil, refuse(CodeMeasurementTimeInvalid, det,
+			"the result started at %s, before measurement %s was requested at %s: a run cannot start before it was approved",
+			r.StartedAt.UTC().Format(time.RFC3339Nano), c.MeasurementID, m.Request.At.UTC().Format(time.RFC3339Nano))
 	case int64(len(r.StdoutExcerpt)) > m.Request.OutputCapBytes || int64(len(r.StderrExcerpt)) > m.Request.OutputCapBytes:
 		det["output_cap_bytes"], det["stdout_bytes"], det["stderr_bytes"] = m.Request.OutputCapBytes, len(r.StdoutExcerpt), len(r.StderrExcerpt)
 		return nil, refuse(CodeOutputCapExceeded, det, "an excerpt is longer than the request's output cap of %d bytes", m.Request.OutputCapBytes)
@@ -948,4 +967,10 @@ func (m Measurement) kindMatches(r MeasurementResult, det map[string]any) error 
 		}
 	}
 	return nil
+}
+
+// sha256Hex is the content hash of b, as a refusal records what was sent.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -90,6 +90,13 @@ func TestMeasurement_Decide(t *testing.T) {
 	future.EndedAt = t0.Add(time.Second)
 	chatty := resources("x")
 	chatty.StdoutExcerpt = string(make([]byte, 16<<10+1))
+	// A result with no signature is the measurement_unsigned gate, so that
+	// its refusal is recorded (executor.TestNode_RefusesMeasurements/unsigned).
+	noSignature := signed(resources("x"), 1)
+	noSignature.Envelope.Signatures = nil
+	// A run cannot start before its request was approved (issue #15).
+	beforeRequest := resources("x")
+	beforeRequest.StartedAt = t0.Add(-time.Second)
 	sig2 := signed(resources("x"), 2) // executorKey(2) is registered for gpu2
 	kid1 := events.KeyID(pubOf(executorKey(1)))
 	base := []step{registered(gpu1, 1), requestProbe("x")}
@@ -141,6 +148,9 @@ func TestMeasurement_Decide(t *testing.T) {
 		{name: "a result for another argv", given: claimed, when: signed(otherArgv, 1), code: CodeArgvNotApproved},
 		{name: "a result from another host", given: claimed, when: signed(otherHost, 1), code: CodeHostMismatch},
 		{name: "a result from the future", given: claimed, when: signed(future, 1), code: CodeMeasurementTimeInvalid},
+		{name: "a result started before its request", given: claimed, when: signed(beforeRequest, 1), code: CodeMeasurementTimeInvalid},
+		{name: "a result without a signature", given: claimed, when: noSignature, code: CodeMeasurementUnsigned},
+		{name: "an unsigned result for no request", given: base[:1], when: noSignature, code: CodeMeasurementUnsigned},
 		{name: "an excerpt over the output cap", given: claimed, when: signed(chatty, 1), code: CodeOutputCapExceeded},
 		{
 			name: "a late result is recorded beside the uncertainty", given: []step{claimed, advance(2 * time.Minute)}, when: signed(resources("x"), 1),
@@ -180,7 +190,7 @@ func TestMeasurement_LateResult(t *testing.T) {
 func TestMeasurement_StoredVerbatim(t *testing.T) {
 	l := newLedger(t)
 	payload := []byte("{\n  \"measurement_id\": \"x\", \"executor_id\": \"gpu1\", \"host\": \"spark-1\",\n  \"argv\": " + string(must(json.Marshal(probeArgv))) +
-		", \"started_at\": \"2026-09-06T09:59:59Z\", \"ended_at\": \"2026-09-06T10:00:00Z\", \"exit_code\": 0, \"resident_models_observed\": true}")
+		", \"started_at\": \"2026-09-06T10:00:00Z\", \"ended_at\": \"2026-09-06T10:00:00Z\", \"exit_code\": 0, \"resident_models_observed\": true}")
 	env := must(events.SignData(context.Background(), MeasurementPayloadType, payload, executorKey(1)))
 	l.given(registered(gpu1, 1), requestProbe("x"), claim("x", gpu1),
 		&RecordMeasurement{MeasurementID: "x", ExecutorID: gpu1, Payload: payload, Envelope: *env})

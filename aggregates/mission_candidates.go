@@ -118,7 +118,7 @@ func (c *RecordCheck) Validate() error {
 	if err := checkID("check_id", c.CheckID); err != nil {
 		return err
 	}
-	if err := checkSHA256("argv_hash", c.ArgvHash, true); err != nil {
+	if err := checkDigest("argv_hash", c.ArgvHash, true); err != nil {
 		return err
 	}
 	if err := checkOneOf("outcome", c.Outcome, CheckPass, CheckFail, CheckSkipped, CheckTruncated, CheckError); err != nil {

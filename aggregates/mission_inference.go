@@ -90,7 +90,7 @@ func (c *SettleInference) Validate() error {
 	if err := checkText("receipt.model_tag", r.ModelTag, true, maxShortText); err != nil {
 		return err
 	}
-	if err := checkText("receipt.binding_identity", r.BindingIdentity, false, maxShortText); err != nil {
+	if err := checkDigest("receipt.binding_identity", r.BindingIdentity, false); err != nil {
 		return err
 	}
 	if err := checkSHA256("receipt.request_sha256", r.RequestSHA256, true); err != nil {

@@ -198,9 +198,19 @@ func (c *DecideRoute) Decide(in Inputs) ([]NewEvent, error) {
 }
 
 func routeRefusal(m Mission, cands []RouteCandidate, refusals []*Refusal) *Refusal {
+	// Each candidate keeps its refusal's column and precise state
+	// (not_probed, stale, tag_not_listed, …) as docs/GATES.md promises;
+	// a refusal that carries one candidate's code (the declared provider,
+	// or the only one) also carries its provider, column and state at the
+	// top, as StartAttempt's refusal does.
 	det := make([]map[string]any, len(cands))
 	for i, c := range cands {
 		det[i] = map[string]any{"provider": c.Provider, "refusal": c.Refusal}
+		for _, k := range []string{"column", "state"} {
+			if v, ok := refusals[i].Details[k]; ok {
+				det[i][k] = v
+			}
+		}
 	}
 	details := map[string]any{"mission_id": m.ID, "candidates": det}
 	for i, r := range refusals {
@@ -211,6 +221,11 @@ func routeRefusal(m Mission, cands []RouteCandidate, refusals []*Refusal) *Refus
 	}
 	first := refusals[0]
 	if m.DeclaredProvider != "" || len(refusals) == 1 {
+		for _, k := range []string{"provider", "column", "state"} {
+			if v, ok := first.Details[k]; ok {
+				details[k] = v
+			}
+		}
 		return refuse(first.Code, details, "%s", first.Message)
 	}
 	return refuse(CodeNoEligibleProvider, details, "no candidate provider passes the %s gate for mission %s", factName(m), m.ID)

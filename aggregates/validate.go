@@ -65,22 +65,61 @@ func checkOneOf(path, v string, allowed ...string) error {
 	return invalid(path, "is %q; want one of %s", v, strings.Join(allowed, ", "))
 }
 
-// checkSHA256 validates a lowercase hex SHA-256 digest, optionally
-// prefixed with "sha256:".
+// Two spellings of a SHA-256, one per field, never both (issue #15):
+//
+//   - a content hash, the SHA-256 of bytes someone else hashed (a file, a
+//     patch, a request, an output), is 64 lowercase hex characters, as
+//     sha256sum prints it: checkSHA256;
+//   - a digest greffe defines by a formula over JSON or an argv (a
+//     binding's identity, an argv_hash, a receipt's binding_identity) is
+//     "sha256:" and 64 lowercase hex characters, as BindingIdentity and
+//     ArgvHash return it: checkDigest.
+//
+// A value in the other spelling is refused with the spelling the field
+// wants, so that equal digests are always equal strings: the gates compare
+// them as strings (identity_mismatch, receipt_mismatch, argv_mismatch).
+
+// DigestPrefix starts every digest greffe defines.
+const DigestPrefix = "sha256:"
+
+// checkSHA256 validates a content hash: 64 lowercase hex characters.
 func checkSHA256(path, v string, required bool) error {
 	if v == "" {
 		if required {
-			return invalid(path, "is required (a SHA-256 digest in hex)")
+			return invalid(path, "is required: a SHA-256 content hash, 64 lowercase hex characters (as sha256sum prints it)")
 		}
 		return nil
 	}
-	h := strings.TrimPrefix(v, "sha256:")
+	if strings.HasPrefix(v, DigestPrefix) {
+		return invalid(path, "is %q: a content hash is 64 lowercase hex characters without the %q prefix (as sha256sum prints it)", v, DigestPrefix)
+	}
+	return checkHex(path, v, "64 lowercase hex characters")
+}
+
+// checkDigest validates a digest greffe defines: "sha256:" and 64
+// lowercase hex characters.
+func checkDigest(path, v string, required bool) error {
+	const want = `"sha256:" and 64 lowercase hex characters`
+	if v == "" {
+		if required {
+			return invalid(path, "is required: a digest, %s", want)
+		}
+		return nil
+	}
+	h, ok := strings.CutPrefix(v, DigestPrefix)
+	if !ok {
+		return invalid(path, "is %q: this digest is written %s (e.g. the output of greffe digest)", v, want)
+	}
+	return checkHex(path, h, want)
+}
+
+func checkHex(path, h, want string) error {
 	if len(h) != 64 {
-		return invalid(path, "is not a SHA-256 digest: want 64 hex characters, got %d", len(h))
+		return invalid(path, "is not a SHA-256: want %s, got %d hex characters", want, len(h))
 	}
 	for _, c := range h {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return invalid(path, "is not a lowercase hex SHA-256 digest")
+			return invalid(path, "is not a SHA-256: want %s, got %q", want, c)
 		}
 	}
 	return nil

@@ -5,10 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math/big"
+	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/gowebpki/jcs"
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/events"
@@ -25,6 +29,9 @@ type prepared struct {
 	id     uuid.UUID
 	cmd    aggregates.Command
 	digest string
+	// legacy is the digest the code before issue #15 recorded for the
+	// same command (digestLegacy); compared, never written.
+	legacy string
 	actor  string
 	behalf string
 	corr   string
@@ -65,7 +72,11 @@ func (h *Handler) prepare(req Request) (*prepared, error) {
 	if req.Actor != "" && req.Actor != req.Principal {
 		p.behalf = req.Actor
 	}
-	p.digest = digest(p.name, p.corr, data)
+	p.digest, err = digest(p.name, p.corr, data)
+	if err != nil {
+		return nil, err
+	}
+	p.legacy = digestLegacy(p.name, p.corr, data)
 	p.meta, err = json.Marshal(Metadata{Command: p.name, CommandID: id.String(), CommandDigest: p.digest, OnBehalfOf: p.behalf})
 	if err != nil {
 		return nil, err
@@ -73,17 +84,61 @@ func (h *Handler) prepare(req Request) (*prepared, error) {
 	return p, nil
 }
 
-// digest is a command's digest, recorded in its events' metadata and
-// compared when its id comes again: "sha256:" and the hex SHA-256 of its
-// name, 0, its correlation id, 0 and its data without the whitespace
-// between tokens (json.Compact's output), so that a re-sent command is the
-// same command whatever its indentation. The format is stored: it never
-// changes.
+// digest is a command's digest, recorded in its events' metadata
+// (command_digest) and compared when its id comes again: "sha256:" and the
+// hex SHA-256 of
+//
+//	name 0x00 correlation_id 0x00 JCS(data)
+//
+// where JCS is the RFC 8785 canonical form of the data (members sorted by
+// their UTF-16 code units, no whitespace, strings and numbers in their one
+// ECMAScript spelling; github.com/gowebpki/jcs), so that a re-sent command
+// is the same command whatever its key order, whitespace or escapes, and
+// whichever JSON library wrote it (issue #15).
+//
+// RFC 8785 writes numbers as IEEE 754 doubles: an integer beyond 2^53 (a
+// nanosecond mtime_ns) would be rounded, and two commands that differ only
+// there would share a digest, a different command taken for a re-send.
+// When the data holds such a number (lossyNumbers), the preimage is
+// followed by 0x00 and the data's compacted bytes: the digest then binds
+// the exact digits too, and a re-send of it is recognised only with its
+// keys in the same order (never a different command taken for it).
+//
+// The format is stored: it never changes. Digests recorded before it
+// (digestLegacy) are still honoured (prepared.sameCommand).
+func digest(name, corr string, data []byte) (string, error) {
+	canon, err := jcs.Transform(data)
+	if err != nil {
+		// DecodeCommand decoded data strictly: JCS refuses only what I-JSON
+		// does and that decoder let through.
+		return "", invalid(CodeInvalidCommand, "data", "cannot be canonicalised (RFC 8785): %v", err)
+	}
+	sum := sha256.New()
+	sum.Write([]byte(name))
+	sum.Write([]byte{0})
+	sum.Write([]byte(corr))
+	sum.Write([]byte{0})
+	sum.Write(canon)
+	if lossyNumbers(data) {
+		sum.Write([]byte{0})
+		sum.Write(appendCompact(make([]byte, 0, len(data)), data))
+	}
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// digestLegacy is the digest recorded before issue #15: the SHA-256 of
+// the name, 0, the correlation id, 0 and the data without the whitespace
+// between tokens (json.Compact's output). A stored one still matches a
+// re-send whose data has the same bytes but for whitespace: both preimages
+// determine the name, the correlation id and the data's value, so either
+// match means the same command. A re-send with its keys in another order
+// than the original's is not recognised by it (the original's canonical
+// form was never recorded): it answers command_id_reused, as before.
 //
 // data is what DecodeCommand decoded, so it is valid JSON: its whitespace
 // is removed in one pass over the bytes (appendCompact), not by a second
 // parse.
-func digest(name, corr string, data []byte) string {
+func digestLegacy(name, corr string, data []byte) string {
 	sum := sha256.New()
 	sum.Write([]byte(name))
 	sum.Write([]byte{0})
@@ -91,6 +146,55 @@ func digest(name, corr string, data []byte) string {
 	sum.Write([]byte{0})
 	sum.Write(appendCompact(make([]byte, 0, len(data)), data))
 	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
+}
+
+// lossyNumbers reports whether valid JSON data holds a number that an
+// IEEE 754 double does not represent exactly (RFC 8785 §3.2.2.3 would
+// round it): an integer beyond ±2^53 that is not a double, or a fraction
+// with more digits than a double keeps.
+func lossyNumbers(data []byte) bool {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(data) && strings.IndexByte("+-0123456789.eE", data[j]) >= 0 {
+				j++
+			}
+			if !exactDouble(string(data[i:j])) {
+				return true
+			}
+			i = j - 1
+		}
+	}
+	return false
+}
+
+// exactDouble reports whether the JSON number lit is exactly a double.
+func exactDouble(lit string) bool {
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil {
+		return false // out of range: JCS refuses it anyway
+	}
+	r, ok := new(big.Rat).SetString(lit)
+	if !ok {
+		return false
+	}
+	var fr big.Rat
+	if fr.SetFloat64(f) == nil {
+		return false
+	}
+	return r.Cmp(&fr) == 0
 }
 
 // appendCompact appends valid JSON src to dst without the whitespace

@@ -55,5 +55,9 @@
 // Its errors carry a code and a kind (errors.go); none knows HTTP. The
 // package imports events, aggregates and the standard library (never
 // net/http); never api, client, node or a store (the Log it needs is defined here, and
-// *pebblelog.Store satisfies it).
+// *pebblelog.Store satisfies it). It also imports github.com/gowebpki/jcs,
+// a kept implementation of RFC 8785 (JSON Canonicalization Scheme), the
+// canonical form the command digest is computed over (decode.go), rather
+// than a home-made canonicaliser whose number and string spellings would
+// need their own proof.
 package commands

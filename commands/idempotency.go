@@ -94,7 +94,10 @@ func (h *Handler) prior(ctx context.Context, p *prepared) (Result, error, bool) 
 // sameCommand checks that stored metadata records this command.
 func (p *prepared) sameCommand(meta json.RawMessage, pos uint64) error {
 	var m Metadata
-	if err := json.Unmarshal(meta, &m); err != nil || m.CommandDigest != p.digest {
+	// The digest recorded before issue #15 (over the compacted bytes) is
+	// honoured too: a command recorded by the older node and re-sent with
+	// the same bytes after the upgrade is the same command (decode.go).
+	if err := json.Unmarshal(meta, &m); err != nil || m.CommandDigest != p.digest && m.CommandDigest != p.legacy {
 		return p.reused(pos, m.Command)
 	}
 	return nil

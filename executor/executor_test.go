@@ -468,7 +468,7 @@ func signedResult(t *testing.T, id, exec string, argv []string, key ed25519.Priv
 	t.Helper()
 	now := time.Now().UTC()
 	payload, err := json.Marshal(aggregates.MeasurementResult{MeasurementID: id, ExecutorID: exec, Host: host, Argv: argv,
-		StartedAt: now.Add(-time.Second), EndedAt: now, ExitCode: 0, Outcome: aggregates.ResultExited})
+		StartedAt: now, EndedAt: now, ExitCode: 0, Outcome: aggregates.ResultExited}) // a run starts after its request
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,6 +477,20 @@ func signedResult(t *testing.T, id, exec string, argv []string, key ed25519.Priv
 		t.Fatal(err)
 	}
 	return aggregates.RecordMeasurement{MeasurementID: id, ExecutorID: exec, Payload: payload, Envelope: *env}
+}
+
+// resign signs r again with key.
+func resign(t *testing.T, r aggregates.MeasurementResult, key ed25519.PrivateKey) aggregates.RecordMeasurement {
+	t.Helper()
+	payload, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := events.SignData(t.Context(), aggregates.MeasurementPayloadType, payload, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aggregates.RecordMeasurement{MeasurementID: r.MeasurementID, ExecutorID: r.ExecutorID, Payload: payload, Envelope: *env}
 }
 
 // TestNode_RefusesMeasurements: the node's gates on results, each through
@@ -503,7 +517,16 @@ func TestNode_RefusesMeasurements(t *testing.T) {
 			r := signedResult(t, id, "gpu1", argv, key1)
 			r.Envelope.Signatures = nil
 			return r
-		}, 400, commands.CodeInvalidCommand},
+		}, 422, aggregates.CodeMeasurementUnsigned}, // a gate, so recorded in refusals (issue #15); was a 400 that recorded nothing
+		{"started before it was requested", func(id string) aggregates.RecordMeasurement {
+			r := signedResult(t, id, "gpu1", argv, key1)
+			var res aggregates.MeasurementResult
+			if err := json.Unmarshal(r.Payload, &res); err != nil {
+				t.Fatal(err)
+			}
+			res.StartedAt = res.StartedAt.Add(-time.Hour)
+			return resign(t, res, key1)
+		}, 422, aggregates.CodeMeasurementTimeInvalid},
 		{"a signature that does not verify", func(id string) aggregates.RecordMeasurement {
 			r := signedResult(t, id, "gpu1", argv, key1)
 			r.Envelope.Signatures[0].Sig[0] ^= 1

@@ -2,8 +2,10 @@ package projections
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/greffe/greffe/events"
 )
@@ -148,7 +150,11 @@ func (e *PositionError) CodedError() *events.Error {
 }
 
 // RenderAt renders projection name as of position upto (the log prefix
-// [0, upto)), replayed in memory from src, judged at q.Time.
+// [0, upto)), replayed in memory from src, judged at q.Time. A zero q.Time
+// is the recorded time of the event at position upto (TimeAt): the
+// auditor's question is "what did the matrix say then", so asking at the
+// position a RouteDecided read its grounds at judges freshness at the time
+// the route did, not at today's clock.
 func (s *Set) RenderAt(ctx context.Context, name string, upto uint64, q Query) ([]byte, error) {
 	if _, ok := SpecByName(name); !ok {
 		return nil, &UnknownError{Name: name}
@@ -157,11 +163,40 @@ func (s *Set) RenderAt(ctx context.Context, name string, upto uint64, q Query) (
 		return nil, &PositionError{Position: upto, Head: head}
 	}
 	if q.Time.IsZero() {
-		q.Time = s.cfg.Clock()
+		t, err := s.TimeAt(ctx, upto)
+		if err != nil {
+			return nil, err
+		}
+		q.Time = t
 	}
 	snaps, err := Rebuild(ctx, s.cfg.Source, s.cfg.Env, []Target{{Name: name, Upto: upto}})
 	if err != nil {
 		return nil, err
 	}
 	return snaps[0].Render(q)
+}
+
+// TimeAt is the time an as-of render at position pos is judged at: the
+// time recorded by the event at pos, the first one after the prefix
+// [0, pos) (the data's "at", the decision's own time, when it has one, as
+// every domain event does; otherwise its recorded_at), or the Set's clock
+// when pos is the head (no event there yet: the prefix is the present).
+func (s *Set) TimeAt(ctx context.Context, pos uint64) (time.Time, error) {
+	if pos >= s.cfg.Source.Head().Size {
+		return s.cfg.Clock(), nil
+	}
+	evs, err := s.cfg.Source.ReadAll(ctx, events.ReadOptions{From: pos, Limit: 1})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the event at %d: %w", pos, err)
+	}
+	if len(evs) == 0 || evs[0].Position != pos {
+		return s.cfg.Clock(), nil
+	}
+	var d struct {
+		At time.Time `json:"at"`
+	}
+	if json.Unmarshal(evs[0].Data, &d) == nil && !d.At.IsZero() {
+		return d.At.UTC(), nil
+	}
+	return evs[0].RecordedAt.UTC(), nil
 }

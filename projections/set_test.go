@@ -238,3 +238,72 @@ func TestSet_FoldFailure(t *testing.T) {
 }
 
 var _ projections.Source = (*pebblelog.Store)(nil)
+
+// TestSet_RenderAtRoute: asked at the position a RouteDecided read its
+// grounds at, with no time, the readiness matrix is judged at the time of
+// the event at that position (the route's own): every candidate's four
+// columns are what the route recorded, so an auditor sees what was known
+// when it was decided (issue #15; before, the node's clock judged it, and a
+// route's live_proven showed stale). time=T still overrides.
+func TestSet_RenderAtRoute(t *testing.T) {
+	log := openStore(t)
+	fill(t, log)
+	head := log.Head().Size
+	later := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC) // long after every probe
+	s := openSet(t, t.TempDir(), log, func(c *projections.Config) { c.Clock = func() time.Time { return later } })
+	waitAll(t, s, head)
+	ctx := context.Background()
+	all, err := log.ReadAll(ctx, events.ReadOptions{Limit: events.MaxReadLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cols struct{ Config, Eligible, Live, Activation string }
+	colsOf := func(r aggregates.Readiness) cols {
+		return cols{r.ConfigurationReady.State, r.EligibleForAttempt.State, r.LiveProven.State, r.ActivationReady.State}
+	}
+	render := func(upto uint64, q projections.Query) map[string]cols {
+		b, err := s.RenderAt(ctx, "readiness", upto, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Rows []projections.ReadinessRow }
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]cols{}
+		for _, r := range out.Rows {
+			m[r.Key] = colsOf(r.Readiness)
+		}
+		return m
+	}
+	routes, live := 0, 0
+	for _, e := range all {
+		if e.Type != aggregates.TypeRouteDecided {
+			continue
+		}
+		var d aggregates.RouteDecided
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatal(err)
+		}
+		routes++
+		got := render(d.ReadPosition, projections.Query{})
+		for _, c := range d.Candidates {
+			if diff := cmp.Diff(colsOf(c.Readiness), got[c.Provider]); diff != "" {
+				t.Errorf("route of %s at position %d, candidate %s (-route +as of):\n%s", d.MissionID, e.Position, c.Provider, diff)
+			}
+			if c.Readiness.LiveProven.State == aggregates.ReadyLiveProven {
+				live++
+				// time=T overrides: judged long after, the probe is stale.
+				if st := render(d.ReadPosition, projections.Query{Time: later})[c.Provider].Live; st != aggregates.StateStale {
+					t.Errorf("route of %s, %s judged at %s: live_proven is %s, want stale", d.MissionID, c.Provider, later, st)
+				}
+			}
+		}
+	}
+	if routes < 3 || live == 0 {
+		t.Fatalf("the fixtures hold %d routes, %d live candidates: the test compared too little", routes, live)
+	}
+	if got, err := s.TimeAt(ctx, head); err != nil || !got.Equal(later) {
+		t.Errorf("TimeAt(head) = %s, %v; want the clock, %s", got, err, later)
+	}
+}

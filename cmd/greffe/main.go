@@ -156,5 +156,6 @@ greffe completion bash --help (docs/OPERATIONS.md).`,
 		newCmdCmd(), newApplyCmd(), newMatrixCmd(), newDemoCmd(), newVerifyProjectionsCmd(),
 		newWitnessCmd(),
 	)
+	root.AddCommand(newDigestCmd())
 	return root
 }

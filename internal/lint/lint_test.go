@@ -62,8 +62,10 @@ var rules = []rule{
 	{
 		pkg:      "commands",
 		greffe:   []string{"events", "aggregates"},
+		modules:  []string{"github.com/gowebpki/jcs"},
 		belowAPI: true,
-		why:      "load, decide, append: events and aggregates (ARCHITECTURE.md, commands/doc.go); the Log it needs is defined there, so no store",
+		why: "load, decide, append: events and aggregates (ARCHITECTURE.md, commands/doc.go); the Log it needs is defined there, so no store; " +
+			"gowebpki/jcs, the RFC 8785 canonical form the idempotency digest is computed over (commands/decode.go)",
 	},
 	{
 		pkg:      "projections",

@@ -1,0 +1,139 @@
+package aggregates
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// A claim's scope is structured (issue #15): it names what the claim covers
+// (its subjects, the exact model tag, the cases measured, the conditions)
+// and AcceptClaim refuses it when it covers more than its evidence does. A
+// whole-string denylist ("general quality", "everything") judged scopes
+// before; it let "general quality of GLM-4.7-Flash on every task" through,
+// since no list of words can judge what a sentence covers.
+//
+// What each kind of evidence covers (Coverage):
+//
+//   - an independent passing check: the mission it ran for (subject
+//     mission/<id>) and its check id (a case), on its candidate;
+//   - a signed measurement: its host (subject host/<host>) and its
+//     measurement id (a case), from its start to its end;
+//   - an ok probe that listed the tag exactly: its provider (subject
+//     provider/<name>) and that exact tag, at the time it was observed.
+//
+// A claim's subjects, model tag and cases must each be covered by at least
+// one of its verified evidence events; its conditions are recorded for the
+// reader and not judged. So a claim about a model whose evidence is one
+// probe of one tag covers that provider and tag at that time, and the
+// acceptance records that time (ClaimAccepted.evidence[].covers.at).
+
+// ClaimScope is what a claim covers.
+type ClaimScope struct {
+	// Subjects are what the claim is about: at least one provider, mission
+	// or host, each of which some evidence must cover.
+	Subjects []ClaimSubject `json:"subjects" jsonschema:"required,minItems=1,maxItems=64"`
+	// ModelTag, when set, is the exact model tag the claim is about; an ok
+	// probe that listed exactly that tag must be among the evidence.
+	ModelTag string `json:"model_tag,omitempty" jsonschema:"maxLength=256"`
+	// Cases, when set, are the cases or inputs the claim covers: check ids
+	// (of a passing check) or measurement ids (of a signed measurement).
+	Cases []string `json:"cases,omitempty" jsonschema:"maxItems=64,uniqueItems=true"`
+	// Conditions are the conditions the claim was observed under, in
+	// words (a repository, a load, a date); recorded, not judged.
+	Conditions string `json:"conditions,omitempty" jsonschema:"maxLength=4096"`
+}
+
+// ClaimSubject is one thing a claim is about.
+type ClaimSubject struct {
+	// Kind is provider, mission or host.
+	Kind string `json:"kind" jsonschema:"required,enum=provider,enum=mission,enum=host"`
+	// ID is the provider's name, the mission's id or the host's name.
+	ID string `json:"id" jsonschema:"required,minLength=1,maxLength=200"`
+}
+
+// Claim subject kinds.
+const (
+	SubjectProvider = "provider"
+	SubjectMission  = "mission"
+	SubjectHost     = "host"
+)
+
+// Coverage is what one verified evidence event covers.
+type Coverage struct {
+	Subject  ClaimSubject `json:"subject"`
+	ModelTag string       `json:"model_tag,omitempty"`
+	Case     string       `json:"case,omitempty"`
+	// At is when what it proves was observed: a check's time, a
+	// measurement's end, a probe's observation.
+	At time.Time `json:"at"`
+}
+
+// CodeClaimScopeExceedsEvidence: the claim's scope names a subject, a
+// model tag or a case that none of its verified evidence covers.
+const CodeClaimScopeExceedsEvidence = "claim_scope_exceeds_evidence"
+
+func (s ClaimScope) validate() error {
+	if len(s.Subjects) > MaxClaimEvidence {
+		return invalid("scope.subjects", "has %d subjects; the limit is %d", len(s.Subjects), MaxClaimEvidence)
+	}
+	for i, sub := range s.Subjects {
+		p := indexPath("scope.subjects", i)
+		if err := checkOneOf(p+".kind", sub.Kind, SubjectProvider, SubjectMission, SubjectHost); err != nil {
+			return err
+		}
+		if err := checkID(p+".id", sub.ID); err != nil {
+			return err
+		}
+		if slices.Contains(s.Subjects[:i], sub) {
+			return invalid(p, "%s %s is listed twice", sub.Kind, sub.ID)
+		}
+	}
+	if err := checkText("scope.model_tag", s.ModelTag, false, maxShortText); err != nil {
+		return err
+	}
+	if len(s.Cases) > MaxClaimEvidence {
+		return invalid("scope.cases", "has %d cases; the limit is %d", len(s.Cases), MaxClaimEvidence)
+	}
+	if err := checkList("scope.cases", s.Cases); err != nil {
+		return err
+	}
+	return checkText("scope.conditions", s.Conditions, false, maxLongText)
+}
+
+// uncovered returns what the scope names that no coverage covers, as
+// "provider/glm", "model_tag/…", "case/c01".
+func (s ClaimScope) uncovered(cov []Coverage) []string {
+	var out []string
+	for _, sub := range s.Subjects {
+		if !slices.ContainsFunc(cov, func(c Coverage) bool { return c.Subject == sub }) {
+			out = append(out, sub.Kind+"/"+sub.ID)
+		}
+	}
+	if s.ModelTag != "" && !slices.ContainsFunc(cov, func(c Coverage) bool { return c.ModelTag == s.ModelTag }) {
+		out = append(out, "model_tag/"+s.ModelTag)
+	}
+	for _, k := range s.Cases {
+		if !slices.ContainsFunc(cov, func(c Coverage) bool { return c.Case == k }) {
+			out = append(out, "case/"+k)
+		}
+	}
+	return out
+}
+
+// storedScope reads a ClaimProposed's scope: a ClaimScope, or the words of
+// a claim proposed before scopes were structured (legacy, judged as a
+// scope that cannot be bounded).
+func storedScope(raw json.RawMessage) (scope ClaimScope, legacy string, err error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return scope, "", nil
+	case raw[0] == '"':
+		err = json.Unmarshal(raw, &legacy)
+		return scope, legacy, err
+	}
+	err = json.Unmarshal(raw, &scope)
+	return scope, "", err
+}

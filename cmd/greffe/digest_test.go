@@ -1,0 +1,177 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/aggregates"
+	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
+)
+
+func hexOf(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+
+// TestDigest_ClientIsTheNode: the client's digests, written from their
+// published definitions, are the ones the node recomputes (aggregates'
+// BindingIdentity and ArgvHash, events.KeyID), on inputs that tell the
+// spellings apart: HTML characters, non-ASCII text, metadata keys out of
+// order, empty and absent lists.
+func TestDigest_ClientIsTheNode(t *testing.T) {
+	arts := []aggregates.BindingArtifact{
+		{Path: "/models/q/weights <1>.gguf", Size: 16 << 30, SHA256: hexOf("w"), Role: aggregates.RoleWeights},
+		{Path: "/opt/llama/llama-server&co", Size: 9 << 20, SHA256: hexOf("s"), Role: aggregates.RoleServer},
+	}
+	cArts := make([]client.BindingArtifact, len(arts))
+	for i, a := range arts {
+		cArts[i] = client.BindingArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Role: a.Role}
+	}
+	for _, meta := range []map[string]string{nil, {}, {"z": "1", "a": "é", "m": "<x>"}} {
+		for _, as := range [][2]int{{0, 0}, {0, 2}, {1, 2}} {
+			want := aggregates.BindingIdentity(hexOf("c"), "abc123", hexOf("t"), meta, arts[as[0]:as[1]])
+			got := client.BindingIdentity(client.Binding{ConfigSHA256: hexOf("c"), SourceCommit: "abc123", TemplateSHA256: hexOf("t"), ModelMetadata: meta, Artifacts: cArts[as[0]:as[1]]})
+			if got != want {
+				t.Errorf("binding identity (meta %v, artifacts %v): client %s, node %s", meta, as, got, want)
+			}
+		}
+	}
+	for _, argv := range [][]string{nil, {}, {"bash", "t.sh"}, {"python3", "-c", "print('<&>')", "é"}} {
+		if got, want := client.ArgvHash(argv), aggregates.ArgvHash(argv); got != want {
+			t.Errorf("argv_hash of %q: client %s, node %s", argv, got, want)
+		}
+	}
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := client.ExecutorKeyID(pub), events.KeyID(pub); got != want {
+		t.Errorf("key id: client %s, node %s", got, want)
+	}
+}
+
+// TestCLI_Digest: greffe digest prints what the node recomputes, so that
+// a binding proposed with the identity it prints verifies (no
+// identity_mismatch), an executor key registered on a node gets the key id
+// it prints, and a bare-hex identity is refused with the spelling it wants.
+func TestCLI_Digest(t *testing.T) {
+	n := startNode(t)
+	c := client.New(n.URL(), "")
+	dir := t.TempDir()
+	send := func(name string, data any) (client.CommandOut, error) {
+		b, err := json.Marshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Command(t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Data: b})
+	}
+
+	// A binding: identity by the CLI, then hashed by a supervisor and verified.
+	arts := []aggregates.BindingArtifact{
+		{Path: "/m/weights.gguf", Size: 1 << 30, SHA256: hexOf("weights"), Role: aggregates.RoleWeights},
+		{Path: "/o/llama-server", Size: 9 << 20, SHA256: hexOf("server"), Role: aggregates.RoleServer},
+		{Path: "/o/libggml-cuda.so", Size: 80 << 20, SHA256: hexOf("engine"), Role: aggregates.RoleEngine},
+		{Path: "/m/tokenizer.json", Size: 7 << 20, SHA256: hexOf("tokenizer"), Role: aggregates.RoleTokenizer},
+		{Path: "/m/template.jinja", Size: 4 << 10, SHA256: hexOf("template"), Role: aggregates.RoleTemplate},
+	}
+	pb := aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: "qwen:27b", Family: "coder",
+		ConfigSHA256: hexOf("config"), SourceCommit: "7695859a", TemplateSHA256: hexOf("template"), ContextTokens: 65536,
+		ModelMetadata: map[string]string{"quantization": "Q4_K_M", "architecture": "qwen35"}, Artifacts: arts}
+	file := filepath.Join(dir, "binding.json")
+	b, _ := json.MarshalIndent(pb, "", "  ")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "", "digest", "binding", file)
+	identity := strings.TrimSpace(out)
+	if code != exitOK || !strings.HasPrefix(identity, "sha256:") || len(identity) != 71 {
+		t.Fatalf("digest binding: %d %q %q", code, out, errs)
+	}
+	// The bare-hex spelling of the same digest is refused, naming the one it wants.
+	pb.Identity = strings.TrimPrefix(identity, "sha256:")
+	_, err := send("ProposeBinding", pb)
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Field != "data.identity" || !strings.Contains(ae.Message, `"sha256:" and 64 lowercase hex`) {
+		t.Fatalf("bare-hex identity: %v", err)
+	}
+	pb.Identity = identity
+	if _, err := send("ProposeBinding", pb); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range arts {
+		if _, err := send("RecordArtifactHash", aggregates.RecordArtifactHash{BindingID: "b1", Path: a.Path, Size: a.Size, MtimeNS: 1_772_000_000_000_000_000,
+			SHA256: a.SHA256, Role: a.Role, VerifiedBy: "supervisor-1", VerifierRole: aggregates.VerifierSupervisor}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := send("VerifyBinding", aggregates.VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"})
+	if err != nil || len(res.Events) != 1 || res.Events[0].Type != aggregates.TypeBindingVerified {
+		t.Fatalf("verify a binding whose identity greffe digest computed: %+v, %v", res, err)
+	}
+
+	// argv: the hash of the exact command line.
+	code, out, _ = runCLI(t, "", "digest", "argv", "--json", "--", "bash", "-c", "test -x t.sh")
+	var d struct{ Kind, Digest string }
+	if err := json.Unmarshal([]byte(out), &d); code != exitOK || err != nil || d.Digest != aggregates.ArgvHash([]string{"bash", "-c", "test -x t.sh"}) || d.Kind != "argv_hash" {
+		t.Fatalf("digest argv: %d %q %v", code, out, err)
+	}
+
+	// An executor key in each accepted spelling, then registered.
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	spellings := map[string][]byte{
+		"pem": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}),
+		"b64": []byte(base64.StdEncoding.EncodeToString(pub) + "\n"),
+		"raw": pub,
+	}
+	var keyID string
+	for name, body := range spellings {
+		f := filepath.Join(dir, name+".pub")
+		if err := os.WriteFile(f, body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := runCLI(t, "", "digest", "executor-key", f)
+		if code != exitOK {
+			t.Fatalf("digest executor-key %s: %d %q", name, code, errs)
+		}
+		if keyID != "" && strings.TrimSpace(out) != keyID {
+			t.Errorf("%s spelling: %s, want %s", name, out, keyID)
+		}
+		keyID = strings.TrimSpace(out)
+	}
+	if _, err := send("GrantApproval", aggregates.GrantApproval{ApprovalID: "reg", Approver: "owner", Action: aggregates.ActionActivation,
+		Subject: aggregates.ExecutorStream("gpu1"), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = send("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: "spark-1", PublicKey: pub, ApprovalID: "reg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Event(t.Context(), res.Events[0].ID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg struct {
+		KeyID string `json:"key_id"`
+	}
+	if err := json.Unmarshal(e.Data, &reg); err != nil || reg.KeyID != keyID {
+		t.Errorf("registered key id %q, greffe digest printed %q (%v)", reg.KeyID, keyID, err)
+	}
+	if code, _, errs := runCLI(t, "", "digest", "executor-key", file); code != exitCannot || !strings.Contains(errs, "ed25519") {
+		t.Errorf("a file that is no key: exit %d, %q", code, errs)
+	}
+}
