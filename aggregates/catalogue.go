@@ -36,6 +36,9 @@ func Catalogue() []CommandSpec {
 		{"ActivateProvider", "Provider", func() Command { return &ActivateProvider{} }},
 		{"MakeProviderDormant", "Provider", func() Command { return &MakeProviderDormant{} }},
 		{"RecordProbe", "Provider", func() Command { return &RecordProbe{} }},
+		{"ApproveProbeSchedule", "Provider", func() Command { return &ApproveProbeSchedule{} }},
+		{"EndProbeSchedule", "Provider", func() Command { return &EndProbeSchedule{} }},
+		{"RequestScheduledProbe", "Provider", func() Command { return &RequestScheduledProbe{} }},
 
 		{"RecordArtifactHash", "ModelBinding", func() Command { return &RecordArtifactHash{} }},
 		{"ProposeBinding", "ModelBinding", func() Command { return &ProposeBinding{} }},

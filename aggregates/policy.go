@@ -36,6 +36,8 @@ type Policy struct {
 	Admission AdmissionPolicy `json:"admission"`
 	// Measurement bounds what an executor may be asked to run.
 	Measurement MeasurementPolicy `json:"measurement"`
+	// ProbeSchedule bounds standing probe schedules (schedule.go).
+	ProbeSchedule ProbeSchedulePolicy `json:"probe_schedule"`
 }
 
 // Budgets are the ceilings of one mission (DOMAIN.md "Budgets"). Counts are
@@ -130,6 +132,7 @@ func DefaultPolicy() Policy {
 			MaxOutputBytes: DefaultOutputBytesPerCommand,
 			LeaseGrace:     D(DefaultLeaseGrace),
 		},
+		ProbeSchedule: ProbeSchedulePolicy{MinInterval: D(DefaultScheduleMinInterval), MaxInterval: D(DefaultScheduleMaxInterval)},
 	}
 }
 
@@ -194,6 +197,7 @@ func (p Policy) Validate() error {
 	if p.Measurement.LeaseGrace.Duration < 0 {
 		probs = append(probs, fmt.Sprintf("measurement.lease_grace is %s; must be >= 0", p.Measurement.LeaseGrace))
 	}
+	probs = p.ProbeSchedule.validate(probs)
 	if len(probs) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.Join(probs, "; "))
 	}

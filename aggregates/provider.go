@@ -35,6 +35,9 @@ type Provider struct {
 	BindingIdentity string
 	Dormant         bool
 	DormantReason   string
+	// Schedule is the standing probe schedule (schedule.go); nil when none
+	// was ever approved.
+	Schedule *ProbeSchedule
 	// LastProbe is the newest models or smoke probe (the only kinds that
 	// prove liveness); LastDoctor the newest doctor probe.
 	LastProbe  *Probe
@@ -198,7 +201,10 @@ func (p Provider) Evolve(e *events.Event) (Provider, error) {
 			p.LastDoctor = pr
 		} else {
 			p.LastProbe = pr
+			p = p.scheduledProbeRan(pr)
 		}
+	case TypeProbeScheduleApproved, TypeProbeScheduleEnded, TypeScheduledProbeRequested:
+		return p.evolveSchedule(e)
 	default:
 		return p, foldError(e, ErrUnknownEventType)
 	}

@@ -94,7 +94,7 @@ const (
 func ProviderReadiness(p Provider, b Binding, at time.Time, pol Policy) Readiness {
 	r := Readiness{Provider: p.Name, Kind: p.Kind, Dormant: p.Dormant, At: at}
 	r.ConfigurationReady = configurationFact(p)
-	r.LiveProven = liveFact(p, at, pol.ProbeFreshness.Duration)
+	r.LiveProven = scheduleFact(p, at, liveFact(p, at, pol.ProbeFreshness.Duration))
 	r.ActivationReady = activationFact(p, b, r.ConfigurationReady, r.LiveProven, pol)
 	r.EligibleForAttempt = eligibleFact(p, r.ConfigurationReady, r.ActivationReady)
 	return r

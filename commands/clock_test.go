@@ -73,3 +73,27 @@ func TestHandler_ConcurrentCommandTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestFloorClock_NeverBeforeTheFloor: a floor ahead of the wall clock
+// starts the clock at the floor and moves it with the wall; a floor behind
+// it leaves the wall clock as it is.
+func TestFloorClock_NeverBeforeTheFloor(t *testing.T) {
+	wall := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { return wall }
+	floor := wall.Add(5 * time.Hour)
+	c := commands.NewFloorClock(floor, now)
+	if got := c.Now(); !got.Equal(floor) {
+		t.Fatalf("a floor ahead of the wall: Now = %s, want %s", got, floor)
+	}
+	wall = wall.Add(time.Minute)
+	if got := c.Now(); !got.Equal(floor.Add(time.Minute)) {
+		t.Errorf("one minute later: Now = %s, want %s", got, floor.Add(time.Minute))
+	}
+	if _, settable := any(c).(commands.SettableClock); settable {
+		t.Error("a FloorClock must not be settable: a command could backdate itself")
+	}
+	c = commands.NewFloorClock(wall.Add(-time.Hour), now)
+	if got := c.Now(); !got.Equal(wall) {
+		t.Errorf("a floor behind the wall: Now = %s, want the wall %s", got, wall)
+	}
+}

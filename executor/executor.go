@@ -110,6 +110,18 @@ func (x *Executor) Run(ctx context.Context) error {
 		}
 	}
 	x.cfg.Logger.Info("following", "executor", x.cfg.ExecutorID, "host", x.cfg.Host, "key_id", x.keyID, "from", from)
+	// The probe schedules of this host (schedule.go) are asked for while
+	// the executor follows; they stop with it.
+	sctx, stopSchedules := context.WithCancel(ctx)
+	scheduled := make(chan struct{})
+	go func() {
+		defer close(scheduled)
+		x.schedule(sctx)
+	}()
+	defer func() {
+		stopSchedules()
+		<-scheduled
+	}()
 	return x.follow(ctx, from)
 }
 

@@ -39,6 +39,7 @@ type providerFacts struct {
 	Dormant         bool                       `json:"dormant"`
 	DormantReason   string                     `json:"dormant_reason"`
 	LastProbe       *probeFacts                `json:"last_probe"`
+	Schedule        *scheduleFacts             `json:"schedule,omitempty"`
 	Declaration     aggregates.EventRef        `json:"declaration"`
 	LimitsDeclared  aggregates.EventRef        `json:"limits_declared"`
 	Activation      aggregates.EventRef        `json:"activation"`
@@ -46,12 +47,13 @@ type providerFacts struct {
 }
 
 type probeFacts struct {
-	Kind       string              `json:"kind"`
-	Outcome    string              `json:"outcome"`
-	Models     []string            `json:"models"`
-	ObservedBy string              `json:"observed_by"`
-	ObservedAt time.Time           `json:"observed_at"`
-	Ref        aggregates.EventRef `json:"ref"`
+	Kind          string              `json:"kind"`
+	Outcome       string              `json:"outcome"`
+	Models        []string            `json:"models"`
+	ObservedBy    string              `json:"observed_by"`
+	ObservedAt    time.Time           `json:"observed_at"`
+	MeasurementID string              `json:"measurement_id,omitempty"`
+	Ref           aggregates.EventRef `json:"ref"`
 }
 
 // bindingFacts mirrors the fields of aggregates.Binding readiness reads.
@@ -87,7 +89,7 @@ var (
 	limitsKeys   = []string{"context_tokens", "output_tokens"}
 	activateKeys = []string{"binding_id", "binding_identity"}
 	reasonKeys   = []string{"reason"}
-	probeKeys    = []string{"kind", "outcome", "models", "observed_by", "observed_at"}
+	probeKeys    = []string{"kind", "outcome", "models", "observed_by", "observed_at", "measurement_id"}
 	proposedKeys = []string{"provider", "model_tag"}
 	identityKeys = []string{"identity"}
 )
@@ -138,7 +140,13 @@ func (m *readiness) provider(e *events.Event) error {
 			return nil // a doctor probe proves nothing about liveness
 		}
 		p := m.providers.upsert(strings.TrimPrefix(e.Stream, aggregates.ProviderPrefix))
-		p.LastProbe = &probeFacts{Kind: kind, Outcome: str(v[1]), Models: strs(v[2]), ObservedBy: str(v[3]), ObservedAt: tm(v[4]), Ref: m.ref(e)}
+		p.LastProbe = &probeFacts{Kind: kind, Outcome: str(v[1]), Models: strs(v[2]), ObservedBy: str(v[3]), ObservedAt: tm(v[4]),
+			MeasurementID: str(v[5]), Ref: m.ref(e)}
+		if sc := p.Schedule; sc != nil && p.LastProbe.MeasurementID != "" && p.LastProbe.MeasurementID == sc.LastMeasurementID {
+			sc.LastRanAt, sc.LastRan = p.LastProbe.ObservedAt, p.LastProbe.Ref
+		}
+	case aggregates.TypeProbeScheduleApproved, aggregates.TypeProbeScheduleEnded, aggregates.TypeScheduledProbeRequested:
+		m.schedule(e, m.providers.upsert(strings.TrimPrefix(e.Stream, aggregates.ProviderPrefix)))
 	default:
 		// A type this model does not read (one a later decider added):
 		// nothing it shows depends on it.
@@ -198,6 +206,26 @@ type ReadinessRow struct {
 	Scope       string   `json:"scope,omitempty"`
 	TaskClasses []string `json:"task_classes"`
 	BindingID   string   `json:"binding_id,omitempty"`
+	// Schedule is the provider's standing probe schedule; absent when
+	// none was ever approved (the row's probes are then only those
+	// writers recorded: history, nothing keeps it fresh).
+	Schedule *ScheduleSummary `json:"schedule,omitempty"`
+}
+
+// ScheduleSummary is a row's probe schedule as of the matrix's time.
+type ScheduleSummary struct {
+	Active   bool                `json:"active"`
+	Host     string              `json:"host"`
+	Kind     string              `json:"kind"`
+	Interval aggregates.Duration `json:"interval"`
+	// NextDue is when the next probe may be requested; LastRanAt when the
+	// schedule's newest probe was observed (absent before the first).
+	NextDue   time.Time  `json:"next_due"`
+	LastRanAt *time.Time `json:"last_ran_at,omitempty"`
+	// MissedSince is set when the schedule is missed: when a probe was due
+	// and none was recorded.
+	MissedSince *time.Time `json:"missed_since,omitempty"`
+	EndReason   string     `json:"end_reason,omitempty"`
 }
 
 func (m *readiness) View(q Query) any {
@@ -215,7 +243,7 @@ func (m *readiness) View(q Query) any {
 		}
 		r := aggregates.ProviderReadiness(p, b, q.Time.UTC(), m.env.Policy)
 		rows = append(rows, ReadinessRow{Key: k, Readiness: r, Profile: p.Profile, Endpoint: p.Endpoint, ModelTag: p.ModelTag,
-			Scope: p.Scope, TaskClasses: p.TaskClasses, BindingID: p.BindingID})
+			Scope: p.Scope, TaskClasses: p.TaskClasses, BindingID: p.BindingID, Schedule: scheduleSummary(p.Schedule, q.Time.UTC())})
 	}
 	return rows
 }
@@ -228,8 +256,9 @@ func (f *providerFacts) provider() aggregates.Provider {
 		Declaration: f.Declaration, LimitsDeclared: f.LimitsDeclared, Activation: f.Activation, Dormancy: f.Dormancy}
 	if lp := f.LastProbe; lp != nil {
 		p.LastProbe = &aggregates.Probe{ProbeRecorded: aggregates.ProbeRecorded{Provider: f.Name, Kind: lp.Kind, Outcome: lp.Outcome,
-			Models: lp.Models, ObservedBy: lp.ObservedBy, ObservedAt: lp.ObservedAt}, Ref: lp.Ref}
+			Models: lp.Models, ObservedBy: lp.ObservedBy, ObservedAt: lp.ObservedAt, MeasurementID: lp.MeasurementID}, Ref: lp.Ref}
 	}
+	p.Schedule = f.Schedule.schedule()
 	return p
 }
 

@@ -56,7 +56,7 @@ func TestDemo_AndTheDomainCommands(t *testing.T) {
 	urlc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- runDemo(ctx, demoConfig{Data: data, Addr: "127.0.0.1:0"}, &out, func(u string) { urlc <- u })
+		done <- runDemo(ctx, demoConfig{Data: data, Addr: "127.0.0.1:0", ProbeInterval: time.Second}, &out, func(u string) { urlc <- u })
 	}()
 	var url string
 	select {
@@ -108,7 +108,9 @@ func TestDemo_AndTheDomainCommands(t *testing.T) {
 
 	t.Run("cmd", func(t *testing.T) {
 		id := uuid.NewString()
-		data := `{"approval_id":"cli-1","approver":"owner","action":"startup","subject":"provider-glm-local","uses":1,"expires_at":"2026-04-01T00:00:00Z"}`
+		// The live demo runs on the wall clock: the grant expires after it.
+		data := `{"approval_id":"cli-1","approver":"owner","action":"startup","subject":"provider-glm-local","uses":1,"expires_at":"` +
+			time.Now().Add(30*24*time.Hour).UTC().Format(time.RFC3339) + `"}`
 		code, text, errs := greffe(t, "", "cmd", "GrantApproval", "--data", data, "--id", id, srv)
 		if code != exitOK || !strings.Contains(text, "ApprovalGranted") {
 			t.Fatalf("cmd: %d %s %s", code, text, errs)
@@ -136,10 +138,13 @@ func TestDemo_AndTheDomainCommands(t *testing.T) {
 	})
 
 	t.Run("apply", func(t *testing.T) {
+		// The live demo runs on the wall clock and refuses "at": the history
+		// is decided now, and its checks are judged at times after now.
+		exp := time.Now().Add(24 * time.Hour).UTC()
 		h := `{"fixture":{"name":"cli"}}
-{"at":"2026-03-05T09:00:00Z","command":"GrantApproval","id":"` + uuid.NewString() + `","data":{"approval_id":"cli-2","approver":"owner","action":"release","subject":"mission-x","uses":2,"expires_at":"2026-03-06T00:00:00Z"},"expect":{"events":["ApprovalGranted"]}}
-{"at":"2026-03-05T09:00:01Z","projection":"approvals","key":"cli-2","row":{"status":"active","remaining":2}}
-{"at":"2026-03-07T09:00:00Z","projection":"approvals","key":"cli-2","row":{"status":"expired"}}
+{"command":"GrantApproval","id":"` + uuid.NewString() + `","data":{"approval_id":"cli-2","approver":"owner","action":"release","subject":"mission-x","uses":2,"expires_at":"` + exp.Format(time.RFC3339) + `"},"expect":{"events":["ApprovalGranted"]}}
+{"at":"` + exp.Add(-time.Hour).Format(time.RFC3339) + `","projection":"approvals","key":"cli-2","row":{"status":"active","remaining":2}}
+{"at":"` + exp.Add(time.Hour).Format(time.RFC3339) + `","projection":"approvals","key":"cli-2","row":{"status":"expired"}}
 `
 		file := filepath.Join(t.TempDir(), "h.jsonl")
 		if err := os.WriteFile(file, []byte(h), 0o600); err != nil {
