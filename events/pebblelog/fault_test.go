@@ -129,6 +129,7 @@ type ledger struct {
 	acked   map[uuid.UUID]uint64 // acknowledged, at this position
 	refused map[uuid.UUID]string // refused before anything was written
 	served  []events.Checkpoint  // checkpoints handed out
+	stopped []error              // why each writer that stopped did
 }
 
 func newLedger() *ledger {
@@ -162,6 +163,9 @@ func load(ctx context.Context, s *pebblelog.Store, l *ledger, writers int) {
 					l.acked[p.ID] = o.Events[0].Position
 				case isRefusal(err):
 					l.refused[p.ID] = err.Error()
+				}
+				if err != nil {
+					l.stopped = append(l.stopped, err)
 				}
 				l.mu.Unlock()
 				if err != nil {
@@ -286,13 +290,16 @@ func faultOnce(t *testing.T, mode string, f *nthFault) {
 	}
 	l := newLedger()
 	f.armed.Store(true)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	// The load runs until the fault fires (a slow machine, or -race, needs
+	// many seconds to reach the n-th MANIFEST write), then for at most
+	// noticeWithin: every writer stops at its first error, so once the store
+	// has failed they all do; a fault the store never notices keeps them
+	// going until then.
+	const fireWithin, noticeWithin = 60 * time.Second, 3 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), fireWithin)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { load(ctx, s, l, 8); close(done) }()
-	// Every writer stops at its first error: once the store has failed,
-	// they all do. A fault the store never notices keeps them going until
-	// the deadline.
 	select {
 	case <-f.firedC:
 	case <-ctx.Done():
@@ -300,21 +307,37 @@ func faultOnce(t *testing.T, mode string, f *nthFault) {
 	select {
 	case <-done:
 	case <-r.fatalC: // the goroutine that met it is frozen: a writer, maybe
+	case <-time.After(noticeWithin):
 	case <-ctx.Done():
 	}
 	cancel()
-	if r.fatal.Load() == nil {
-		<-done
+	// A fatal error may freeze a writer after any check of r.fatal (the
+	// store fails, then calls OnFatal): every wait below also ends on it.
+	select {
+	case <-done:
+	case <-r.fatalC:
 	}
 	closeStore := func() {
-		if r.fatal.Load() == nil {
-			_ = s.Close()
-		} // else a goroutine froze inside Pebble, as the process would have died there.
+		if r.fatal.Load() != nil {
+			return // a goroutine froze inside Pebble, as the process would have died there
+		}
+		// Close waits for the checkpoint signer, which a fatal error met
+		// after the check above freezes (seen under -race: a sync error
+		// reaching the signer's Pebble commit after a writer failed the
+		// store).
+		closed := make(chan struct{})
+		go func() { _ = s.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-r.fatalC:
+		}
 	}
 	fired := f.fired.Load()
 	if fired == nil {
 		closeStore()
-		t.Fatalf("the fault never fired (%d matching operations, %d acknowledged appends)", f.count.Load(), len(l.acked))
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		t.Fatalf("the fault never fired (%d matching operations, %d acknowledged appends; writers stopped on %v)", f.count.Load(), len(l.acked), l.stopped)
 	}
 	if s.Failure() == nil {
 		closeStore()
