@@ -98,7 +98,7 @@ func TestProbeSchedule_Missed(t *testing.T) {
 			&ClaimMeasurement{MeasurementID: id, ExecutorID: gpu1, LeaseUntil: l.at.Add(5 * time.Second)})
 		r := probeResult(id, []string{ProbeModels, "http://127.0.0.1:11434/v1"},
 			ProbeReading{Kind: ProbeModels, Endpoint: "http://127.0.0.1:11434/v1", Outcome: ProbeOK, Models: []string{tag}, Latency: D(time.Millisecond)})
-		r.StartedAt, r.EndedAt = l.at.Add(-time.Second), l.at
+		r.StartedAt, r.EndedAt = l.at, l.at // a run starts no earlier than its request
 		l.given(signed(r, 1))
 	}
 	l := newLedger(t)

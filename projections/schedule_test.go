@@ -58,7 +58,7 @@ func TestReadiness_Schedule(t *testing.T) {
 		do("ClaimMeasurement", map[string]any{"measurement_id": id, "executor_id": "x1", "lease_until": clock.Now().Add(10 * time.Second)})
 		now := clock.Now()
 		r := aggregates.MeasurementResult{MeasurementID: id, ExecutorID: "x1", Host: "h1", Argv: []string{"models", endpoint},
-			StartedAt: now.Add(-time.Second), EndedAt: now, Outcome: aggregates.ResultCompleted,
+			StartedAt: now, EndedAt: now, Outcome: aggregates.ResultCompleted, // not before its request
 			Probe: &aggregates.ProbeReading{Kind: "models", Endpoint: endpoint, Outcome: "ok", Models: []string{tag}, Latency: aggregates.D(time.Millisecond)}}
 		payload, err := json.Marshal(r)
 		if err != nil {
