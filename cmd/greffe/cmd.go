@@ -69,9 +69,9 @@ unknown: re-send with the same --id.`,
 				in.ID = uuid.NewString()
 			}
 			if at != "" {
-				t, err := time.Parse(time.RFC3339Nano, at)
+				t, err := parseTimeFlag("--at", at)
 				if err != nil {
-					return usageError{fmt.Errorf("--at: %w", err)}
+					return err
 				}
 				in.At = &t
 			}
