@@ -203,7 +203,14 @@ func semanticReason(e *jsonv2.SemanticError) string {
 	case isTimeError(e):
 		// time.Time's own error quotes Go's layout string
 		// ("2006-01-02T15:04:05Z07:00"), which a user cannot act on.
-		return fmt.Sprintf("must be an RFC 3339 time such as %q (UTC) or %q, got %s", RFC3339Example, "2026-03-01T10:00:00+01:00", e.JSONValue)
+		got := string(e.JSONValue)
+		if pe := (*time.ParseError)(nil); errors.As(e.Err, &pe) {
+			got = strconv.Quote(pe.Value)
+		}
+		if got == "" {
+			return fmt.Sprintf("must be an RFC 3339 time such as %q (UTC) or %q", RFC3339Example, "2026-03-01T10:00:00+01:00")
+		}
+		return fmt.Sprintf("must be an RFC 3339 time such as %q (UTC) or %q, got %s", RFC3339Example, "2026-03-01T10:00:00+01:00", got)
 	}
 	return e.Err.Error()
 }
