@@ -28,6 +28,7 @@ func (s *Server) routes() {
 	s.Handle("GET /v1/subscribe", s.subscribe, readerRoles()...)
 	s.Handle("GET /v1/checkpoint", s.checkpoint, readerRoles()...)
 	s.proofRoutes()
+	s.streamRoutes() // api/streams.go
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
 	})
@@ -450,7 +451,7 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	h := s.ledger.Head()
 	out := client.InfoOut{LedgerID: s.ledger.LedgerID(), Origin: s.ledger.Origin(), NodeID: s.cfg.NodeID, Version: s.cfg.Version,
-		VerifierKeys: s.cfg.Verifiers(), Head: client.HeadOut{Size: h.Size, Root: base64.StdEncoding.EncodeToString(h.Root[:])}}
+		VerifierKeys: s.cfg.Verifiers(), Head: client.HeadOut{Size: h.Size, Root: base64.StdEncoding.EncodeToString(h.Root[:])}, Build: s.cfg.Build}
 	if h.RecordedAt != 0 {
 		out.Head.RecordedAt = time.Unix(0, h.RecordedAt).UTC()
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/transparency-dev/merkle/compact"
 
+	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 )
 
@@ -40,6 +41,10 @@ type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:7070. Without tokens,
 	// only loopback addresses are accepted.
 	Addr string
+	// Listener, when set, is the bound socket to serve instead of binding
+	// Addr (node.Open binds first, before creating anything); the Server
+	// owns and closes it.
+	Listener net.Listener
 	// Tokens enables bearer-token authentication. Nil: none (loopback only).
 	Tokens *Tokens
 	// TLSCert and TLSKey enable TLS when both are set (PEM files).
@@ -48,6 +53,9 @@ type Config struct {
 	NodeID string
 	// Version is the binary's version, reported in /v1/info.
 	Version string
+	// Build is what the binary is, reported in /v1/info as "build"
+	// (nil: left out).
+	Build *client.VersionOut
 	// Verifiers are the note verifier keys of the checkpoint signers,
 	// published in /v1/info (the cluster adds every node's keys).
 	Verifiers func() []string
@@ -70,6 +78,32 @@ type Config struct {
 	// checkpoints (*witness.Collector), served on GET /v1/checkpoint and
 	// in proven answers (api/proven.go). Nil: the node has no witnesses.
 	Cosignatures Cosignatures
+}
+
+// Check reports what would make New or Listen refuse cfg, without binding
+// or creating anything: a non-loopback address without tokens, half a TLS
+// pair, a certificate that does not load. node.Open calls it before it
+// creates the data folder (issue #16).
+func (cfg Config) Check() error {
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:7070"
+	}
+	if cfg.Listener != nil {
+		addr = cfg.Listener.Addr().String()
+	}
+	if !cfg.Tokens.Enabled() && !isLoopback(addr) {
+		return fmt.Errorf("%w (%s); give --tokens FILE, or listen on 127.0.0.1", ErrInsecure, addr)
+	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return errors.New("api: --tls-cert and --tls-key go together")
+	}
+	if cfg.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+	}
+	return nil
 }
 
 // ErrInsecure is returned when the server would listen beyond loopback
@@ -112,11 +146,8 @@ func New(cfg Config, ledger Ledger) (*Server, error) {
 	if cfg.Verifiers == nil {
 		cfg.Verifiers = func() []string { return nil }
 	}
-	if !cfg.Tokens.Enabled() && !isLoopback(cfg.Addr) {
-		return nil, fmt.Errorf("%w (%s)", ErrInsecure, cfg.Addr)
-	}
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return nil, errors.New("api: --tls-cert and --tls-key go together")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux()}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
@@ -158,9 +189,12 @@ func (s *Server) Listen() (net.Addr, error) {
 	if s.listener != nil {
 		return s.listener.Addr(), nil
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+	ln := s.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
+		}
 	}
 	if s.cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)

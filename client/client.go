@@ -21,22 +21,42 @@ import (
 	"github.com/greffe/greffe/events"
 )
 
-// Client is an HTTP client of one node. Safe for concurrent use.
+// Client is an HTTP client of one node, or of the nodes of a cluster
+// (client/endpoints.go). Safe for concurrent use; set its fields before
+// the first call.
 type Client struct {
-	// Base is the node's URL, e.g. http://127.0.0.1:7070.
+	// Base is the node's URL, e.g. http://127.0.0.1:7070: the first of
+	// Endpoints when there are several.
 	Base string
+	// Endpoints are the URLs of the nodes to try in turn (New fills it
+	// from a comma-separated list). Empty: Base alone.
+	Endpoints []string
 	// Token is the bearer token, if the node requires one.
 	Token string
+	// Consistency, when set (local, leader or linearizable), is sent as
+	// ?consistency= with every GET: how fresh a cluster member's answer
+	// must be (docs/CLUSTER.md). Empty: the node's default, local.
+	Consistency string
 	// HTTP is the underlying client. Default: a client with keep-alives and
 	// no overall timeout (subscriptions stream); use contexts to bound calls.
 	HTTP *http.Client
+
+	eps endpointState // which endpoint answers now (client/endpoints.go)
 }
 
-// New returns a client of base with an optional token.
+// New returns a client of base with an optional token. base is one URL or
+// a comma-separated list of them (etcdctl's --endpoints), tried in turn
+// (client/endpoints.go); a URL without a scheme ("127.0.0.1:7070") is
+// taken as http://.
 func New(base, token string) *Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	return &Client{Base: strings.TrimRight(base, "/"), Token: token, HTTP: &http.Client{Transport: tr}}
+	eps := ParseEndpoints(base)
+	first := ""
+	if len(eps) > 0 {
+		first = eps[0]
+	}
+	return &Client{Base: first, Endpoints: eps, Token: token, HTTP: &http.Client{Transport: tr}}
 }
 
 // Insecure makes the client accept any TLS certificate (self-signed test
@@ -83,22 +103,38 @@ func (c *Client) Stream(ctx context.Context, path string) (*http.Response, error
 }
 
 func (c *Client) raw(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, ok := body.(jsonBody) // pre-encoded (client/fastwire.go)
+		var ok bool
+		b, ok = body.(jsonBody) // pre-encoded (client/fastwire.go)
 		if !ok {
 			var err error
 			if b, err = json.Marshal(body); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if method == http.MethodGet && c.Consistency != "" {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "consistency=" + url.QueryEscape(c.Consistency)
+	}
+	return c.tryEndpoints(ctx, method, path, b, body != nil) // client/endpoints.go
+}
+
+// rawAt sends one request to the node at base.
+func (c *Client) rawAt(ctx context.Context, base, method, path string, b []byte, hasBody bool) (*http.Response, error) {
+	var rd io.Reader
+	if hasBody {
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.Token != "" {

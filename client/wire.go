@@ -87,6 +87,33 @@ type InfoOut struct {
 	Version      string   `json:"version,omitempty"`
 	VerifierKeys []string `json:"verifier_keys"`
 	Head         HeadOut  `json:"head"`
+	// Build is what the node's binary is (greffe version); nil from a
+	// node before it was reported.
+	Build *VersionOut `json:"build,omitempty"`
+}
+
+// VersionOut is what a greffe binary is: `greffe version --json`, and
+// "build" in GET /v1/info (docs/OPERATIONS.md, "Install").
+type VersionOut struct {
+	// Version is the release (stamped with -ldflags at a release build,
+	// or the module version of `go install …@vX`), else the source's
+	// version with "-dev".
+	Version string `json:"version"`
+	// Commit is the VCS revision the binary was built from, "" when
+	// unknown (built outside a checkout, or with -buildvcs=false);
+	// Modified says the work tree had uncommitted changes.
+	Commit     string    `json:"commit,omitempty"`
+	CommitTime time.Time `json:"commit_time,omitzero"`
+	Modified   bool      `json:"modified,omitempty"`
+	// GoVersion is the Go toolchain that built the binary.
+	GoVersion string `json:"go_version"`
+	// APIVersion is the HTTP API's version: the /v1 of its routes.
+	APIVersion string `json:"api_version"`
+	// StoreFormat is the store format the binary writes; StoreFormatsRead
+	// those it opens (newest first; older ones are upgraded in place on
+	// open, after which older binaries refuse the folder).
+	StoreFormat      string   `json:"store_format"`
+	StoreFormatsRead []string `json:"store_formats_read"`
 }
 
 // HeadOut is the acknowledged head.
@@ -118,4 +145,11 @@ type ConsistencyOut struct {
 // ErrorBody is the JSON envelope of every error response.
 type ErrorBody struct {
 	Error *Error `json:"error"`
+}
+
+// StreamsOut is a page of GET /v1/streams: streams in name order, and Next,
+// the after of the next page, when the page was full ("" at the end).
+type StreamsOut struct {
+	Streams []events.StreamInfo `json:"streams"`
+	Next    string              `json:"next,omitempty"`
 }

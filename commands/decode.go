@@ -41,29 +41,41 @@ type prepared struct {
 // prepare checks the envelope of req, decodes its data and computes its
 // digest and metadata. Errors are those of a malformed command (errors.go):
 // the aggregates' for the data, passed on as they are.
+//
+// Every problem of the envelope and the first of the data are reported at
+// once (issue #16: a command without an id was refused for its id alone,
+// and its data's problem came only on the next try): the error is the
+// first problem's, and when there are more, details.problems lists them
+// all (problems.go).
 func (h *Handler) prepare(req Request) (*prepared, error) {
+	var problems []error
 	if req.Command == "" {
-		return nil, invalid(CodeUnknownCommand, "command", "name the command, e.g. \"GrantApproval\"")
+		problems = append(problems, invalid(CodeUnknownCommand, "command", "name the command, e.g. \"GrantApproval\""))
 	}
 	id, err := uuid.Parse(req.ID)
 	if err != nil || id == uuid.Nil {
-		return nil, invalid(CodeInvalidCommandID, "id", "the command id %q is not a UUID; every command carries a UUID, its idempotency key", req.ID)
+		problems = append(problems, invalid(CodeInvalidCommandID, "id", "the command id %q is not a UUID; every command carries a UUID, its idempotency key", req.ID))
 	}
 	for _, f := range []struct{ name, v string }{{"actor", req.Actor}, {"correlation_id", req.CorrelationID}} {
 		if !utf8.ValidString(f.v) {
-			return nil, invalid(events.CodeInvalidUTF8, f.name, "is not UTF-8 text; send UTF-8")
-		}
-		if !textOK(f.v) {
-			return nil, invalid(CodeInvalidCommand, f.name, "must be at most %d bytes of printable UTF-8", events.MaxTextFieldLen)
+			problems = append(problems, invalid(events.CodeInvalidUTF8, f.name, "is not UTF-8 text; send UTF-8"))
+		} else if !textOK(f.v) {
+			problems = append(problems, invalid(CodeInvalidCommand, f.name, "must be at most %d bytes of printable UTF-8", events.MaxTextFieldLen))
 		}
 	}
 	data := bytes.TrimSpace(req.Data)
 	if len(data) == 0 || string(data) == "null" {
 		data = []byte("{}")
 	}
-	cmd, err := aggregates.DecodeCommand(req.Command, data)
-	if err != nil {
-		return nil, err // *aggregates.UnknownCommandError, *aggregates.InvalidCommandError
+	var cmd aggregates.Command
+	if req.Command != "" {
+		cmd, err = aggregates.DecodeCommand(req.Command, data)
+		if err != nil {
+			problems = append(problems, err) // *aggregates.UnknownCommandError, *aggregates.InvalidCommandError
+		}
+	}
+	if len(problems) > 0 {
+		return nil, joinProblems(problems)
 	}
 	p := &prepared{name: req.Command, id: id, cmd: cmd, actor: req.Principal, corr: req.CorrelationID}
 	if p.corr == "" {

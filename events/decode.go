@@ -200,8 +200,35 @@ func semanticReason(e *jsonv2.SemanticError) string {
 		return fmt.Sprintf("must be %s, got %s", describeType(e.GoType), e.JSONValue)
 	case e.GoType != nil && e.GoType.Kind() == reflect.Slice && e.GoType.Elem().Kind() == reflect.Uint8:
 		return "must be a base64 string: " + e.Err.Error()
+	case isTimeError(e):
+		// time.Time's own error quotes Go's layout string
+		// ("2006-01-02T15:04:05Z07:00"), which a user cannot act on.
+		got := string(e.JSONValue)
+		if pe := (*time.ParseError)(nil); errors.As(e.Err, &pe) {
+			got = strconv.Quote(pe.Value)
+		}
+		if got == "" {
+			return fmt.Sprintf("must be an RFC 3339 time such as %q (UTC) or %q", RFC3339Example, "2026-03-01T10:00:00+01:00")
+		}
+		return fmt.Sprintf("must be an RFC 3339 time such as %q (UTC) or %q, got %s", RFC3339Example, "2026-03-01T10:00:00+01:00", got)
 	}
 	return e.Err.Error()
+}
+
+// RFC3339Example is the time messages show as an example of RFC 3339.
+const RFC3339Example = "2026-03-01T09:00:00Z"
+
+// isTimeError reports whether e is a time that did not parse.
+func isTimeError(e *jsonv2.SemanticError) bool {
+	var pe *time.ParseError
+	if errors.As(e.Err, &pe) {
+		return true
+	}
+	t := e.GoType
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == timeType && e.Err != nil
 }
 
 var (

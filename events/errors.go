@@ -193,9 +193,12 @@ type ConditionError struct {
 	Actual int64
 }
 
-func (e *ConditionError) Error() string {
-	return fmt.Sprintf("%s: stream %q expected %s, actual version %d",
-		CodeWrongExpectedVersion, e.Stream, e.Expected, e.Actual)
+func (e *ConditionError) Error() string { return CodeWrongExpectedVersion + ": " + e.message() }
+
+// message is the refusal's sentence, without its code (which the API
+// sends apart: a message that repeated it was printed twice by the CLI).
+func (e *ConditionError) message() string {
+	return fmt.Sprintf("stream %q expected %s, actual version %d", e.Stream, e.Expected, e.Actual)
 }
 
 // ErrorCode returns wrong_expected_version.
@@ -205,7 +208,7 @@ func (e *ConditionError) ErrorCode() string { return CodeWrongExpectedVersion }
 // stream, the expected version and the actual one (-1: no stream) in
 // Details.
 func (e *ConditionError) CodedError() *Error {
-	return &Error{Code: CodeWrongExpectedVersion, Kind: KindRefused, Message: e.Error(), Err: e,
+	return &Error{Code: CodeWrongExpectedVersion, Kind: KindRefused, Message: e.message(), Err: e,
 		Details: map[string]any{"stream": e.Stream, "expected": e.Expected, "actual": e.Actual}}
 }
 

@@ -192,7 +192,7 @@ func (x *Expected) UnmarshalJSON(b []byte) error {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil || v > MaxExpectedVersion {
 			return Refusef(CodeInvalidExpectedVersion, "",
-				`expected_version must be "any", "no_stream", "exists", or a version number from 0 to %d (as a number or a string), got %s`, uint64(MaxExpectedVersion), b)
+				`must be "any", "no_stream", "exists", or a version number from 0 to %d (as a number or a string), got %s`, uint64(MaxExpectedVersion), b)
 		}
 		*x = ExpectVersion(v)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -90,6 +91,11 @@ const DefaultDataDir = "greffe-data"
 
 // Open opens the data folder (creating it on first start), the store and
 // the keys, builds the API and binds its address. Call Serve to serve.
+//
+// The HTTP address is checked and bound first: an address in use, or one
+// beyond loopback without tokens, is refused before anything is created
+// (issue #16: serve used to create the folder and its keys, then fail).
+// A data folder Open created is removed again when Open fails.
 func Open(cfg Config) (*Node, error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = DefaultDataDir
@@ -100,6 +106,36 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if err := cfg.API.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.API.Listener == nil {
+		addr := cfg.API.Addr
+		if addr == "" {
+			addr = "127.0.0.1:7070"
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen %s: %w; another process (a greffe node?) uses that address: stop it, or choose another with --http", addr, err)
+		}
+		cfg.API.Listener = ln
+	}
+	_, statErr := os.Stat(cfg.DataDir)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	n, err := open(cfg)
+	if err != nil { // n is nil
+		// Never served, so no server closed it (http.Server closes only
+		// the listeners it serves).
+		cfg.API.Listener.Close()
+		if created {
+			_ = os.RemoveAll(cfg.DataDir)
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+func open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -143,7 +179,8 @@ func Open(cfg Config) (*Node, error) {
 		ac.Cosignatures = n.Witnesses
 	}
 	ac.NodeID = cfg.NodeID
-	ac.Version = Version
+	build := Build()
+	ac.Version, ac.Build = build.Version, &build
 	ac.Logger = cfg.Logger
 	if err := n.openCluster(&ac); err != nil {
 		n.Close()

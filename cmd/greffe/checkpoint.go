@@ -37,6 +37,7 @@ func newCheckpointCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	c.Flags().Uint64Var(&size, "size", 0, "checkpoint of this size (0: latest)")
 	return c
 }

@@ -76,9 +76,9 @@ not run, 3 outcome unknown: re-send with the same --id.`,
 				in.ID = uuid.NewString()
 			}
 			if at != "" {
-				t, err := time.Parse(time.RFC3339Nano, at)
+				t, err := parseTimeFlag("--at", at)
 				if err != nil {
-					return usageError{fmt.Errorf("--at: %w", err)}
+					return err
 				}
 				in.At = &t
 			}

@@ -92,9 +92,9 @@ revoked; 2 could not run (usage, key file, node unreachable).`,
 			if err := f.check(); err != nil {
 				return err
 			}
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(level)); err != nil {
-				return usageError{err}
+			lv, err := parseLogLevel(level)
+			if err != nil {
+				return err
 			}
 			key, err := f.loadKey(c)
 			if err != nil {

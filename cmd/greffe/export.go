@@ -13,10 +13,10 @@ import (
 func newExportCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "export",
-		Short: "Export the log of a node to other systems (kafka)",
+		Short: "Export the log of a node to other systems (kafka) or a file (jsonl)",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(newExportKafkaCmd())
+	c.AddCommand(newExportKafkaCmd(), newExportJSONLCmd())
 	return c
 }
 

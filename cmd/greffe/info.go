@@ -28,6 +28,7 @@ func newInfoCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	return c
 }
 

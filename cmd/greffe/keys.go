@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -38,9 +40,15 @@ func newKeysListCmd() *cobra.Command {
 		Short: "List the signing keys: hash, active or retired, verifier key",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if _, err := os.Stat(data); err != nil {
+				return &exitError{exitCannot, fmt.Errorf("--data %s: %w; give the data folder of a node (greffe serve --data DIR creates one)", data, err)}
+			}
 			keys, err := node.ListKeys(data)
 			if err != nil {
 				return err
+			}
+			if len(keys) == 0 {
+				return &exitError{exitCannot, fmt.Errorf("%s holds no signing key (no %s): is it a node's data folder? A node creates its first key when it starts", data, filepath.Join(data, "keys", "*.pub"))}
 			}
 			if asJSON {
 				if keys == nil {

@@ -70,15 +70,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func describe(err error) string {
-	var ae *client.Error
-	if errors.As(err, &ae) {
-		s := fmt.Sprintf("%s: %s", ae.Code, ae.Message)
-		if ae.Field != "" {
-			s += " (field " + ae.Field + ")"
-		}
-		return s
+	var ue *client.UnreachableError
+	if errors.As(err, &ue) {
+		return ue.Error() + "; " + startHint // cmd/greffe/hints.go
 	}
-	return err.Error()
+	return describeAPI(err)
 }
 
 func exitCodeOf(err error) int {
@@ -154,7 +150,7 @@ greffe completion bash --help (docs/OPERATIONS.md).`,
 		newExecutorCmd(),
 		newVerifyCmd(), newProveCmd(), newKeysCmd(), newBackupCmd(), newRestoreCmd(),
 		newCmdCmd(), newApplyCmd(), newMatrixCmd(), newDemoCmd(), newVerifyProjectionsCmd(),
-		newWitnessCmd(),
+		newWitnessCmd(), newVersionCmd(), newStreamsCmd(), newEndpointCmd(),
 	)
 	root.AddCommand(newDigestCmd())
 	return root

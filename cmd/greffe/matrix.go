@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/projections"
 )
 
@@ -43,13 +44,13 @@ node's clock.`,
 				} else if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
 					q.Time = t
 				} else {
-					return usageError{fmt.Errorf("--at is a log position or an RFC 3339 time, got %q", at)}
+					return usageError{fmt.Errorf("--at %q: use a log position (an integer) or an RFC 3339 time, e.g. %s", at, events.RFC3339Example)}
 				}
 			}
 			if tm != "" {
-				t, err := time.Parse(time.RFC3339Nano, tm)
+				t, err := parseTimeFlag("--time", tm)
 				if err != nil {
-					return usageError{fmt.Errorf("--time: %w", err)}
+					return err
 				}
 				q.Time = t
 			}
@@ -65,6 +66,7 @@ node's clock.`,
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	c.Flags().StringVar(&at, "at", "", "a log position (the matrix as of then) or an RFC 3339 time")
 	c.Flags().StringVar(&tm, "time", "", "judge freshness at this RFC 3339 time")
 	return c

@@ -69,6 +69,7 @@ func newProveInclusionCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	vf.register(c)
 	c.Flags().Uint64Var(&position, "position", 0, "the event's position (required)")
 	c.Flags().Uint64Var(&size, "size", 0, "tree size (0: the latest signed checkpoint's)")
@@ -111,6 +112,7 @@ func newProveConsistencyCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	vf.register(c)
 	c.Flags().Uint64Var(&from, "from", 0, "the smaller tree size (required; 0 is the empty tree)")
 	c.Flags().Uint64Var(&to, "to", 0, "the larger tree size (0: the latest signed checkpoint's)")

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,22 +22,34 @@ func newReadCmd() *cobra.Command {
 		r        remote
 		all      bool
 		from     string
+		to       string
 		limit    int
 		backward bool
 		vf       verifiedFlags
+		jsonl    bool
 	)
 	c := &cobra.Command{
 		Use:   "read [STREAM | --all]",
-		Short: "Read a stream by version, or the global log by position (--verified: proven against a signed checkpoint)",
-		Long: `read prints a page of a stream (by version) or of the global log (--all,
-by position).
+		Short: "Read a stream by version, or the global log by position (--all: --from, --to, --limit 0 for all, --jsonl; --verified: proven)",
+		Long: `read prints a stream's events by version, or the global log's by position.
 
-With --verified every event printed is proven included in a signed
-checkpoint (one round trip: ?prove=1), the checkpoint is checked against its
-keys (--verifier, default the node's published ones), against the trusted
-state (--state FILE, greffe verify --state's format: a checkpoint older
-than it is a rollback, one it does not extend a fork) and, with
---witness-quorum, for cosignatures by that many --witness keys.
+A stream: one page of --limit events (1–10000) from --from.
+
+--all (forward): the events at positions [--from, --to), at most --limit of
+them (0: every one up to --to, or to the head), read page by page. When the
+limit stops it before the head, a line on stderr says how to go on.
+
+--jsonl prints one event per line (JSON Lines), for jq and other tools;
+--json one object {"events": [...], "next": N} (next: where to go on).
+greffe export jsonl --out FILE writes the whole log as JSON Lines.
+
+With --verified (one page: no --to, --limit 1–10000) every event printed is
+proven included in a signed checkpoint (one round trip: ?prove=1), the
+checkpoint is checked against its keys (--verifier, default the node's
+published ones), against the trusted state (--state FILE, greffe verify
+--state's format: a checkpoint older than it is a rollback, one it does not
+extend a fork) and, with --witness-quorum, for cosignatures by that many
+--witness keys.
 
 Exit codes: 0 read (and proven), 1 refused, or not verified (the event or
 checkpoint at fault is named), 2 could not run.`,
@@ -43,19 +58,39 @@ checkpoint at fault is named), 2 could not run.`,
 			if all == (len(args) == 1) {
 				return usageError{fmt.Errorf("give a STREAM or --all")}
 			}
+			if r.json && jsonl {
+				return usageError{fmt.Errorf("--json and --jsonl: choose one")}
+			}
 			o := events.ReadOptions{Limit: limit}
 			if backward {
 				o.Direction = events.Backward
 				o.From = events.FromEnd
 			}
 			if from != "" && from != "end" {
-				if _, err := fmt.Sscan(from, &o.From); err != nil {
-					return usageError{fmt.Errorf("--from %q: %w", from, err)}
+				v, err := strconv.ParseUint(from, 10, 64)
+				if err != nil {
+					return usageError{fmt.Errorf("--from %q: use a non-negative integer (a version, or a position with --all), or \"end\" with --backward", from)}
 				}
+				o.From = v
 			}
-			vc, err := vf.client(c.Context(), r.client())
+			var toPos *uint64
+			if to != "" {
+				v, err := strconv.ParseUint(to, 10, 64)
+				if err != nil || !all || backward {
+					return usageError{fmt.Errorf("--to %q: a position (a non-negative integer), with --all forward only", to)}
+				}
+				toPos = &v
+			}
+			if limit < 0 || (limit == 0 && !(all && !backward)) {
+				return usageError{fmt.Errorf("--limit %d: use 1 to %d (0, to read to the head, with --all forward only)", limit, events.MaxReadLimit)}
+			}
+			cl := r.client()
+			vc, err := vf.client(c.Context(), cl)
 			if err != nil {
 				return err
+			}
+			if vc != nil && (toPos != nil || limit == 0) {
+				return usageError{fmt.Errorf("--verified reads one page: without --to, with --limit 1 to %d", events.MaxReadLimit)}
 			}
 			var out client.ReadOut
 			switch {
@@ -63,31 +98,92 @@ checkpoint at fault is named), 2 could not run.`,
 				out, err = vc.ReadAll(c.Context(), o)
 			case vc != nil:
 				out, err = vc.ReadStream(c.Context(), args[0], o)
+			case all && !backward:
+				out, err = readAllRange(c, cl, o.From, toPos, limit)
 			case all:
-				out, err = r.client().ReadAll(c.Context(), o)
+				out, err = cl.ReadAll(c.Context(), o)
 			default:
-				out, err = r.client().ReadStream(c.Context(), args[0], o)
+				out, err = cl.ReadStream(c.Context(), args[0], o)
 			}
 			if err != nil {
 				return proofFault(err)
 			}
-			if r.json {
-				return printJSON(c.OutOrStdout(), out)
+			w := bufio.NewWriter(c.OutOrStdout())
+			defer w.Flush()
+			switch {
+			case r.json:
+				return printJSON(w, out)
+			case jsonl:
+				enc := json.NewEncoder(w)
+				for _, e := range out.Events {
+					if err := enc.Encode(e); err != nil {
+						return err
+					}
+				}
+			default:
+				for _, e := range out.Events {
+					printEvent(w, e)
+				}
 			}
-			for _, e := range out.Events {
-				printEvent(c.OutOrStdout(), e)
+			if all && !backward && out.Next != nil {
+				fmt.Fprintf(c.ErrOrStderr(), "more events from position %d: --from %d, or --limit 0 to read to the head\n", *out.Next, *out.Next)
 			}
-			return nil
+			return w.Flush()
 		},
 	}
 	r.register(c)
 	vf.register(c)
+	r.reads(c)
 	f := c.Flags()
 	f.BoolVar(&all, "all", false, "read the global log")
 	f.StringVar(&from, "from", "", "first version (stream) or position (--all); \"end\" for backward reads")
-	f.IntVar(&limit, "limit", 100, "events per page (1–10000)")
+	f.StringVar(&to, "to", "", "with --all: stop before this position (default: the head)")
+	f.IntVar(&limit, "limit", 100, "events to print (a stream, --backward: one page, 1–10000; --all: any number, 0 for all)")
 	f.BoolVar(&backward, "backward", false, "read backwards")
+	f.BoolVar(&jsonl, "jsonl", false, "print JSON Lines: one event per line")
 	return c
+}
+
+// readAllRange reads the global log's positions [from, to) (to nil: to the
+// head as it grows while reading), at most limit events (0: no bound),
+// page by page. Next is set when limit stopped it before to and the head.
+func readAllRange(c *cobra.Command, cl *client.Client, from uint64, to *uint64, limit int) (client.ReadOut, error) {
+	out := client.ReadOut{Events: []events.Event{}}
+	next := from
+	for {
+		if to != nil && next >= *to {
+			return out, nil
+		}
+		page := events.MaxReadLimit
+		if limit > 0 {
+			if len(out.Events) >= limit {
+				// Is there more? A page full to the limit may end at
+				// the head.
+				more, err := cl.ReadAll(c.Context(), events.ReadOptions{From: next, Limit: 1})
+				if err != nil {
+					return out, err
+				}
+				if len(more.Events) > 0 && (to == nil || next < *to) {
+					n := next
+					out.Next = &n
+				}
+				return out, nil
+			}
+			page = min(page, limit-len(out.Events))
+		}
+		if to != nil {
+			page = int(min(uint64(page), *to-next))
+		}
+		res, err := cl.ReadAll(c.Context(), events.ReadOptions{From: next, Limit: page})
+		if err != nil {
+			return out, err
+		}
+		out.Events = append(out.Events, res.Events...)
+		if len(res.Events) < page || res.Next == nil {
+			return out, nil // the head
+		}
+		next = *res.Next
+	}
 }
 
 func printEvent(w io.Writer, e events.Event) {

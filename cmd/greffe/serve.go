@@ -41,9 +41,9 @@ naming the file: see greffe verify --data and docs/OPERATIONS.md, Disaster
 recovery.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(level)); err != nil {
-				return usageError{err}
+			lv, err := parseLogLevel(level)
+			if err != nil {
+				return err
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 			if asJSON {
@@ -95,13 +95,13 @@ recovery.`,
 				return err
 			}
 			if asJSON {
-				if err := printJSON(c.OutOrStdout(), map[string]any{"version": node.Version, "url": n.URL(), "data": cfg.DataDir,
+				if err := printJSON(c.OutOrStdout(), map[string]any{"version": node.Build().Version, "url": n.URL(), "data": cfg.DataDir,
 					"ledger_id": n.Store.LedgerID(), "head": n.Store.Head().Size}); err != nil {
 					n.Close()
 					return err
 				}
 			} else {
-				c.Printf("greffe %s serving %s (data %s, ledger %s, %d events)\n", node.Version, n.URL(), cfg.DataDir, n.Store.LedgerID(), n.Store.Head().Size)
+				c.Printf("greffe %s serving %s (data %s, ledger %s, %d events)\n", node.Build().Version, n.URL(), cfg.DataDir, n.Store.LedgerID(), n.Store.Head().Size)
 			}
 			return n.Serve(c.Context())
 		},

@@ -40,6 +40,7 @@ func newTailCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	f := c.Flags()
 	f.Uint64Var(&from, "from", 0, "first position")
 	f.StringVar(&prefix, "stream-prefix", "", "only streams starting with this")

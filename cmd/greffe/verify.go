@@ -103,7 +103,16 @@ is wrong with it are printed), 2 could not run.`,
 					fmt.Fprintf(errw, "\r%s %d/%d events, %.0f events/s   ", bar(done, total), done, total, float64(done)/time.Since(start).Seconds())
 				}
 			}
+			// Where the checkpoint keys come from, said in the report: an
+			// auditor who trusts nothing the node says must not take the
+			// node's own keys for granted (issue #16).
+			trust := "the checkpoint keys given with --verifier/--verifiers"
 			var rep *audit.Report
+			if len(cfg.Verifiers) == 0 && data != "" {
+				trust = "the checkpoint keys in " + data + "/keys, the node's own (trust on first use: give --verifier or --verifiers with keys you hold to check them)"
+			} else if len(cfg.Verifiers) == 0 {
+				trust = "the checkpoint keys the node publishes in GET /v1/info (trust on first use: give --verifier or --verifiers with keys you hold to check them)"
+			}
 			if data != "" {
 				if len(cfg.Verifiers) == 0 {
 					keys, err := node.VerifierKeys(data)
@@ -141,6 +150,7 @@ is wrong with it are printed), 2 could not run.`,
 				err = printJSON(w, rep)
 			default:
 				printReport(w, rep)
+				fmt.Fprintf(w, "trust       %s\n", trust)
 				if prj != nil {
 					fmt.Fprintln(w)
 					printProjectionsReport(w, prj)
@@ -159,6 +169,7 @@ is wrong with it are printed), 2 could not run.`,
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	vf.register(c)
 	wf.register(c)
 	f := c.Flags()
@@ -178,8 +189,8 @@ func runProjections(ctx context.Context, r remote, data, at string) (*projection
 	t := time.Now().UTC()
 	if at != "" {
 		var err error
-		if t, err = time.Parse(time.RFC3339Nano, at); err != nil {
-			return nil, usageError{fmt.Errorf("--time: %w", err)}
+		if t, err = parseTimeFlag("--time", at); err != nil {
+			return nil, err
 		}
 	}
 	var src liveProjections = remoteProjections{r.client()}
@@ -219,8 +230,8 @@ func printReport(w io.Writer, rep *audit.Report) {
 	default:
 		fmt.Fprintf(w, "events      %d in %d streams\n", rep.Events, rep.Streams)
 	}
-	fmt.Fprintf(w, "checkpoints %d checked\n", rep.Checkpoints)
-	fmt.Fprintf(w, "signatures  %d checked\n", rep.Signatures)
+	fmt.Fprintf(w, "checkpoints %d checked: each one's root and its signatures by the trusted keys\n", rep.Checkpoints)
+	fmt.Fprintf(w, "signed      %d event signatures (DSSE) checked\n", rep.Signatures)
 	if stopped && rep.Root == nil {
 		fmt.Fprintf(w, "tree        not recomputed\n")
 	} else {

@@ -209,8 +209,8 @@ func newVerifyProjectionsCmd() *cobra.Command {
 			t := time.Now().UTC()
 			if at != "" {
 				var err error
-				if t, err = time.Parse(time.RFC3339Nano, at); err != nil {
-					return usageError{fmt.Errorf("--time: %w", err)}
+				if t, err = parseTimeFlag("--time", at); err != nil {
+					return err
 				}
 			}
 			var src liveProjections = remoteProjections{r.client()}
@@ -240,6 +240,7 @@ func newVerifyProjectionsCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	c.Flags().StringVar(&data, "data", "", "a stopped node's data folder")
 	c.Flags().StringVar(&at, "time", "", "judge timed projections at this RFC 3339 time (default: now)")
 	return c

@@ -173,6 +173,24 @@ func isLockError(err error) bool {
 		strings.Contains(err.Error(), "lock held by current process")
 }
 
+// inUseError words Pebble's lock error on open (EAGAIN: "resource
+// temporarily unavailable", which named neither the folder's user nor
+// what to do, issue #16).
+func inUseError(dir string, err error) error { return &inUse{dir: dir, err: err} }
+
+// inUse is ErrLocked met by Open, with the folder and Pebble's error.
+type inUse struct {
+	dir string
+	err error
+}
+
+func (e *inUse) Error() string {
+	return fmt.Sprintf("the store in %s is in use by another process (a greffe node running on this folder?): stop it first, or use another data folder (%v)", e.dir, e.err)
+}
+
+// Unwrap returns ErrLocked and Pebble's error.
+func (e *inUse) Unwrap() []error { return []error{ErrLocked, e.err} }
+
 // Close releases the store. Idempotent.
 func (in *Inspector) Close() (err error) {
 	if in.db == nil {

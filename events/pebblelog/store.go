@@ -379,6 +379,9 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
+		if isLockError(err) {
+			return nil, inUseError(cfg.Dir, err)
+		}
 		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
 	}
 	return db, nil

@@ -267,7 +267,7 @@ func (s *Store) checkWAL() error {
 	db, err := openReadOnly(InspectConfig{Dir: dir, CacheSize: 1 << 20}, fs)
 	if err != nil {
 		if isLockError(err) {
-			return fmt.Errorf("open pebble %s: %w", dir, err)
+			return inUseError(dir, err)
 		}
 		// The read-write open reports what is wrong with Pebble's own
 		// files, as it always did.

@@ -1,0 +1,196 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+// Several endpoints (issue #16). A Client of a cluster is given every
+// member's URL, as etcdctl's --endpoints: a request goes to the endpoint
+// that answered last, and moves on to the next one only where trying
+// again elsewhere cannot write twice:
+//
+//   - the connection was never made (a dial error): nothing was sent;
+//   - a GET failed in any way: reads write nothing;
+//   - the node answered not_leader, leader_unreachable or leader_changed:
+//     it sent nothing on (those codes promise nothing was written).
+//
+// Any other failure of a write (the connection broke after the body was
+// sent) is returned as it is: whether it was written is unknown, and the
+// caller reconciles by id (docs/CLUSTER.md). Before its first write, or its
+// first read that must be served by the leader, a Client with several
+// endpoints asks them in turn which of them leads and starts there, which
+// saves the follower's forwarding hop.
+
+// ParseEndpoints splits a comma-separated list of node URLs, trims spaces
+// and trailing slashes, drops empty items and takes a URL without a scheme
+// ("127.0.0.1:7070") as http://.
+func ParseEndpoints(list string) []string {
+	var out []string
+	for _, e := range strings.Split(list, ",") {
+		e = strings.TrimRight(strings.TrimSpace(e), "/")
+		if e == "" {
+			continue
+		}
+		if !strings.Contains(e, "://") {
+			e = "http://" + e
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// endpointState is which endpoint a Client uses now. The zero value starts
+// at the first.
+type endpointState struct {
+	current      atomic.Int64 // index into Client.endpoints()
+	leaderLooked atomic.Bool  // FindLeader ran (once per Client)
+}
+
+func (c *Client) endpoints() []string {
+	if len(c.Endpoints) > 0 {
+		return c.Endpoints
+	}
+	return []string{c.Base}
+}
+
+// UnreachableError is returned when no endpoint answered: each one's
+// connection failed. Errs holds each endpoint's error, in Endpoints' order.
+type UnreachableError struct {
+	Endpoints []string
+	Errs      []error
+}
+
+func (e *UnreachableError) Error() string {
+	parts := make([]string, len(e.Endpoints))
+	for i, ep := range e.Endpoints {
+		parts[i] = fmt.Sprintf("%s (%v)", ep, e.Errs[i])
+	}
+	if len(parts) == 1 {
+		return "no node answers at " + parts[0]
+	}
+	return "no node answers at any of " + strings.Join(parts, ", ")
+}
+
+// Unwrap returns the endpoints' errors (errors.Is finds a refused
+// connection among them).
+func (e *UnreachableError) Unwrap() []error { return e.Errs }
+
+// tryEndpoints sends the request to the current endpoint, and to the next
+// ones while the rules above allow it.
+func (c *Client) tryEndpoints(ctx context.Context, method, path string, b []byte, hasBody bool) (*http.Response, error) {
+	eps := c.endpoints()
+	if len(eps) > 1 && (method != http.MethodGet || c.Consistency == "leader" || c.Consistency == "linearizable") &&
+		!c.eps.leaderLooked.Load() {
+		c.FindLeader(ctx)
+	}
+	start := int(c.eps.current.Load()) % len(eps)
+	var dialErrs []error
+	for i := range eps {
+		at := (start + i) % len(eps)
+		resp, err := c.rawAt(ctx, eps[at], method, path, b, hasBody)
+		if err == nil {
+			c.eps.current.Store(int64(at))
+			return resp, nil
+		}
+		if ctx.Err() != nil || !retryElsewhere(method, err) {
+			return nil, err
+		}
+		var apiErr *Error
+		if errors.As(err, &apiErr) {
+			if i == len(eps)-1 {
+				return nil, err // every node answered; the last answer says why
+			}
+			continue
+		}
+		dialErrs = append(dialErrs, err)
+		if len(dialErrs) == len(eps) {
+			break
+		}
+	}
+	if len(dialErrs) < len(eps) {
+		// Some answered with a code that says retry; others did not answer.
+		return nil, errors.Join(dialErrs...)
+	}
+	ordered := make([]string, len(eps))
+	for i := range eps {
+		ordered[i] = eps[(start+i)%len(eps)]
+	}
+	return nil, &UnreachableError{Endpoints: ordered, Errs: dialErrs}
+}
+
+// retryElsewhere reports whether a failed request may be sent to another
+// endpoint (the rules above).
+func retryElsewhere(method string, err error) bool {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		switch apiErr.Code {
+		case "not_leader", "leader_unreachable", "leader_changed":
+			return true
+		}
+		return false
+	}
+	if method == http.MethodGet {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// ClusterStatus is the part of GET /v1/cluster/status a client reads
+// (the full shape is replicator.Status, docs/CLUSTER.md).
+type ClusterStatus struct {
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	LeaderID     string `json:"leader_id"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Servers      []struct {
+		ID       string `json:"id"`
+		Leader   bool   `json:"leader"`
+		HTTPURL  string `json:"http_url,omitempty"`
+		HeadSize uint64 `json:"head_size"`
+	} `json:"servers"`
+}
+
+// ClusterStatusAt asks the node at base (one endpoint, not the list) for
+// its view of the cluster. A single node answers not_clustered (*Error).
+func (c *Client) ClusterStatusAt(ctx context.Context, base string) (ClusterStatus, error) {
+	var st ClusterStatus
+	resp, err := c.rawAt(ctx, base, http.MethodGet, "/v1/cluster/status", nil, false)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("GET %s/v1/cluster/status: decode answer: %w", base, err)
+	}
+	return st, nil
+}
+
+// FindLeader asks the endpoints in turn which leads, and makes the first
+// that says it leads (or a single node, which leads itself) the one the
+// Client uses. It returns that endpoint, or "" when none did (the Client
+// then keeps trying them in turn). It runs by itself once, before a
+// Client with several endpoints first writes.
+func (c *Client) FindLeader(ctx context.Context) string {
+	c.eps.leaderLooked.Store(true)
+	for i, ep := range c.endpoints() {
+		st, err := c.ClusterStatusAt(ctx, ep)
+		if err != nil && CodeOf(err) != "not_clustered" {
+			continue
+		}
+		if err != nil || st.State == "Leader" {
+			c.eps.current.Store(int64(i))
+			return ep
+		}
+	}
+	return ""
+}

@@ -1,0 +1,17 @@
+package events
+
+// StreamInfo is one stream as the log's index knows it: its name, the
+// version and position of its last acknowledged event. Its event count is
+// Version + 1 (versions start at 0 and have no gaps).
+type StreamInfo struct {
+	Name     string `json:"name"`
+	Version  uint64 `json:"version"`
+	Position uint64 `json:"position"`
+}
+
+// MaxListStreams bounds one page of a stream listing; DefaultListStreams is
+// a page's size when none is asked.
+const (
+	DefaultListStreams = 100
+	MaxListStreams     = 10000
+)
