@@ -10,6 +10,8 @@ require (
 	golang.org/x/mod v0.43.0
 )
 
+require github.com/gowebpki/jcs v1.0.2 // indirect
+
 require (
 	filippo.io/mldsa v0.0.0-20260215214346-43d0283efc3e // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect
