@@ -265,6 +265,12 @@ func TestReplicator_PowerLossDuringSnapshotInstall(t *testing.T) {
 		if id == "n3" {
 			c.SnapshotThreshold = 1 << 30
 		}
+		// The writers append at one leader throughout; the fast timeouts
+		// let it step down on a loaded machine under -race (a 150 ms lease
+		// missed while the follower restarts), which ends the run with
+		// "leadership lost". Slower ones keep the leader; the test only
+		// waits on them when a node restarts.
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
 	})
 	leader, follower := nodes[0], nodes[2]
 	cases := []struct {
