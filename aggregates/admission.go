@@ -100,8 +100,8 @@ type AdmissionDecided struct {
 // DecideAdmission screens the next attempt of a routed mission against a
 // measurement.
 type DecideAdmission struct {
-	MissionID     string `json:"mission_id"`
-	MeasurementID string `json:"measurement_id"`
+	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // CommandName implements Command.

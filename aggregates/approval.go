@@ -216,11 +216,11 @@ func (a Approval) Authorize(action, subject, by string, at time.Time) (NewEvent,
 
 // GrantApproval records an owner's approval.
 type GrantApproval struct {
-	ApprovalID string    `json:"approval_id"`
-	Approver   string    `json:"approver"`
-	Action     string    `json:"action"`
-	Subject    string    `json:"subject"`
-	Uses       int       `json:"uses"`
+	ApprovalID string    `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Approver   string    `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Action     string    `json:"action" jsonschema:"enum=startup,enum=preparation,enum=qualification,enum=activation,enum=patch_apply,enum=release,enum=network_boundary"`
+	Subject    string    `json:"subject" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Uses       int       `json:"uses" jsonschema:"minimum=1,maximum=1000"`
 	ExpiresAt  time.Time `json:"expires_at"`
 	Conditions []string  `json:"conditions,omitempty"`
 }
@@ -284,8 +284,8 @@ func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
 
 // RevokeApproval revokes a grant. Revoking twice appends nothing.
 type RevokeApproval struct {
-	ApprovalID string `json:"approval_id"`
-	Reason     string `json:"reason"`
+	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason     string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

@@ -296,14 +296,14 @@ const (
 
 // RecordArtifactHash records a hash of one artifact file.
 type RecordArtifactHash struct {
-	BindingID    string `json:"binding_id"`
-	Path         string `json:"path"`
+	BindingID    string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Path         string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 	Size         int64  `json:"size"`
 	MtimeNS      int64  `json:"mtime_ns"`
-	SHA256       string `json:"sha256"`
+	SHA256       string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	Role         string `json:"role"`
-	VerifiedBy   string `json:"verified_by"`
-	VerifierRole string `json:"verifier_role"`
+	VerifiedBy   string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	VerifierRole string `json:"verifier_role" jsonschema:"enum=supervisor,enum=worker,enum=operator"`
 }
 
 // CommandName implements Command.
@@ -368,17 +368,17 @@ func (b Binding) hashed(hs []ArtifactHashed, at time.Time) []NewEvent {
 
 // ProposeBinding proposes the identity of what serves a provider's model.
 type ProposeBinding struct {
-	BindingID      string            `json:"binding_id"`
-	Provider       string            `json:"provider"`
-	ModelTag       string            `json:"model_tag"`
-	Family         string            `json:"family"`
-	ConfigSHA256   string            `json:"config_sha256"`
-	SourceCommit   string            `json:"source_commit"`
-	TemplateSHA256 string            `json:"template_sha256"`
+	BindingID      string            `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Provider       string            `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ModelTag       string            `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Family         string            `json:"family" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	ConfigSHA256   string            `json:"config_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	SourceCommit   string            `json:"source_commit" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	TemplateSHA256 string            `json:"template_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	ContextTokens  int               `json:"context_tokens"`
 	ModelMetadata  map[string]string `json:"model_metadata"`
 	Artifacts      []BindingArtifact `json:"artifacts"`
-	Identity       string            `json:"identity"`
+	Identity       string            `json:"identity" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 }
 
 // CommandName implements Command.
@@ -460,8 +460,8 @@ func (c *ProposeBinding) Decide(in Inputs) ([]NewEvent, error) {
 // VerifyBinding verifies a proposed binding. Verifying a verified binding
 // appends nothing.
 type VerifyBinding struct {
-	BindingID  string `json:"binding_id"`
-	VerifiedBy string `json:"verified_by"`
+	BindingID  string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -541,8 +541,8 @@ func (b Binding) usableForVerification() error {
 // RejectBinding rejects a proposed, unverified binding. Rejecting twice
 // appends nothing.
 type RejectBinding struct {
-	BindingID string `json:"binding_id"`
-	Reason    string `json:"reason"`
+	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason    string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -579,8 +579,8 @@ func (c *RejectBinding) Decide(in Inputs) ([]NewEvent, error) {
 // InvalidateBinding invalidates a binding, e.g. after a runtime restart
 // (reason "runtime_restart"). Invalidating twice appends nothing.
 type InvalidateBinding struct {
-	BindingID string `json:"binding_id"`
-	Reason    string `json:"reason"`
+	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason    string `json:"reason" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.

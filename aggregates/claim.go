@@ -132,8 +132,8 @@ const (
 
 // ProposeClaim proposes a claim.
 type ProposeClaim struct {
-	ClaimID   string `json:"claim_id"`
-	Statement string `json:"statement"`
+	ClaimID   string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Statement string `json:"statement" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 	// Scope is what the claim covers; AcceptClaim judges it against the
 	// evidence.
 	Scope ClaimScope `json:"scope"`
@@ -189,8 +189,8 @@ func (c *ProposeClaim) Decide(in Inputs) ([]NewEvent, error) {
 // verifies. It implements EvidenceCommand: the caller resolves the claim's
 // references into Inputs.Evidence. Accepting it again appends nothing.
 type AcceptClaim struct {
-	ClaimID  string `json:"claim_id"`
-	Reviewer string `json:"reviewer"`
+	ClaimID  string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -270,8 +270,8 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 
 // RefuseClaim refuses a claim. Refusing it again appends nothing.
 type RefuseClaim struct {
-	ClaimID string `json:"claim_id"`
-	Reason  string `json:"reason"`
+	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason  string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

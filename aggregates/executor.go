@@ -111,10 +111,10 @@ const (
 // RegisterExecutorKey registers an executor's ed25519 public key under an
 // "activation" approval for "executor-<id>".
 type RegisterExecutorKey struct {
-	ExecutorID string `json:"executor_id"`
-	Host       string `json:"host"`
+	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Host       string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	PublicKey  []byte `json:"public_key"`
-	ApprovalID string `json:"approval_id"`
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 }
 
 // CommandName implements Command.
@@ -172,9 +172,9 @@ func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
 
 // RevokeExecutorKey revokes a key; revoking it again appends nothing.
 type RevokeExecutorKey struct {
-	ExecutorID string `json:"executor_id"`
-	KeyID      string `json:"key_id"`
-	Reason     string `json:"reason"`
+	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	KeyID      string `json:"key_id" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Reason     string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

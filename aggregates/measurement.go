@@ -437,20 +437,20 @@ const (
 
 // RequestMeasurement asks for an exact argv to be run on a host.
 type RequestMeasurement struct {
-	MeasurementID  string   `json:"measurement_id"`
-	Host           string   `json:"host"`
+	MeasurementID  string   `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Host           string   `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Argv           []string `json:"argv"`
-	Kind           string   `json:"kind"`
+	Kind           string   `json:"kind" jsonschema:"enum=run,enum=probe,enum=hash"`
 	Timeout        Duration `json:"timeout"`
 	OutputCapBytes int64    `json:"output_cap_bytes"`
-	Purpose        string   `json:"purpose"`
-	MissionID      string   `json:"mission_id"`
+	Purpose        string   `json:"purpose" jsonschema:"maxLength=4096"`
+	MissionID      string   `json:"mission_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 	// Provider is required for a probe (and only there): the provider whose
 	// ProbeRecorded the result becomes.
-	Provider string `json:"provider"`
+	Provider string `json:"provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 	// BindingID is required for a hash (and only there): the binding whose
 	// ArtifactHashed events the result becomes.
-	BindingID string `json:"binding_id"`
+	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 }
 
 // CommandName implements Command.
@@ -552,8 +552,8 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 
 // ClaimMeasurement claims a request for an executor until LeaseUntil.
 type ClaimMeasurement struct {
-	MeasurementID string    `json:"measurement_id"`
-	ExecutorID    string    `json:"executor_id"`
+	MeasurementID string    `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID    string    `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	LeaseUntil    time.Time `json:"lease_until"`
 }
 
@@ -618,8 +618,8 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 // executor is still working. Renewing to a time not after the current
 // lease appends nothing: a lease is never shortened.
 type RenewMeasurementLease struct {
-	MeasurementID string    `json:"measurement_id"`
-	ExecutorID    string    `json:"executor_id"`
+	MeasurementID string    `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID    string    `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	LeaseUntil    time.Time `json:"lease_until"`
 }
 
@@ -684,7 +684,7 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 // MarkMeasurementUncertain records that a claimed request's lease expired
 // without a result. Marking it again appends nothing.
 type MarkMeasurementUncertain struct {
-	MeasurementID string `json:"measurement_id"`
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // CommandName implements Command.
@@ -731,8 +731,8 @@ func (m Measurement) uncertain(at time.Time) NewEvent {
 // exact signed bytes (a JSON object, base64 in the command's JSON so no
 // client re-serialises it); Envelope carries the DSSE signatures over it.
 type RecordMeasurement struct {
-	MeasurementID string          `json:"measurement_id"`
-	ExecutorID    string          `json:"executor_id"`
+	MeasurementID string          `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID    string          `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Payload       []byte          `json:"payload"`
 	Envelope      events.Envelope `json:"envelope"`
 }

@@ -9,8 +9,8 @@ package aggregates
 // starts a runtime also needs a "startup" approval for "provider-<name>"
 // (spent by this start) and an admitted, fresh admission for this attempt.
 type StartAttempt struct {
-	MissionID  string `json:"mission_id"`
-	ApprovalID string `json:"approval_id"`
+	MissionID  string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 }
 
 // CommandName implements Command.
@@ -92,10 +92,10 @@ func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
 // worker exiting, a cancellation). The mission stays open for another
 // attempt within its budget.
 type StopAttempt struct {
-	MissionID string   `json:"mission_id"`
-	Reason    string   `json:"reason"`
-	Detail    string   `json:"detail"`
-	Evidence  []string `json:"evidence"`
+	MissionID string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason    string   `json:"reason" jsonschema:"enum=resource_guard,enum=timeout,enum=worker_exited,enum=cancelled"`
+	Detail    string   `json:"detail" jsonschema:"maxLength=4096"`
+	Evidence  []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true"`
 }
 
 // CommandName implements Command.

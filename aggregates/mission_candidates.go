@@ -14,10 +14,14 @@ import (
 // truncated_generation when the attempt's newest inference ended on its
 // output limit ("length"), and with no_modification otherwise.
 type RecordCandidate struct {
-	MissionID     string   `json:"mission_id"`
-	CandidateHash string   `json:"candidate_hash"`
-	PatchHash     string   `json:"patch_hash"`
-	FilesChanged  []string `json:"files_changed"`
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// CandidateHash is the SHA-256 of the candidate (64 lowercase hex);
+	// required when files changed, empty otherwise.
+	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	// PatchHash is the SHA-256 of the patch (64 lowercase hex); required
+	// when files changed, empty otherwise.
+	PatchHash    string   `json:"patch_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	FilesChanged []string `json:"files_changed" jsonschema:"maxItems=256,uniqueItems=true"`
 }
 
 // CommandName implements Command.
@@ -91,17 +95,17 @@ func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
 // mission stops for stagnation in the same append. (A new attempt's first
 // candidate is not a correction and is never judged so.)
 type RecordCheck struct {
-	MissionID     string   `json:"mission_id"`
-	CandidateHash string   `json:"candidate_hash"`
-	CheckID       string   `json:"check_id"`
-	ArgvHash      string   `json:"argv_hash"`
-	Outcome       string   `json:"outcome"`
-	Runner        string   `json:"runner"`
-	RunnerKind    string   `json:"runner_kind"`
+	MissionID     string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	CandidateHash string   `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	CheckID       string   `json:"check_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ArgvHash      string   `json:"argv_hash" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	Outcome       string   `json:"outcome" jsonschema:"enum=pass,enum=fail,enum=skipped,enum=truncated,enum=error"`
+	Runner        string   `json:"runner" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	RunnerKind    string   `json:"runner_kind" jsonschema:"enum=independent,enum=worker"`
 	ExitCode      int      `json:"exit_code"`
 	Duration      Duration `json:"duration"`
 	OutputBytes   int64    `json:"output_bytes"`
-	OutputSHA256  string   `json:"output_sha256"`
+	OutputSHA256  string   `json:"output_sha256" jsonschema:"pattern=^([0-9a-f]{64})?$"`
 }
 
 // CommandName implements Command.
@@ -191,9 +195,9 @@ func (c *RecordCheck) Decide(in Inputs) ([]NewEvent, error) {
 // RequestCorrection asks the worker to correct the newest candidate, whose
 // checks must all have an independent result.
 type RequestCorrection struct {
-	MissionID     string `json:"mission_id"`
-	CandidateHash string `json:"candidate_hash"`
-	Diagnosis     string `json:"diagnosis"`
+	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	Diagnosis     string `json:"diagnosis" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

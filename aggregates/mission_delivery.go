@@ -14,13 +14,13 @@ import (
 // (authority_refused); a refusal for a defect leaves it open for a
 // correction.
 type RecordReview struct {
-	MissionID     string            `json:"mission_id"`
-	CandidateHash string            `json:"candidate_hash"`
-	Verdict       string            `json:"verdict"`
-	Reviewer      string            `json:"reviewer"`
+	MissionID     string            `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	CandidateHash string            `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	Verdict       string            `json:"verdict" jsonschema:"enum=accepted,enum=refused"`
+	Reviewer      string            `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	Coverage      map[string]string `json:"coverage"`
-	RefusalKind   string            `json:"refusal_kind"`
-	Reason        string            `json:"reason"`
+	RefusalKind   string            `json:"refusal_kind" jsonschema:"enum=,enum=defect,enum=authority"`
+	Reason        string            `json:"reason" jsonschema:"maxLength=4096"`
 }
 
 // CommandName implements Command.
@@ -149,9 +149,9 @@ func (m Mission) acceptedCandidate(hash string) (Candidate, error) {
 // delivery of the same candidate (a repeated terminal tick) appends
 // nothing.
 type DeliverResult struct {
-	MissionID     string `json:"mission_id"`
-	CandidateHash string `json:"candidate_hash"`
-	To            string `json:"to"`
+	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	To            string `json:"to" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -205,10 +205,10 @@ func (c *DeliverResult) Decide(in Inputs) ([]NewEvent, error) {
 // "patch_apply" approval for "mission-<id>", consumed in the same append.
 // Integrating the same candidate again appends nothing and spends nothing.
 type IntegratePatch struct {
-	MissionID     string `json:"mission_id"`
-	CandidateHash string `json:"candidate_hash"`
-	PatchHash     string `json:"patch_hash"`
-	ApprovalID    string `json:"approval_id"`
+	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	PatchHash     string `json:"patch_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	ApprovalID    string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 }
 
 // CommandName implements Command.

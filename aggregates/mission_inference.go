@@ -7,8 +7,8 @@ package aggregates
 
 // ReserveInference reserves one inference request of the running attempt.
 type ReserveInference struct {
-	MissionID     string `json:"mission_id"`
-	ReservationID string `json:"reservation_id"`
+	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // CommandName implements Command.
@@ -63,9 +63,9 @@ func (c *ReserveInference) Decide(in Inputs) ([]NewEvent, error) {
 // SettleInference settles a reservation with the call's receipt. It is
 // accepted even on a stopped mission: what happened is always recorded.
 type SettleInference struct {
-	MissionID     string  `json:"mission_id"`
-	ReservationID string  `json:"reservation_id"`
-	Outcome       string  `json:"outcome"`
+	MissionID     string  `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ReservationID string  `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Outcome       string  `json:"outcome" jsonschema:"enum=completed,enum=rejected_before_generation,enum=uncertain"`
 	Receipt       Receipt `json:"receipt"`
 }
 
@@ -151,10 +151,10 @@ func (c *SettleInference) Decide(in Inputs) ([]NewEvent, error) {
 // ReconcileReservation releases an uncertain reservation with evidence of
 // what happened. The reservation still counts against the budget.
 type ReconcileReservation struct {
-	MissionID     string   `json:"mission_id"`
-	ReservationID string   `json:"reservation_id"`
-	Resolution    string   `json:"resolution"`
-	Evidence      []string `json:"evidence"`
+	MissionID     string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ReservationID string   `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Resolution    string   `json:"resolution" jsonschema:"enum=completed,enum=not_generated"`
+	Evidence      []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true"`
 }
 
 // CommandName implements Command.

@@ -9,14 +9,14 @@ import (
 
 // SubmitMission submits a mission under the node's policy.
 type SubmitMission struct {
-	MissionID        string            `json:"mission_id"`
-	TaskClass        string            `json:"task_class"`
-	Mode             string            `json:"mode"`
+	MissionID        string            `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	TaskClass        string            `json:"task_class" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Mode             string            `json:"mode" jsonschema:"enum=proposal,enum=qualification,enum=direct_reply"`
 	Confidential     bool              `json:"confidential"`
 	AllowConnected   bool              `json:"allow_connected"`
-	DeclaredProvider string            `json:"declared_provider"`
+	DeclaredProvider string            `json:"declared_provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 	StartsRuntime    bool              `json:"starts_runtime"`
-	AllowedFiles     []string          `json:"allowed_files"`
+	AllowedFiles     []string          `json:"allowed_files" jsonschema:"maxItems=256,uniqueItems=true"`
 	AcceptanceChecks []AcceptanceCheck `json:"acceptance_checks"`
 	Budgets          BudgetRequest     `json:"budgets"`
 }
@@ -106,9 +106,9 @@ func (c *SubmitMission) Decide(in Inputs) ([]NewEvent, error) {
 // (cancelled, authority_refused, checks_failed, budget_exhausted). Stopping
 // it again for the same reason appends nothing.
 type StopMission struct {
-	MissionID string `json:"mission_id"`
-	Reason    string `json:"reason"`
-	Detail    string `json:"detail"`
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason    string `json:"reason" jsonschema:"enum=cancelled,enum=authority_refused,enum=checks_failed,enum=budget_exhausted"`
+	Detail    string `json:"detail" jsonschema:"maxLength=4096"`
 }
 
 // CommandName implements Command.

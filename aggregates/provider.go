@@ -235,14 +235,14 @@ const (
 // DeclareProvider declares (or redeclares) a provider. Redeclaring the same
 // configuration appends nothing; changing what is served ends activation.
 type DeclareProvider struct {
-	Name            string   `json:"name"`
-	Kind            string   `json:"kind"`
-	Profile         string   `json:"profile"`
-	Endpoint        string   `json:"endpoint"`
-	ModelTag        string   `json:"model_tag"`
-	Capabilities    []string `json:"capabilities"`
-	TaskClasses     []string `json:"task_classes"`
-	Scope           string   `json:"scope"`
+	Name            string   `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Kind            string   `json:"kind" jsonschema:"enum=local,enum=connected"`
+	Profile         string   `json:"profile" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Endpoint        string   `json:"endpoint" jsonschema:"maxLength=4096"`
+	ModelTag        string   `json:"model_tag" jsonschema:"maxLength=256"`
+	Capabilities    []string `json:"capabilities" jsonschema:"maxItems=256,uniqueItems=true"`
+	TaskClasses     []string `json:"task_classes" jsonschema:"maxItems=256,uniqueItems=true"`
+	Scope           string   `json:"scope" jsonschema:"maxLength=256"`
 	BindingRequired bool     `json:"binding_required"`
 }
 
@@ -294,7 +294,7 @@ func (c *DeclareProvider) Decide(in Inputs) ([]NewEvent, error) {
 // DeclareProviderLimits declares a provider's token limits. Declaring the
 // same limits again appends nothing.
 type DeclareProviderLimits struct {
-	Name          string `json:"name"`
+	Name          string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	ContextTokens int    `json:"context_tokens"`
 	OutputTokens  int    `json:"output_tokens"`
 }
@@ -342,9 +342,9 @@ func providerUnknown(name string) *Refusal {
 // its profile requires one. Activating an active provider with the same
 // binding appends nothing and spends no approval.
 type ActivateProvider struct {
-	Name       string `json:"name"`
-	ApprovalID string `json:"approval_id"`
-	BindingID  string `json:"binding_id"`
+	Name       string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	BindingID  string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
 }
 
 // CommandName implements Command.
@@ -418,8 +418,8 @@ func (c *ActivateProvider) Decide(in Inputs) ([]NewEvent, error) {
 // MakeProviderDormant makes a provider dormant: readable by name, never
 // selected by routing. Making a dormant provider dormant appends nothing.
 type MakeProviderDormant struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
+	Name   string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -453,12 +453,12 @@ func (c *MakeProviderDormant) Decide(in Inputs) ([]NewEvent, error) {
 // RecordProbe records a doctor, models or smoke probe of a provider.
 // ObservedAt defaults to the command's time and may not be after it.
 type RecordProbe struct {
-	Name       string    `json:"name"`
-	Kind       string    `json:"kind"`
-	Outcome    string    `json:"outcome"`
+	Name       string    `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Kind       string    `json:"kind" jsonschema:"enum=doctor,enum=models,enum=smoke"`
+	Outcome    string    `json:"outcome" jsonschema:"enum=ok,enum=failed,enum=unreachable,enum=timeout"`
 	Models     []string  `json:"models"`
 	Latency    Duration  `json:"latency"`
-	ObservedBy string    `json:"observed_by"`
+	ObservedBy string    `json:"observed_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	ObservedAt time.Time `json:"observed_at"`
 }
 

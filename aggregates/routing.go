@@ -78,8 +78,8 @@ type RouteCandidate struct {
 // DecideRoute routes a mission. Candidates name the providers to consider
 // besides the mission's declared provider, in order of preference.
 type DecideRoute struct {
-	MissionID  string   `json:"mission_id"`
-	Candidates []string `json:"candidates"`
+	MissionID  string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Candidates []string `json:"candidates" jsonschema:"maxItems=256,uniqueItems=true"`
 }
 
 // CommandName implements Command.

@@ -250,12 +250,12 @@ func (p ProbeSchedulePolicy) validate(probs []string) []string {
 // Approving the same schedule again appends nothing; approving another
 // replaces it (and restarts it if it had ended).
 type ApproveProbeSchedule struct {
-	Provider string   `json:"provider"`
-	Host     string   `json:"host"`
-	Kind     string   `json:"kind"`
+	Provider string   `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Host     string   `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Kind     string   `json:"kind" jsonschema:"enum=models,enum=smoke"`
 	Interval Duration `json:"interval"`
 	Timeout  Duration `json:"timeout"`
-	Approver string   `json:"approver"`
+	Approver string   `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -317,8 +317,8 @@ func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
 // EndProbeSchedule ends a provider's probe schedule; ending an ended one
 // appends nothing.
 type EndProbeSchedule struct {
-	Provider string `json:"provider"`
-	Reason   string `json:"reason"`
+	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Reason   string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -360,9 +360,9 @@ func scheduleUnknown(provider string) *Refusal {
 // probe: measurement MeasurementID (chosen by the executor, new) probes
 // the provider as the schedule says, on the schedule's host.
 type RequestScheduledProbe struct {
-	Provider      string `json:"provider"`
-	ExecutorID    string `json:"executor_id"`
-	MeasurementID string `json:"measurement_id"`
+	Provider      string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID    string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // CommandName implements Command.

@@ -15,7 +15,7 @@ import (
 // send only commands.ExecutorCommands) and GET /v1/policy (readers). Call
 // it before Serve.
 func (s *Server) MountCommands(h *commands.Handler) {
-	s.Handle("POST /v1/commands", s.postCommand(h), RoleWriter, RoleExecutor)
+	s.Handle("POST /v1/commands", s.postCommand(h), commandRouteRoles()...)
 	s.Handle("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, h.Policy())
 	}, readerRoles()...)

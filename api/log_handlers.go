@@ -18,7 +18,8 @@ import (
 )
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.HandlePublic("GET /healthz", http.HandlerFunc(s.healthz))
+	s.Handle("GET /v1/openapi.json", s.openAPI, readerRoles()...)
 	s.Handle("GET /v1/info", s.info, readerRoles()...)
 	s.Handle("POST /v1/streams/{stream}", s.appendStream, RoleWriter)
 	s.Handle("POST /v1/append", s.appendMulti, RoleWriter)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -127,6 +128,35 @@ type Server struct {
 	cancelBase context.CancelFunc
 
 	subs subscriptions // the SSE subscriptions being served (subscriptions.go)
+
+	// openapiDoc builds the OpenAPI document once (api/openapi.go).
+	openapiDoc func() ([]byte, error)
+
+	// table lists every route mounted, in order (Routes); guarded by mu.
+	table []Route
+}
+
+// Route is one mounted route: its pattern ("GET /v1/info") and the roles
+// that may call it (none for a public route). The route table is what
+// docs/openapi.json's paths are checked against (api/openapi.go).
+type Route struct {
+	Pattern string
+	Roles   []Role
+	Public  bool
+}
+
+// Routes returns the routes mounted so far, in the order they were added.
+// The slice is a copy.
+func (s *Server) Routes() []Route {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.table)
+}
+
+func (s *Server) record(r Route) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.table = append(s.table, r)
 }
 
 // New builds the server and its routes. It does not listen yet.
@@ -149,7 +179,7 @@ func New(cfg Config, ledger Ledger) (*Server, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux(), openapiDoc: sync.OnceValues(OpenAPI)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.routes()
 	s.srv = &http.Server{
@@ -171,12 +201,16 @@ func New(cfg Config, ledger Ledger) (*Server, error) {
 // before Serve. Other packages' surfaces (commands, projections, cluster)
 // are mounted this way.
 func (s *Server) Handle(pattern string, h http.HandlerFunc, roles ...Role) {
+	s.record(Route{Pattern: pattern, Roles: slices.Clone(roles)})
 	s.mux.HandleFunc(pattern, s.authorize(h, roles...))
 }
 
 // HandlePublic adds a route without authentication (health, dashboard
 // assets).
-func (s *Server) HandlePublic(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) HandlePublic(pattern string, h http.Handler) {
+	s.record(Route{Pattern: pattern, Public: true})
+	s.mux.Handle(pattern, h)
+}
 
 // ReaderRoles returns the roles that may read.
 func ReaderRoles() []Role { return readerRoles() }

@@ -19,7 +19,7 @@ type CommandIn struct {
 	Command string `json:"command"`
 	// ID is the command's UUID: its idempotency key. Re-sending a command
 	// with the same id returns the original outcome and appends nothing.
-	ID string `json:"id"`
+	ID string `json:"id" jsonschema:"format=uuid"`
 	// Actor names who the caller acts for. The authenticated principal is
 	// always the events' actor; a different Actor is recorded as
 	// on_behalf_of.

@@ -119,9 +119,11 @@ var rules = []rule{
 		except: []string{"cmd/...", "node"},
 		modules: []string{
 			"github.com/transparency-dev",
+			"github.com/invopop/jsonschema",
 		},
 		why: "the HTTP surface: everything above but cmd (ARCHITECTURE.md, api/doc.go); node wires api, so never the reverse; " +
-			"transparency-dev for the proofs and the tlog-tiles layout it serves",
+			"transparency-dev for the proofs and the tlog-tiles layout it serves; invopop/jsonschema to reflect the OpenAPI " +
+			"document's schemas from the types (api/openapi.go)",
 	},
 	{
 		pkg: "api/dashboard",

@@ -13,6 +13,15 @@ require (
 require github.com/gowebpki/jcs v1.0.2 // indirect
 
 require (
+	github.com/bahlo/generic-list-go v0.2.0 // indirect
+	github.com/buger/jsonparser v1.1.2 // indirect
+	github.com/gowebpki/jcs v1.0.2 // indirect
+	github.com/invopop/jsonschema v0.14.0 // indirect
+	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
+)
+
+require (
 	filippo.io/mldsa v0.0.0-20260215214346-43d0283efc3e // indirect
 	github.com/DataDog/zstd v1.5.7 // indirect
 	github.com/EventStore/EventStore-Client-Go/v4 v4.2.0 // indirect
