@@ -176,7 +176,8 @@ type matrixCell struct {
 // an event appended after the page loaded appears in the live tail; and
 // when the node is stopped, a banner at the top says so with the time of
 // the last answer, and the panels are greyed out, with no per-panel
-// "Failed to fetch"; once the node serves again, the page is live again.
+// "Failed to fetch"; once the node serves again, the page is live again,
+// and a schedule whose probes do not come shows since when it is missed.
 func TestDashboard_Browser(t *testing.T) {
 	chromium := requireChromium(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -549,6 +550,28 @@ func TestDashboard_Browser(t *testing.T) {
 	back := `document.body.dataset.connection === 'live' && document.querySelector('#offline').hidden &&
 		document.querySelector('#tail').dataset.state === 'live' && document.querySelector('#ledger-state').dataset.ready === 'true'`
 	if err := p.waitFor(ctx, "the page live again once the node is back", back, 10*time.Second); err != nil {
+		fail("%v", err)
+	}
+
+	// No probe comes for the schedule: once its clock has moved past two
+	// intervals and the timeout, the row says since when it is missed, as
+	// the API does (after a refresh: the token form's "use").
+	fx.cfg.Clock.(*commands.ManualClock).Advance(3 * time.Minute)
+	raw, err = c.Projection(ctx, "readiness", client.ProjectionQuery{Key: scheduled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Rows) != 1 || doc.Rows[0].Schedule == nil || doc.Rows[0].Schedule.MissedSince == nil {
+		t.Fatalf("the API does not call %s's schedule missed: %s (%v)", scheduled, raw, err)
+	}
+	if err := p.eval(ctx, `document.querySelector('#token-form').requestSubmit()`, nil); err != nil {
+		fail("%v", err)
+	}
+	missed := fmt.Sprintf(`(() => { const tr = document.querySelector('#matrix tr[data-provider=%q]');
+		return tr.querySelector('td.probes').dataset.schedule === 'missed' && tr.querySelector('td.probes').textContent.includes(%q) &&
+			tr.querySelector('td[data-col="live_proven"]').dataset.state === %q; })()`,
+		scheduled, "missed since "+doc.Rows[0].Schedule.MissedSince.UTC().Format("2006-01-02 15:04:05Z"), doc.Rows[0].LiveProven.State)
+	if err := p.waitFor(ctx, "the missed schedule in its row", missed, 10*time.Second); err != nil {
 		fail("%v", err)
 	}
 }
