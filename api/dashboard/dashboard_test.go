@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,9 +91,41 @@ func TestHandler_Files(t *testing.T) {
 	}
 }
 
+// fixture is a node with every fixture history applied, on the demo's
+// manual clock; stop stops it (idempotent; cleanup calls it too).
+type fixture struct {
+	n    *node.Node
+	stop func()
+	cfg  node.Config // to serve the same folder again at the same address
+}
+
+// serve opens a node with cfg and serves it until the returned stop (also
+// called at cleanup).
+func serve(t *testing.T, cfg node.Config) (*node.Node, func()) {
+	t.Helper()
+	n, err := node.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(sctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return n, stop
+}
+
 // fixtureNode starts a node on the demo's clock and policy and applies
 // every fixture history, as greffe demo does.
-func fixtureNode(ctx context.Context, t *testing.T) *node.Node {
+func fixtureNode(ctx context.Context, t *testing.T) fixture {
 	t.Helper()
 	hs, err := fixtures.All()
 	if err != nil {
@@ -106,26 +140,16 @@ func fixtureNode(ctx context.Context, t *testing.T) *node.Node {
 		}
 	}
 	clock := commands.NewManualClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	n, err := node.Open(node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock, Policy: &pol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(sctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	cfg := node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock, Policy: &pol}
+	n, stop := serve(t, cfg)
+	cfg.API.Addr = n.Addr().String()
 	c := client.New(n.URL(), "")
 	for _, h := range hs {
 		if _, err := fixtures.Run(ctx, c, h, fixtures.Options{Time: true}); err != nil {
 			t.Fatalf("apply %s: %v", h.Name, err)
 		}
 	}
-	return n
+	return fixture{n: n, stop: stop, cfg: cfg}
 }
 
 // matrixCell is one readiness cell as the API states it and as the page
@@ -140,16 +164,44 @@ type matrixCell struct {
 }
 
 // TestDashboard_Browser loads the page in headless Chromium against a node
-// with the fixtures applied: every cell of the readiness matrix shows the
-// state, reason and proving event the API gives (one colour per state),
-// the other panels are filled, and an event appended after the page loaded
-// appears in the live tail.
+// with the fixtures applied (and one probe schedule approved): every cell
+// of the readiness matrix shows the state, reason and proving event the
+// API gives (one colour per state); the header's matrix summary counts
+// what the matrix holds, apart from the ledger's state; rows say which
+// schedule keeps them fresh or that they are history; every state's
+// colour passes WCAG AA and carries an icon and its name; a clicked
+// cell's details open in the viewport even with the page scrolled to the
+// last row; charts have a time axis and explain their "none" series;
+// every panel names its clock; the cluster panel says the node is single;
+// an event appended after the page loaded appears in the live tail; and
+// when the node is stopped, a banner at the top says so with the time of
+// the last answer, and the panels are greyed out, with no per-panel
+// "Failed to fetch"; once the node serves again, the page is live again,
+// and a schedule whose probes do not come shows since when it is missed.
 func TestDashboard_Browser(t *testing.T) {
 	chromium := requireChromium(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	n := fixtureNode(ctx, t)
+	fx := fixtureNode(ctx, t)
+	n := fx.n
 	c := client.New(n.URL(), "")
+
+	// A standing probe schedule for one provider, and a fresh probe of
+	// it: its row shows the schedule and is activation-ready (at the end
+	// of the fixtures' clock every other row is stale or not ready); the
+	// others are history.
+	const scheduled, scheduledTag = "glm-local", "glm-4.7-flash:q4_K_M"
+	for name, data := range map[string]any{
+		"ApproveProbeSchedule": aggregates.ApproveProbeSchedule{Provider: scheduled, Host: "spark-1", Kind: aggregates.ProbeModels,
+			Interval: aggregates.D(time.Minute), Timeout: aggregates.D(10 * time.Second), Approver: "owner"},
+		"RecordProbe": aggregates.RecordProbe{Name: scheduled, Kind: aggregates.ProbeModels, Outcome: aggregates.ProbeOK,
+			Models: []string{scheduledTag}, Latency: aggregates.D(40 * time.Millisecond), ObservedBy: "supervisor"},
+	} {
+		b, _ := json.Marshal(data)
+		if _, err := c.Command(ctx, client.CommandIn{Command: name, ID: uuid.NewString(), Actor: "owner", Data: b}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
 	head := n.Store.Head().Size
 
 	// What the API says: the expected cells.
@@ -167,6 +219,8 @@ func TestDashboard_Browser(t *testing.T) {
 		t.Fatal("the fixtures declared no provider")
 	}
 	var want []matrixCell
+	var wantSummary summary
+	wantSchedules := map[string]string{}
 	for _, r := range doc.Rows {
 		for _, col := range []struct {
 			name string
@@ -178,6 +232,18 @@ func TestDashboard_Browser(t *testing.T) {
 			}
 			want = append(want, cell)
 		}
+		wantSummary.Total++
+		wantSummary.Ready += count(r.ActivationReady.Ready)
+		wantSummary.Live += count(r.LiveProven.Ready)
+		wantSummary.Eligible += count(r.EligibleForAttempt.Ready)
+		wantSchedules[r.Provider] = "none"
+		if r.Schedule != nil && r.Schedule.Active {
+			wantSummary.Scheduled++
+			wantSchedules[r.Provider] = "active"
+		}
+	}
+	if wantSchedules[scheduled] != "active" || wantSummary.Ready == 0 || wantSummary.Ready == wantSummary.Total {
+		t.Fatalf("the fixtures no longer give a mixed matrix with one schedule: %+v, %s schedule %q", wantSummary, scheduled, wantSchedules[scheduled])
 	}
 
 	b := startBrowser(t, chromium)
@@ -210,18 +276,58 @@ func TestDashboard_Browser(t *testing.T) {
 		fail("%v", err)
 	}
 	sortCells := func(cs []matrixCell) {
-		for i := range cs {
-			for j := i + 1; j < len(cs); j++ {
-				if cs[j].Provider+cs[j].Column < cs[i].Provider+cs[i].Column {
-					cs[i], cs[j] = cs[j], cs[i]
-				}
-			}
-		}
+		slices.SortFunc(cs, func(a, b matrixCell) int { return strings.Compare(a.Provider+a.Column, b.Provider+b.Column) })
 	}
 	sortCells(want)
 	sortCells(cells)
 	if d := cmp.Diff(want, cells); d != "" {
 		fail("matrix cells (with their hover text) differ from the API (-want +got):\n%s", d)
+	}
+
+	// The header: the matrix summary counts the matrix, apart from the
+	// ledger's state (which is about the read models, not providers).
+	var header struct {
+		Summary summary
+		Text    string
+		Level   string
+		Ledger  string
+	}
+	err = p.eval(ctx, `(() => { const s = document.querySelector('#matrix-summary'); const d = s.dataset; return {
+		summary: {total: +d.total, ready: +d.ready, live: +d.live, eligible: +d.eligible, scheduled: +d.scheduled},
+		text: s.textContent, level: d.level, ledger: document.querySelector('#ledger-state').textContent }; })()`, &header)
+	if err != nil {
+		fail("%v", err)
+	}
+	if d := cmp.Diff(wantSummary, header.Summary); d != "" {
+		fail("matrix summary (-want +got):\n%s", d)
+	}
+	if wantText := fmt.Sprintf("%d of %d providers activation-ready", wantSummary.Ready, wantSummary.Total); header.Text != wantText || header.Level != "some" ||
+		!strings.HasPrefix(header.Ledger, "ledger: ") || strings.Contains(header.Ledger, "provider") {
+		fail("header: summary %q (level %s), ledger %q; want %q (level some) apart from the ledger's state", header.Text, header.Level, header.Ledger, wantText)
+	}
+
+	// Probe schedules: the scheduled row says its interval and host, the
+	// others are marked history.
+	var schedules map[string]struct {
+		Mode, Text, Title string
+	}
+	err = p.eval(ctx, `Object.fromEntries(Array.from(document.querySelectorAll('#matrix tbody tr')).map((tr) => {
+		const td = tr.querySelector('td.probes');
+		return [tr.dataset.provider, {mode: td.dataset.schedule, text: td.textContent, title: td.querySelector('.chip') ? td.querySelector('.chip').title : td.title}];
+	}))`, &schedules)
+	if err != nil {
+		fail("%v", err)
+	}
+	for prov, mode := range wantSchedules {
+		got := schedules[prov]
+		switch {
+		case got.Mode != mode:
+			t.Errorf("row %s: schedule %q, want %q", prov, got.Mode, mode)
+		case mode == "active" && (!strings.Contains(got.Text, "every 1m0s on spark-1") || !strings.Contains(got.Text, "next due")):
+			t.Errorf("row %s: schedule text %q, want its interval, host and next due time", prov, got.Text)
+		case mode == "none" && (got.Text != "history" || !strings.Contains(got.Title, "no standing probe schedule")):
+			t.Errorf("row %s: %q (%q), want it marked history, explained", prov, got.Text, got.Title)
+		}
 	}
 
 	// One colour per state: equal states share a colour, different
@@ -250,27 +356,60 @@ func TestDashboard_Browser(t *testing.T) {
 		owner[cs[0]] = state
 	}
 
-	// A click opens the details of a cell: its reason and proving event.
-	var first matrixCell
-	for _, w := range want {
-		if w.Proof != "" {
-			first = w
-			break
+	// Every state's colour passes WCAG AA against its text, and every
+	// state is told apart without colour: an icon and its name.
+	checkStateContrast(ctx, t, p, fail)
+
+	// Details of a cell of the last row open in the viewport, with the
+	// page scrolled so that the last row is at the bottom of the screen.
+	last := doc.Rows[0]
+	for _, r := range doc.Rows {
+		if r.Provider > last.Provider {
+			last = r
 		}
 	}
-	click := fmt.Sprintf(`document.querySelector('#matrix tr[data-provider=%q] td[data-col=%q]').click()`, first.Provider, first.Column)
+	target := matrixCell{Provider: last.Provider, Column: "activation_ready", Reason: last.ActivationReady.Reason}
+	if last.ActivationReady.Proof != nil {
+		target.Proof = last.ActivationReady.Proof.ID.String()
+	}
+	click := fmt.Sprintf(`(() => { const td = document.querySelector('#matrix tr[data-provider=%q] td[data-col=%q]');
+		td.scrollIntoView({block: 'end'}); td.click(); return true; })()`, target.Provider, target.Column)
 	if err := p.eval(ctx, click, nil); err != nil {
 		fail("%v", err)
 	}
-	detail := fmt.Sprintf(`!document.querySelector('#detail').hidden && document.querySelector('#detail').textContent.includes(%q) && document.querySelector('#detail').textContent.includes(%q)`, first.Reason, first.Proof)
+	detail := fmt.Sprintf(`document.querySelector('#detail').open && document.querySelector('#detail').textContent.includes(%q) && document.querySelector('#detail').textContent.includes(%q)`, target.Reason, target.Proof)
 	if err := p.waitFor(ctx, "the cell's details", detail, 5*time.Second); err != nil {
 		fail("%v", err)
 	}
+	var box struct {
+		Top, Left, Bottom, Right, Width, Height, ScrollY float64
+	}
+	if err := p.eval(ctx, `(() => { const r = document.querySelector('#detail').getBoundingClientRect();
+		return {top: r.top, left: r.left, bottom: r.bottom, right: r.right, width: innerWidth, height: innerHeight, scrolly: scrollY}; })()`, &box); err != nil {
+		fail("%v", err)
+	}
+	if box.ScrollY <= 0 || box.Top < 0 || box.Left < 0 || box.Bottom > box.Height || box.Right > box.Width || box.Bottom-box.Top < 50 {
+		fail("the details of %s are not inside the viewport (page scrolled by %v): %+v", target.Provider, box.ScrollY, box)
+	}
+	var closed bool
+	if err := p.eval(ctx, `document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'})); !document.querySelector('#detail').open`, &closed); err != nil || !closed {
+		fail("Escape did not close the details: %v", err)
+	}
 
-	// The other panels show the fixtures' read models.
+	// The other panels show the fixtures' read models; the charts have a
+	// time axis and explain the series that name no model; every panel
+	// says which clock its times come from; the cluster panel says this
+	// node is single.
 	var panels struct {
 		Delivered, Stopped, Approvals, Hosts, Points int
 		CheckpointSize, Age                          string
+		Charts, ChartsWithAxis                       int
+		NoneSeries, NoneExplained                    int
+		Sections                                     []string
+		Clocks                                       []string
+		ClusterMode, ClusterText                     string
+		ClusterRows                                  []string
+		ClockNote                                    string
 	}
 	err = p.eval(ctx, `({
 		delivered: document.querySelectorAll('#missions-board tr[data-mission="m-glm"][data-state="delivered"]').length,
@@ -280,6 +419,18 @@ func TestDashboard_Browser(t *testing.T) {
 		points: document.querySelectorAll('#charts svg circle').length,
 		checkpointsize: document.querySelector('#checkpoint').dataset.size,
 		age: document.querySelector('#checkpoint-age').textContent,
+		charts: document.querySelectorAll('#charts svg').length,
+		chartswithaxis: Array.from(document.querySelectorAll('#charts svg')).filter((s) =>
+			s.querySelectorAll('text.tick-x').length >= 1 && /^time \(UTC, ended_at\): \d{4}-\d\d-\d\d /.test(s.querySelector('text.axis-title').textContent)).length,
+		noneseries: document.querySelectorAll('#charts .chip[data-series="none"]').length,
+		noneexplained: Array.from(document.querySelectorAll('#charts .chip[data-series="none"]')).filter((c) =>
+			c.title.includes('no model') && c.textContent.includes('no model')).length,
+		sections: Array.from(document.querySelectorAll('main > section')).map((s) => s.id),
+		clocks: Array.from(document.querySelectorAll('main > section')).map((s) => s.id + ': ' + (s.querySelector('.clock') || {textContent: ''}).textContent),
+		clustermode: document.querySelector('#cluster').dataset.mode,
+		clustertext: document.querySelector('#cluster-facts').textContent,
+		clusterrows: Array.from(document.querySelectorAll('#cluster-members tbody tr')).map((tr) => tr.dataset.member),
+		clocknote: document.querySelector('#readiness-clock-note').textContent,
 	})`, &panels)
 	if err != nil {
 		fail("%v", err)
@@ -299,6 +450,30 @@ func TestDashboard_Browser(t *testing.T) {
 	if panels.Delivered != 1 || panels.Stopped != 1 || panels.Approvals != len(arows.Rows) || panels.Hosts != len(mrows.Rows) || panels.Points == 0 {
 		fail("panels: %+v; want m-glm delivered, m-persist stopped, %d approvals, %d hosts with points", panels, len(arows.Rows), len(mrows.Rows))
 	}
+	if panels.Charts == 0 || panels.ChartsWithAxis != panels.Charts || panels.NoneSeries == 0 || panels.NoneExplained != panels.NoneSeries {
+		fail("charts: %d drawn, %d with a time axis; %d \"none\" series, %d explained", panels.Charts, panels.ChartsWithAxis, panels.NoneSeries, panels.NoneExplained)
+	}
+	for _, clock := range panels.Clocks {
+		if _, text, _ := strings.Cut(clock, ": "); len(text) < 20 {
+			t.Errorf("panel %q does not say which clock its times come from", clock)
+		}
+	}
+	if len(panels.Clocks) < 7 {
+		t.Errorf("panels %v: want verification, cluster, tail, readiness, missions, measurements, approvals", panels.Sections)
+	}
+	// The fixtures ran on a manual clock months from the wall clock that
+	// stored their events: the matrix says its judged time is not the
+	// recorded times' clock.
+	if !strings.Contains(panels.ClockNote, "demo or test clock") {
+		t.Errorf("readiness clock note %q: want it to say the command clock is not the wall clock", panels.ClockNote)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if panels.ClusterMode != "single" || !strings.Contains(panels.ClusterText, "single node") || !slices.Equal(panels.ClusterRows, []string{info.NodeID}) {
+		fail("cluster panel: mode %q, %q, members %v; want the single node %s", panels.ClusterMode, panels.ClusterText, panels.ClusterRows, info.NodeID)
+	}
 	// Nothing was appended since the fixtures: the page's checkpoint
 	// covers the head, and its age comes from the node's metrics.
 	if panels.CheckpointSize != strconv.FormatUint(head, 10) || strings.HasPrefix(panels.Age, "unknown") {
@@ -314,6 +489,103 @@ func TestDashboard_Browser(t *testing.T) {
 	if err := p.waitFor(ctx, "the appended event in the live tail", live, 10*time.Second); err != nil {
 		fail("%v", err)
 	}
+
+	// The node stops: the banner at the top says so, with the time of its
+	// last answer; the panels are greyed out; no panel shows its own
+	// "Failed to fetch"; the matrix stays as it was last seen.
+	if err := p.eval(ctx, `window.scrollTo(0, 0)`, nil); err != nil {
+		fail("%v", err)
+	}
+	stoppedAt := time.Now()
+	fx.stop()
+	lost := `document.body.dataset.connection === 'lost' && !document.querySelector('#offline').hidden`
+	if err := p.waitFor(ctx, "the banner saying the node does not answer", lost, 10*time.Second); err != nil {
+		fail("%v", err)
+	}
+	t.Logf("banner %v after the node stopped", time.Since(stoppedAt).Round(time.Millisecond))
+	// A refresh that starts after the banner: every request fails, and
+	// the banner alone says so.
+	var refreshes int
+	if err := p.eval(ctx, `+document.body.dataset.refreshes`, &refreshes); err != nil {
+		fail("%v", err)
+	}
+	again := fmt.Sprintf(`document.body.dataset.connection === 'lost' && +document.body.dataset.refreshes > %d`, refreshes+1)
+	if err := p.waitFor(ctx, "a refresh while the node does not answer", again, 10*time.Second); err != nil {
+		fail("%v", err)
+	}
+	var offline struct {
+		Text, LastAnswer  string
+		Top, Bottom       float64
+		Opacity           float64
+		Filter            string
+		PanelErrors       []string
+		Cells, LedgerText string
+	}
+	err = p.eval(ctx, `(() => { const o = document.querySelector('#offline'); const r = o.getBoundingClientRect(); const m = getComputedStyle(document.querySelector('main'));
+		return {text: o.textContent, lastanswer: o.dataset.lastAnswer, top: r.top, bottom: r.bottom, opacity: +m.opacity, filter: m.filter,
+			panelerrors: Array.from(document.querySelectorAll('.panel-error')).filter((e) => !e.hidden).map((e) => e.textContent),
+			cells: String(document.querySelectorAll('#matrix td.cell').length), ledgertext: document.querySelector('#ledger-state').textContent}; })()`, &offline)
+	if err != nil {
+		fail("%v", err)
+	}
+	lastAnswer, perr := time.Parse(time.RFC3339Nano, offline.LastAnswer)
+	switch {
+	case perr != nil || lastAnswer.After(time.Now()) || time.Since(lastAnswer) > time.Minute:
+		fail("banner: last answer %q (%v), want the time of the node's last answer", offline.LastAnswer, perr)
+	case !strings.Contains(offline.Text, "not answering") || !strings.Contains(offline.Text, "last answer came at "+lastAnswer.UTC().Format("2006-01-02 15:04:05Z")):
+		fail("banner text %q: want it to say the node is not answering and when it last answered", offline.Text)
+	case offline.Top != 0 || offline.Bottom > 200:
+		fail("banner at %v..%v, want it at the top of the viewport", offline.Top, offline.Bottom)
+	case offline.Opacity >= 1 || !strings.Contains(offline.Filter, "grayscale"):
+		fail("panels not greyed out: opacity %v, filter %q", offline.Opacity, offline.Filter)
+	case len(offline.PanelErrors) != 0:
+		fail("panels show their own errors beside the banner: %q", offline.PanelErrors)
+	case offline.Cells != strconv.Itoa(len(want)) || offline.LedgerText != "ledger: no answer":
+		fail("after the stop: %s cells (want the %d last seen), ledger pill %q", offline.Cells, len(want), offline.LedgerText)
+	}
+
+	// The node is back (the same folder at the same address): the banner
+	// goes, the panels are live again, and so is the tail.
+	serve(t, fx.cfg)
+	back := `document.body.dataset.connection === 'live' && document.querySelector('#offline').hidden &&
+		document.querySelector('#tail').dataset.state === 'live' && document.querySelector('#ledger-state').dataset.ready === 'true'`
+	if err := p.waitFor(ctx, "the page live again once the node is back", back, 10*time.Second); err != nil {
+		fail("%v", err)
+	}
+
+	// No probe comes for the schedule: once its clock has moved past two
+	// intervals and the timeout, the row says since when it is missed, as
+	// the API does (after a refresh: the token form's "use").
+	fx.cfg.Clock.(*commands.ManualClock).Advance(3 * time.Minute)
+	raw, err = c.Projection(ctx, "readiness", client.ProjectionQuery{Key: scheduled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Rows) != 1 || doc.Rows[0].Schedule == nil || doc.Rows[0].Schedule.MissedSince == nil {
+		t.Fatalf("the API does not call %s's schedule missed: %s (%v)", scheduled, raw, err)
+	}
+	if err := p.eval(ctx, `document.querySelector('#token-form').requestSubmit()`, nil); err != nil {
+		fail("%v", err)
+	}
+	missed := fmt.Sprintf(`(() => { const tr = document.querySelector('#matrix tr[data-provider=%q]');
+		return tr.querySelector('td.probes').dataset.schedule === 'missed' && tr.querySelector('td.probes').textContent.includes(%q) &&
+			tr.querySelector('td[data-col="live_proven"]').dataset.state === %q; })()`,
+		scheduled, "missed since "+doc.Rows[0].Schedule.MissedSince.UTC().Format("2006-01-02 15:04:05Z"), doc.Rows[0].LiveProven.State)
+	if err := p.waitFor(ctx, "the missed schedule in its row", missed, 10*time.Second); err != nil {
+		fail("%v", err)
+	}
+}
+
+// summary is the header's count of the matrix.
+type summary struct {
+	Total, Ready, Live, Eligible, Scheduled int
+}
+
+func count(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // TestDashboard_Token: on a node with --tokens the page itself loads, the

@@ -19,19 +19,53 @@
   const tailBacklog = 50; // events shown on load, before the live ones
   const tailMax = 200; // rows kept in the tail
   const reconnectMillis = 2000;
+  // Command clock and wall clock further apart than this are called out.
+  const clockGapMillis = 10 * 60 * 1000;
 
-  // One colour per readiness state. Ready states are greens, absences
-  // greys, failures reds, staleness amber; a state this table does not
-  // know gets a colour derived from its name, so it is still told apart.
-  const stateColours = {
-    configured: '#2e7d32', live_proven: '#1b5e20', activation_ready: '#00695c',
-    direct_reply_only: '#558b2f', bound: '#33691e', no_binding_required: '#4e7d3a',
-    not_probed: '#757575', not_activated: '#546e7a', provider_unknown: '#616161',
-    provider_dormant: '#37474f', stale: '#b28704', failed: '#c62828',
-    unreachable: '#ad1457', timeout: '#6a1b9a', tag_not_listed: '#e65100',
-    alias_not_exact: '#d84315', limits_unknown: '#ef6c00', endpoint_missing: '#5d4037',
-    model_tag_missing: '#6d4c41', not_configured: '#4e342e', not_live_proven: '#8e24aa',
-    binding_missing: '#0277bd', binding_not_verified: '#01579b', binding_invalidated: '#283593',
+  // Every readiness state the node states (aggregates/readiness.go), its
+  // group and what it means. A state's colour is in style.css (.st-NAME),
+  // its group sets its icon (.g-GROUP), and every cell also writes the
+  // state's name: states stay apart without colour. A state this table
+  // does not know gets a dark colour derived from its name (still white
+  // text at more than 4.5:1) and the icon of its readiness.
+  const stateInfo = {
+    configured: ['ready', 'endpoint, exact model tag and limits are declared'],
+    live_proven: ['ready', 'the newest probe listed the exact model tag, within the freshness window'],
+    activation_ready: ['ready', 'configured, activated and live-proven (and bound, when the profile requires a binding)'],
+    direct_reply_only: ['ready', 'a configured endpoint scoped to direct replies: eligible for a reply, not for a mission\'s exact gate'],
+    bound: ['ready', 'a verified binding of this exact model'],
+    no_binding_required: ['ready', 'the profile needs no binding'],
+    not_probed: ['absent', 'no models or smoke probe has been recorded'],
+    not_activated: ['absent', 'never activated (or the activation ended with a redeclaration)'],
+    provider_unknown: ['absent', 'no provider is declared under this name'],
+    provider_dormant: ['absent', 'the provider is dormant: it is never selected'],
+    unknown: ['absent', 'the column is absent from the read model'],
+    stale: ['stale', 'the newest ok probe is older than the freshness window, or the probe schedule was missed'],
+    failed: ['probe', 'the newest probe failed'],
+    unreachable: ['probe', 'the newest probe could not reach the endpoint'],
+    timeout: ['probe', 'the newest probe timed out'],
+    tag_not_listed: ['probe', 'the newest probe does not list the exact model tag'],
+    alias_not_exact: ['probe', 'the newest probe lists an alias of the tag, not the tag itself: an alias proves nothing about what is loaded'],
+    endpoint_missing: ['config', 'the declaration sets no endpoint'],
+    model_tag_missing: ['config', 'the declaration sets no exact model tag'],
+    limits_unknown: ['config', 'context and output limits are not declared'],
+    binding_unknown: ['binding', 'no binding was proposed under the id the activation names'],
+    binding_rejected: ['binding', 'the binding was rejected'],
+    binding_invalidated: ['binding', 'the binding was invalidated'],
+    binding_not_verified: ['binding', 'the binding is not verified'],
+    binding_provider_mismatch: ['binding', 'the binding was proposed for another provider'],
+    binding_model_mismatch: ['binding', 'the binding identifies another model: an override never inherits another model\'s identity'],
+    binding_required: ['binding', 'the profile requires a verified binding and the activation names none'],
+    identity_mismatch: ['binding', 'the binding\'s identity differs from the one the activation recorded'],
+  };
+  const groupNames = {
+    ready: '✓ ready', absent: '○ absent or not done yet', stale: '◷ stale', probe: '✗ the newest probe failed',
+    config: '⚠ configuration incomplete', binding: '⊘ binding problems',
+  };
+  // Explanations of the measurement series that name no model.
+  const seriesNotes = {
+    none: 'none: the GPU held no model when it was measured',
+    unobserved: 'unobserved: the executor could not tell which models were resident',
   };
   const matrixColumns = [
     ['configuration_ready', 'configuration'],
@@ -39,7 +73,8 @@
     ['live_proven', 'live'],
     ['activation_ready', 'activation'],
   ];
-  const seriesColours = ['#1565c0', '#c62828', '#2e7d32', '#6a1b9a', '#ef6c00', '#00838f'];
+  // Series colours carry white legend text: each passes 4.5:1.
+  const seriesColours = ['#1565c0', '#c62828', '#2e7d32', '#6a1b9a', '#b34700', '#00727d'];
 
   let token = sessionStorage.getItem(TOKEN_KEY) || '';
   let tailAbort = null;
@@ -50,6 +85,7 @@
   let again = false; // an event arrived during it: refresh once more
   let tailQueue = []; // events waiting to be drawn, oldest first, at most tailMax
   let tailTimer = null;
+  let lastInfo = null; // the node's latest /v1/info answer
   let selected = null; // {provider, column} of the cell shown in #detail
 
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -75,16 +111,80 @@
     return token ? { Authorization: 'Bearer ' + token } : {};
   }
 
+  // The connection: "connecting" until the first answer, "live" while the
+  // node answers, "lost" from the first request that got no answer at all
+  // (a refused or dropped connection; an HTTP error is an answer) until
+  // the next answer. Times are the browser's clock.
+  const conn = { state: 'connecting', lastAnswer: null, since: null, why: '' };
+
+  // request fetches a node path and tracks the connection. A request that
+  // gets no answer throws an Error with network set (the banner at the top
+  // says so; panels keep their last content, greyed out).
+  async function request(path, opts = {}) {
+    let r;
+    try {
+      r = await fetch(path, { cache: 'no-store', ...opts });
+    } catch (err) {
+      if (opts.signal && opts.signal.aborted) throw err;
+      connectionLost(err);
+      const e = new Error('no answer from the node (' + err.message + ')');
+      e.network = true;
+      throw e;
+    }
+    connectionAnswered();
+    return r;
+  }
+
+  function connectionAnswered() {
+    conn.lastAnswer = new Date();
+    if (conn.state === 'live') return;
+    const wasLost = conn.state === 'lost';
+    conn.state = 'live';
+    renderConnection();
+    if (wasLost) scheduleRefresh(); // everything shown is old: read it again
+  }
+
+  function connectionLost(err) {
+    conn.why = err && err.message ? err.message : String(err);
+    if (conn.state === 'lost') return;
+    conn.state = 'lost';
+    conn.since = new Date();
+    renderConnection();
+    // Retry soon, not in refreshSeconds: the banner goes when the node
+    // answers again. A refresh under way sets its own next one, as soon.
+    if (!refreshing) {
+      clearTimeout(refreshTimer);
+      refreshTimer = setTimeout(refresh, reconnectMillis);
+    }
+  }
+
+  function renderConnection() {
+    document.body.dataset.connection = conn.state;
+    const banner = $('#offline');
+    banner.hidden = conn.state !== 'lost';
+    if (conn.state !== 'lost') return;
+    banner.dataset.lastAnswer = conn.lastAnswer ? conn.lastAnswer.toISOString() : '';
+    $('#offline-text').textContent = 'No answer from ' + location.origin + ' since ' + fmtTime(conn.since.toISOString()) +
+      (conn.lastAnswer ? '; its last answer came at ' + fmtTime(conn.lastAnswer.toISOString()) : '; it has not answered since the page loaded') +
+      ' (your browser\'s clock, UTC). Everything below is as of that answer and no longer live (greyed out). ' +
+      'Retrying every ' + reconnectMillis / 1000 + ' s; is the node still running? (' + conn.why + ')';
+    const pill = $('#ledger-state');
+    pill.dataset.ready = 'unknown';
+    pill.textContent = 'ledger: no answer';
+  }
+
   // get fetches a node path with the token; a non-2xx answer throws an
   // Error carrying the API's code and message.
   async function get(path, kind = 'json') {
-    const r = await fetch(path, { headers: headers(), cache: 'no-store' });
+    const r = await request(path, { headers: headers() });
     if (!r.ok) {
       let body = {};
       try { body = await r.json(); } catch (_) { /* not JSON */ }
-      const err = new Error(body.message || r.status + ' ' + r.statusText);
+      // The API's error body is {"error": {code, message, …}}.
+      const e = body.error || body;
+      const err = new Error(e.message || r.status + ' ' + r.statusText);
       err.status = r.status;
-      err.code = body.code || '';
+      err.code = e.code || '';
       throw err;
     }
     return kind === 'json' ? r.json() : r.text();
@@ -102,9 +202,13 @@
     }
   }
 
+  // setPanelError shows what a panel's answer said. A request that got
+  // no answer is not shown here: the banner at the top says it once, and
+  // the panel keeps its last content, greyed out.
   function setPanelError(section, err) {
     const p = $('#' + section + ' .panel-error');
     if (!p) return;
+    if (err && err.network) return;
     p.hidden = !err;
     p.textContent = err ? (err.code ? err.code + ': ' : '') + err.message : '';
   }
@@ -126,11 +230,31 @@
     return hash ? String(hash).slice(0, 12) + '…' : '';
   }
 
-  function colourOf(state) {
-    if (stateColours[state]) return stateColours[state];
+  // stateClass returns the classes of a state's chip or cell: its colour
+  // (st-NAME) and its group's icon (g-GROUP).
+  function stateClass(state, ready) {
+    const info = stateInfo[state];
+    if (info) return 'st st-' + state + ' g-' + info[0];
+    return 'st st-other g-' + (ready ? 'ready' : 'probe');
+  }
+
+  // paintUnknown gives a state the table does not know a colour derived
+  // from its name: dark enough for white text whatever the hue.
+  function paintUnknown(e, state) {
+    if (stateInfo[state]) return;
     let h = 0;
     for (const ch of String(state)) h = (h * 31 + ch.charCodeAt(0)) % 360;
-    return 'hsl(' + h + ', 45%, 38%)';
+    e.style.setProperty('--c', 'hsl(' + h + ', 45%, 26%)');
+  }
+
+  function stateMeaning(state) {
+    return stateInfo[state] ? stateInfo[state][1] : 'a state this page does not know';
+  }
+
+  function stateChip(state) {
+    const c = el('span', { class: 'chip ' + stateClass(state, false), text: state, title: state + ': ' + stateMeaning(state), dataset: { state } });
+    paintUnknown(c, state);
+    return c;
   }
 
   function proofText(p) {
@@ -145,22 +269,39 @@
 
   // ---- node, readiness, verification ----
 
+  // clockNote compares the command clock (a timed read model's "at")
+  // with the wall clock that stamped the newest event: on a production
+  // node they agree; on a demo or test clock they can be months apart,
+  // and the page says so rather than mixing the two silently.
+  function clockNote(at) {
+    const rec = lastInfo && lastInfo.head && lastInfo.head.recorded_at;
+    if (!at || !rec) return '';
+    const gap = Date.parse(at) - Date.parse(rec);
+    if (isNaN(gap) || Math.abs(gap) < clockGapMillis) return '';
+    return 'This node\'s command clock (' + fmtTime(at) + ') is not the wall clock that stored the newest event (' + fmtTime(rec) +
+      '): it runs on a demo or test clock, so recorded times and judged times differ.';
+  }
+
   async function loadInfo() {
     const info = await get('/v1/info');
+    lastInfo = info;
     $('#node').textContent = 'node ' + info.node_id + ' · ledger ' + info.ledger_id + ' · ' + info.head.size + ' events · v' + info.version;
     lastPosition = Math.max(lastPosition, info.head.size);
     return info;
   }
 
+  // loadReady reads the ledger's state: /readyz (public) answers 503 with
+  // its reasons when the node does not serve or its read models lag. It
+  // says nothing about providers: the matrix summary beside it does.
   async function loadReady() {
-    // /readyz is public and answers 503 with its reasons when not ready.
-    const r = await fetch('/readyz', { cache: 'no-store' });
+    const r = await request('/readyz');
     const body = await r.json();
-    const pill = $('#ready');
+    const pill = $('#ledger-state');
     pill.dataset.ready = String(body.ready);
-    pill.textContent = body.ready ? 'ready' : 'not ready';
-    pill.title = body.ready ? 'projections within ' + body.max_projection_lag + ' events of the head'
-      : (body.reasons || []).map((x) => x.code + ': ' + x.message).join('\n');
+    pill.textContent = body.ready ? 'ledger: serving, read models caught up' : 'ledger: not ready';
+    pill.title = 'GET /readyz (the ledger, not the providers): ' + (body.ready
+      ? 'the node serves and every read model is within ' + body.max_projection_lag + ' events of the head (' + body.head + ')'
+      : (body.reasons || []).map((x) => x.code + ': ' + x.message).join('\n'));
   }
 
   // parseCheckpoint reads a C2SP signed note: origin, size, root, then a
@@ -253,14 +394,106 @@
       el('td', { text: p.error ? 'failed: ' + p.error : 'ok', class: p.error ? 'error' : '' }))));
   }
 
+  // ---- cluster ----
+
+  // loadCluster shows the members as this node sees them. A single node
+  // answers not_clustered: the panel says it is single (it takes every
+  // write itself; it has no raft term or index).
+  async function loadCluster(info) {
+    const facts = $('#cluster-facts');
+    const tb = $('#cluster-members tbody');
+    const fact = (k, v, id) => facts.append(el('dt', { text: k }), el('dd', { text: v, id }));
+    let st;
+    try {
+      st = await get('/v1/cluster/status');
+    } catch (err) {
+      if (err.code !== 'not_clustered') throw err;
+      $('#cluster').dataset.mode = 'single';
+      facts.replaceChildren();
+      fact('mode', 'single node: not clustered (no raft; serve with --raft-addr and --bootstrap or --join to form a cluster)', 'cluster-mode');
+      fact('members', '1: this node');
+      fact('leader', info.node_id + ' (a single node takes every write itself)', 'cluster-leader');
+      fact('term', '— (no raft)');
+      fact('applied index', '— (no raft log); head ' + info.head.size + ' events');
+      tb.replaceChildren(el('tr', { class: 'self', dataset: { member: info.node_id, reachable: 'true' } },
+        el('td', { text: info.node_id }), el('td', { text: 'single' }), el('td', { text: 'serving' }), el('td', { text: '—' }),
+        el('td', { text: '—' }), el('td', { text: '0' }), el('td', { text: String(info.head.size) }), el('td', { text: location.origin })));
+      return;
+    }
+    $('#cluster').dataset.mode = 'cluster';
+    const servers = st.servers || [];
+    const leader = servers.find((m) => m.leader);
+    facts.replaceChildren();
+    fact('mode', 'cluster of ' + servers.length + ' (' + servers.filter((m) => m.suffrage === 'voter').length + ' voters)', 'cluster-mode');
+    fact('this node', st.node_id + ' (' + st.state + ')');
+    fact('leader', leader ? leader.id + ' at ' + (leader.http_url || leader.raft_addr) : 'none known: no leader elected (is a quorum up?)', 'cluster-leader');
+    fact('term', String(st.term), 'cluster-term');
+    fact('commit index', String(st.commit_index));
+    fact('applied index', String(st.applied_index), 'cluster-applied');
+    fact('snapshot index', String(st.snapshot_index));
+    // Lag: how many raft entries a member has applied fewer than the
+    // leader; unknown when either did not answer.
+    const base = leader && leader.reachable ? leader.applied_index : null;
+    tb.replaceChildren(...servers.map((m) => {
+      const lag = base !== null && m.reachable ? Math.max(0, base - m.applied_index) : null;
+      const role = (m.leader ? 'leader, ' : '') + m.suffrage;
+      return el('tr', { class: m.id === st.node_id ? 'self' : '', dataset: { member: m.id, reachable: String(m.reachable), leader: String(m.leader) } },
+        el('td', { text: m.id }),
+        el('td', { text: role }),
+        el('td', { text: m.reachable ? m.state : 'unreachable', title: m.error || '' }),
+        el('td', { text: m.reachable ? String(m.term) : '' }),
+        el('td', { text: m.reachable ? String(m.applied_index) : '' }),
+        el('td', { text: lag === null ? 'unknown' : lag + (lag === 1 ? ' entry' : ' entries'), dataset: { lag: lag === null ? '' : String(lag) } }),
+        el('td', { text: m.reachable ? String(m.head_size) : '' }),
+        el('td', { text: m.http_url || m.raft_addr, title: 'raft ' + m.raft_addr }));
+    }));
+  }
+
   // ---- readiness matrix ----
 
+  // renderLegend shows the states present in the matrix, and under
+  // "every state" each state the page knows, by group, with its meaning.
   function renderLegend(states) {
-    $('#legend').replaceChildren(...[...states].sort().map((s) => {
-      const span = el('span', { text: s });
-      span.style.setProperty('--c', colourOf(s));
-      return span;
-    }));
+    $('#legend').replaceChildren(...[...states].sort().map(stateChip));
+    const box = $('#legend-all .legend-groups');
+    if (box.childElementCount > 0) return;
+    for (const [g, name] of Object.entries(groupNames)) {
+      const dl = el('dl');
+      for (const [st, [group, meaning]] of Object.entries(stateInfo)) {
+        if (group === g) dl.append(el('dt', {}, stateChip(st)), el('dd', { text: meaning }));
+      }
+      box.append(el('h4', { text: name }), dl);
+    }
+  }
+
+  // scheduleText describes a row's probe schedule; null when it has none.
+  function scheduleText(s) {
+    if (!s) return null;
+    if (!s.active) return 'schedule ended' + (s.end_reason ? ' (' + s.end_reason + ')' : '');
+    return 'every ' + s.interval + ' on ' + s.host + ' (' + s.kind + ' probe)';
+  }
+
+  // scheduleCell shows whether something keeps the row's live_proven
+  // fresh: a standing probe schedule (when it is next due, or since when
+  // it is missed), or none (the row's probes are history: only those
+  // writers recorded).
+  function scheduleCell(row) {
+    const s = row.schedule;
+    const historyNote = 'history: no standing probe schedule; this row shows only the probes writers recorded, and nothing keeps it fresh';
+    if (!s || !s.active) {
+      const td = el('td', { class: 'probes', dataset: { schedule: s ? 'ended' : 'none' } },
+        el('span', { class: 'chip history', text: 'history', title: historyNote }));
+      if (s) td.append(el('div', { class: 'muted', text: scheduleText(s) }));
+      return td;
+    }
+    const when = (t) => fmtTime(t);
+    const title = scheduleText(s) + '\nlast probe ' + (s.last_ran_at ? when(s.last_ran_at) : 'not yet') + ', next due ' + when(s.next_due) +
+      (s.missed_since ? '\nmissed since ' + when(s.missed_since) : '') + '\n(times: the node\'s command clock)';
+    const td = el('td', { class: 'probes', title, dataset: { schedule: s.missed_since ? 'missed' : 'active' } }, 'every ' + s.interval + ' on ' + s.host);
+    td.append(s.missed_since
+      ? el('div', { class: 'warn-text', text: 'missed since ' + when(s.missed_since) })
+      : el('div', { class: 'muted', text: 'next due ' + when(s.next_due).slice(11) }));
+    return td;
   }
 
   function showDetail(row, column, label, fact, td) {
@@ -268,13 +501,15 @@
     td.classList.add('selected');
     selected = { provider: row.provider, column };
     const d = $('#detail');
-    d.style.setProperty('--c', colourOf(fact.state));
+    d.style.setProperty('--c', getComputedStyle(td).backgroundColor);
+    d.dataset.provider = row.provider;
+    d.dataset.col = column;
     $('#detail-title').textContent = row.provider + ' · ' + label + ': ' + fact.state;
     const dl = $('#detail-facts');
     dl.replaceChildren();
     const add = (k, v) => dl.append(el('dt', { text: k }), el('dd', { text: v }));
     add('ready', fact.ready ? 'yes' : 'no');
-    add('state', fact.state);
+    add('state', fact.state + ': ' + stateMeaning(fact.state));
     add('reason', fact.reason);
     const p = fact.proof;
     if (p) {
@@ -284,12 +519,21 @@
     } else {
       add('proving event', 'none: the state rests on an absence');
     }
-    add('judged at', fmtTime(row.at));
+    add('probes', scheduleText(row.schedule) || 'history: no standing probe schedule');
+    add('judged at', fmtTime(row.at) + ' (the node\'s command clock)');
     const btn = $('#detail-load');
     btn.hidden = !p;
     btn.dataset.id = p ? p.id : '';
     $('#detail-event').hidden = true;
-    d.hidden = false;
+    if (!d.open) d.show(); // not modal: the matrix stays usable beside it
+    $('#detail-close').focus({ preventScroll: true });
+  }
+
+  function closeDetail() {
+    const d = $('#detail');
+    if (d.open) d.close();
+    selected = null;
+    for (const c of document.querySelectorAll('#matrix td.selected')) c.classList.remove('selected');
   }
 
   async function loadProvingEvent() {
@@ -304,34 +548,63 @@
     pre.hidden = false;
   }
 
+  // renderSummary counts the matrix's rows: how many providers are
+  // activation-ready, live-proven, eligible, kept fresh by a schedule.
+  function renderSummary(rows) {
+    const count = (f) => rows.filter(f).length;
+    const n = rows.length;
+    const act = count((r) => r.activation_ready && r.activation_ready.ready);
+    const live = count((r) => r.live_proven && r.live_proven.ready);
+    const elig = count((r) => r.eligible_for_attempt && r.eligible_for_attempt.ready);
+    const sched = count((r) => r.schedule && r.schedule.active);
+    const pill = $('#matrix-summary');
+    Object.assign(pill.dataset, { total: String(n), ready: String(act), live: String(live), eligible: String(elig), scheduled: String(sched) });
+    pill.dataset.level = n === 0 || act === 0 ? 'none' : act === n ? 'all' : 'some';
+    pill.textContent = n === 0 ? 'no provider declared' : act + ' of ' + n + ' providers activation-ready';
+    pill.title = 'From the readiness matrix: ' + act + ' activation-ready, ' + live + ' live-proven, ' + elig + ' eligible for an attempt, of ' + n +
+      ' providers; ' + sched + ' kept fresh by a probe schedule, ' + (n - sched) + ' history.';
+  }
+
   async function loadMatrix() {
     const doc = await get(projectionPath('readiness'));
-    $('#readiness-at').textContent = 'judged at ' + fmtTime(doc.at) + ', as of position ' + doc.position;
+    $('#readiness-at').textContent = 'judged at ' + fmtTime(doc.at) + ' (the node\'s command clock), as of position ' + doc.position;
+    $('#readiness-clock-note').textContent = clockNote(doc.at);
+    $('#readiness').dataset.at = doc.at || '';
     const states = new Set();
     const rows = (doc.rows || []).slice().sort((a, b) => a.provider.localeCompare(b.provider));
+    renderSummary(rows);
     const tb = $('#matrix tbody');
     tb.replaceChildren(...rows.map((row) => {
-      const tr = el('tr', { class: row.dormant ? 'dormant' : '', dataset: { provider: row.provider } },
+      const cls = [row.dormant ? 'dormant' : '', row.schedule && row.schedule.active ? 'scheduled' : 'history'].join(' ').trim();
+      const tr = el('tr', { class: cls, dataset: { provider: row.provider } },
         el('td', { text: row.provider, title: (row.model_tag || '') + (row.endpoint ? ' at ' + row.endpoint : '') }),
-        el('td', { text: row.kind || '' }));
+        el('td', { text: row.kind || '' }),
+        scheduleCell(row));
       for (const [key, label] of matrixColumns) {
         const f = row[key] || { ready: false, state: 'unknown', reason: 'absent from the read model' };
         states.add(f.state);
         const td = el('td', {
-          class: 'cell ' + (f.ready ? 'ready' : 'not-ready'),
+          class: 'cell ' + stateClass(f.state, f.ready) + ' ' + (f.ready ? 'ready' : 'not-ready'),
           title: f.state + ': ' + f.reason + '\n' + proofText(f.proof),
           text: f.state,
+          tabindex: '0',
           dataset: { col: key, state: f.state, ready: String(f.ready), reason: f.reason, proof: f.proof ? f.proof.id : '' },
         });
-        td.style.setProperty('--c', colourOf(f.state));
+        paintUnknown(td, f.state);
         td.addEventListener('click', () => showDetail(row, key, label, f, td));
+        td.addEventListener('keydown', (ev) => {
+          if (ev.key === 'Enter' || ev.key === ' ') {
+            ev.preventDefault();
+            showDetail(row, key, label, f, td);
+          }
+        });
         if (selected && selected.provider === row.provider && selected.column === key) td.classList.add('selected');
         tr.append(td);
       }
       return tr;
     }));
     if (rows.length === 0) {
-      tb.append(el('tr', {}, el('td', { colspan: '6', class: 'muted', text: 'no provider declared: nothing is ready (an empty inventory is not "all ready")' })));
+      tb.append(el('tr', {}, el('td', { colspan: '7', class: 'muted', text: 'no provider declared: nothing is ready (an empty inventory is not "all ready")' })));
     }
     renderLegend(states);
   }
@@ -362,6 +635,7 @@
 
   async function loadMissions() {
     const doc = await get(projectionPath('missions'));
+    $('#missions-clock').textContent = 'No times: each mission\'s state as of log position ' + doc.position + '.';
     const tb = $('#missions-board tbody');
     tb.replaceChildren(...(doc.rows || []).map((m) => {
       const route = m.route ? m.route.selected + (m.route.fallback ? ' (fallback)' : '') : 'not routed';
@@ -386,6 +660,8 @@
 
   async function loadApprovals() {
     const doc = await get(projectionPath('approvals'));
+    $('#approvals-clock').textContent = 'Expires: each approval\'s own expiry; the status (expired or not) is judged at ' + fmtTime(doc.at) +
+      ' (the node\'s command clock), as of position ' + doc.position + '.';
     const tb = $('#approvals-table tbody');
     tb.replaceChildren(...(doc.rows || []).map((a) => el('tr', { dataset: { approval: a.approval_id, status: a.status } },
       el('td', { text: a.approval_id }),
@@ -407,10 +683,29 @@
     return e;
   }
 
+  // timeTicks returns the ticks of a time axis from t0 to t1 (ms): the
+  // smallest round step that gives at most max ticks, and the label
+  // format that step needs.
+  const tickSteps = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800, 2592000]
+    .map((x) => x * 1000);
+  function timeTicks(t0, t1, max) {
+    if (t1 <= t0) return { ticks: [t0], label: (t) => fmtTime(new Date(t).toISOString()).slice(5, 19) };
+    const step = tickSteps.find((st) => (t1 - t0) / st <= max) || tickSteps[tickSteps.length - 1];
+    const ticks = [];
+    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) ticks.push(t);
+    const iso = (t) => fmtTime(new Date(t).toISOString());
+    let label;
+    if (step < 60000) label = (t) => iso(t).slice(11, 19); // HH:MM:SS
+    else if (step < 86400000) label = (t) => iso(t).slice(11, 16); // HH:MM
+    else label = (t) => iso(t).slice(5, 10); // MM-DD
+    return { ticks, label };
+  }
+
   // chart draws one value over time, one line per series:
-  // series = [{name, colour, points: [{t: ms, v: number, label}]}].
+  // series = [{name, colour, points: [{t: ms, v: number, label}]}]. The x
+  // axis is time (UTC): round ticks, and under them the span it covers.
   function chart(title, unit, series) {
-    const W = 340, H = 150, L = 48, R = 10, T = 12, B = 26;
+    const W = 360, H = 176, L = 48, R = 14, T = 12, B = 40;
     const pts = series.flatMap((s) => s.points);
     const fig = el('figure', { dataset: { chart: title } });
     fig.append(el('figcaption', { text: title + (unit ? ' (' + unit + ')' : '') }));
@@ -418,24 +713,35 @@
       fig.append(el('p', { class: 'muted', text: 'no value recorded' }));
       return fig;
     }
-    const t0 = Math.min(...pts.map((p) => p.t)), t1 = Math.max(...pts.map((p) => p.t));
+    let t0 = Math.min(...pts.map((p) => p.t)), t1 = Math.max(...pts.map((p) => p.t));
+    if (t1 === t0) {
+      // One instant: a minute around it, so that the axis has a scale.
+      t0 -= 30000;
+      t1 += 30000;
+    }
     const vmax = Math.max(...pts.map((p) => p.v)) * 1.1 || 1;
-    const x = (t) => (t1 === t0 ? L + (W - L - R) / 2 : L + ((t - t0) / (t1 - t0)) * (W - L - R));
+    const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
     const y = (v) => T + (1 - v / vmax) * (H - T - B);
-    const s = svg('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': title });
+    const s = svg('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': title + ' over time (UTC)' });
     s.append(svg('line', { class: 'axis', x1: L, y1: T, x2: L, y2: H - B }),
       svg('line', { class: 'axis', x1: L, y1: H - B, x2: W - R, y2: H - B }));
-    const label = (txt, ax, ay, anchor) => {
-      const t = svg('text', { x: ax, y: ay, 'text-anchor': anchor });
+    const label = (txt, ax, ay, anchor, cls) => {
+      const t = svg('text', { x: ax, y: ay, 'text-anchor': anchor, class: cls || '' });
       t.textContent = txt;
       return t;
     };
     const fmtV = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
-    // Time ticks: the time of day when the span is under a day, else the
-    // date and time (UTC, like every time on the page).
-    const tick = (t) => fmtTime(new Date(t).toISOString()).slice(t1 - t0 < 86400000 ? 11 : 5, t1 - t0 < 86400000 ? 19 : 16);
-    s.append(label(fmtV(vmax), L - 4, T + 8, 'end'), label('0', L - 4, H - B, 'end'), label(tick(t0), L, H - 8, 'start'));
-    if (t1 !== t0) s.append(label(tick(t1), W - R, H - 8, 'end'));
+    s.append(label(fmtV(vmax), L - 4, T + 8, 'end'), label(fmtV(vmax / 2), L - 4, y(vmax / 2) + 3, 'end'), label('0', L - 4, H - B, 'end'));
+    const { ticks, label: tickLabel } = timeTicks(t0, t1, 4);
+    for (const t of ticks) {
+      const tx = x(t);
+      s.append(svg('line', { class: 'grid', x1: tx, y1: T, x2: tx, y2: H - B }),
+        svg('line', { class: 'axis', x1: tx, y1: H - B, x2: tx, y2: H - B + 4 }),
+        label(tickLabel(t), tx, H - B + 14, 'middle', 'tick-x'));
+    }
+    const from = fmtTime(new Date(t0).toISOString()), to = fmtTime(new Date(t1).toISOString());
+    const span = from + ' to ' + (from.slice(0, 10) === to.slice(0, 10) ? to.slice(11) : to);
+    s.append(label('time (UTC, ended_at): ' + span, (L + W - R) / 2, H - 6, 'middle', 'axis-title'));
     for (const se of series) {
       const ps = se.points.slice().sort((a, b) => a.t - b.t);
       if (ps.length > 1) {
@@ -453,7 +759,9 @@
     if (series.length > 1 || series[0].name) {
       const legend = el('div', { class: 'legend' });
       for (const se of series) {
-        const span = el('span', { text: se.name });
+        const note = seriesNotes[se.name];
+        const span = el('span', { class: 'chip series', text: note || se.name, dataset: { series: se.name },
+          title: note || 'the model resident on the GPU during the measurement: ' + se.name });
         span.style.setProperty('--c', se.colour);
         legend.append(span);
       }
@@ -496,14 +804,18 @@
     }
     refreshing = true;
     let info = null;
+    let infoErr = null;
     try {
       info = await loadInfo();
       showAuthError(null);
     } catch (err) {
-      showAuthError(err);
+      infoErr = err;
+      if (!err.network) showAuthError(err);
     }
+    const needInfo = (load) => () => (info ? load(info) : Promise.reject(infoErr || new Error('node info unavailable')));
     const panels = [
-      ['verification', () => (info ? loadVerification(info) : Promise.reject(new Error('node info unavailable')))],
+      ['verification', needInfo(loadVerification)],
+      ['cluster', needInfo(loadCluster)],
       ['readiness', loadMatrix],
       ['missions', loadMissions],
       ['approvals', loadApprovals],
@@ -514,8 +826,12 @@
       ...panels.map(([name, load]) => load().then(() => setPanelError(name, null), (err) => setPanelError(name, err))),
     ]);
     document.body.dataset.loaded = 'true';
+    document.body.dataset.refreshes = String((Number(document.body.dataset.refreshes) || 0) + 1);
     refreshing = false;
-    refreshTimer = setTimeout(refresh, refreshSeconds * 1000);
+    // While the node does not answer, retry every reconnectMillis, so
+    // that the page is live again soon after it is back.
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refresh, conn.state === 'lost' ? reconnectMillis : refreshSeconds * 1000);
     if (again) {
       again = false;
       scheduleRefresh();
@@ -572,7 +888,7 @@
           from = Math.max(0, info.head.size - tailBacklog);
           caughtUp = info.head.size;
         }
-        const r = await fetch('/v1/subscribe?from=' + from, { headers: headers(), cache: 'no-store', signal });
+        const r = await request('/v1/subscribe?from=' + from, { headers: headers(), signal });
         if (!r.ok) {
           const err = new Error('subscribe: ' + r.status + ' ' + r.statusText);
           err.status = r.status;
@@ -584,6 +900,7 @@
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
+          connectionAnswered(); // an event or a heartbeat: the node answers
           buf += value.replace(/\r\n/g, '\n');
           let i;
           while ((i = buf.indexOf('\n\n')) >= 0) {
@@ -611,6 +928,9 @@
           return;
         }
         setTail('reconnecting', err.message);
+        // The stream broke: ask at once whether the node still answers
+        // (the banner at the top says so when it does not).
+        if (!err.network) await request('/healthz').catch(() => {});
         await new Promise((res) => setTimeout(res, reconnectMillis));
       }
     }
@@ -645,10 +965,9 @@
       $('#token').value = '';
       useToken('');
     });
-    $('#detail-close').addEventListener('click', () => {
-      $('#detail').hidden = true;
-      selected = null;
-      for (const c of document.querySelectorAll('#matrix td.selected')) c.classList.remove('selected');
+    $('#detail-close').addEventListener('click', closeDetail);
+    document.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape' && $('#detail').open) closeDetail();
     });
     $('#detail-load').addEventListener('click', loadProvingEvent);
     restartTail();
