@@ -21,6 +21,7 @@
 // It may import events, events/pebblelog (its read-only Inspector),
 // aggregates (stream prefixes), client, witness (the cosignature key
 // parser), the transparency-dev libraries (merkle, formats, tessera's tile
-// layout), x/mod's note, x/sync's errgroup and the DSSE library; it must
+// layout), x/mod's note, x/sync's errgroup, the DSSE library and
+// internal/atomicfile (the state file); it must
 // not import api, node or cmd (TestLint_Imports).
 package audit

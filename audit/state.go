@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/atomicfile"
 )
 
 // State is the auditor's memory: the last checkpoint it verified. The next
@@ -221,13 +222,14 @@ func newState(origin, source string, cp *openedCheckpoint, t *tree) *State {
 }
 
 // writeState replaces the state file atomically (temporary file, fsync,
-// rename), so that a crash leaves the old or the new state, never half.
+// rename, folder fsync), so that a crash leaves the old or the new state,
+// never half.
 func writeState(path string, s *State) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, append(b, '\n'))
+	return atomicfile.WriteFile(path, append(b, '\n'))
 }
 
 // writeEvidence stores ev as <state>.evidence/consistency-<from>-<to>.json.
@@ -241,31 +243,8 @@ func writeEvidence(statePath string, ev *Evidence) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, fmt.Sprintf("consistency-%d-%d.json", ev.From, ev.To))
-	if err := writeAtomic(p, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(p, append(b, '\n')); err != nil {
 		return "", err
 	}
 	return p, nil
-}
-
-func writeAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
 }

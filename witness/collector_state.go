@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/greffe/greffe/internal/atomicfile"
 )
 
 // collectorFile is the collector's state file, rewritten atomically after
@@ -79,5 +81,5 @@ func writeCollectorFile(path string, f *collectorFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	return atomicfile.WriteFile(path, append(b, '\n'))
 }

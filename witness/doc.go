@@ -21,5 +21,6 @@
 //
 // The package may import events, the transparency-dev libraries
 // (formats' cosignature/v1 signer and verifier, merkle's proof
-// verification) and x/mod's note; never api, node or cmd, which wire it.
+// verification), x/mod's note and internal/atomicfile (its state files);
+// never api, node or cmd, which wire it.
 package witness

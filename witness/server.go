@@ -22,6 +22,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/atomicfile"
 )
 
 // ServerConfig configures a witness (`greffe witness`). Nothing can change
@@ -278,7 +279,7 @@ func (s *Server) AddCheckpoint(ctx context.Context, req AddCheckpointRequest) ([
 		fmt.Fprintf(&stored, "— %s %s\n", sg.Name, sg.Base64)
 	}
 	stored.Write(lines)
-	if err := writeFileAtomic(l.file, stored.Bytes()); err != nil {
+	if err := atomicfile.WriteFile(l.file, stored.Bytes()); err != nil {
 		s.cfg.Logger.Error("witness: cannot record a cosigned checkpoint; nothing cosigned", "origin", origin, "size", cp.Size, "err", err)
 		return nil, err
 	}

@@ -161,7 +161,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness"},
+		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness", "internal/atomicfile"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
@@ -204,11 +204,15 @@ var rules = []rule{
 	},
 	{
 		pkg:     "witness",
-		greffe:  []string{"events"},
+		greffe:  []string{"events", "internal/atomicfile"},
 		modules: []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
 		why: "not in the table: C2SP tlog-witness from both ends (witness/doc.go): events' checkpoints and proofs, " +
 			"transparency-dev's cosignature/v1 keys and proof verification, x/mod's note; it speaks HTTP as the node's " +
 			"peer, never below api, and api, node and cmd wire it",
+	},
+	{
+		pkg: "internal/atomicfile",
+		why: "a file replaced so that a crash leaves the old or the new: the standard library only",
 	},
 	{
 		pkg:      "internal/fatal",

@@ -1,4 +1,7 @@
-package witness
+// Package atomicfile replaces a small file so that a crash leaves its old
+// content or its new one, never half: the state files of auditors
+// (greffe verify --state, the verified client) and of witnesses.
+package atomicfile
 
 import (
 	"fmt"
@@ -6,12 +9,11 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with b: a temporary file in the same
+// WriteFile replaces path with b: a temporary file in the same
 // folder, fsynced, renamed over path, and the folder fsynced, so that a
 // crash leaves the old content or the new, never half, and a rename that
-// returned is not lost. Both the witness's folder and the collector's state
-// file are written this way.
-func writeFileAtomic(path string, b []byte) error {
+// returned is not lost.
+func WriteFile(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
