@@ -38,21 +38,9 @@ func (h *Handler) refuse(ctx context.Context, p *prepared, r *reads, ref *aggreg
 		ID: RefusalID(p.id), Type: TypeCommandRefused, Data: data, Metadata: p.meta,
 		CorrelationID: p.corr, CausationID: p.id.String(), Actor: p.actor,
 	}}})
-	o, err := h.log.Append(ctx, req)
-	if err == nil {
-		err = o.Err
-	}
-	switch {
-	case events.CodeOf(err) == events.CodeDuplicateEventID || err == nil && o.Duplicate:
-		if res, perr, found := h.prior(ctx, p); found {
-			return res, perr
-		}
-		if err == nil {
-			err = fmt.Errorf("record refusal of %s: duplicate without the original: %w", p.name, events.ErrCorrupt)
-		}
-		return Result{}, err
-	case err != nil:
-		return Result{}, err
+	o, res, done, err := h.appendOutcome(ctx, p, req, "record refusal of %s: duplicate without the original")
+	if done {
+		return res, err
 	}
 	return Result{}, refusedFrom(o.Events[0], false)
 }

@@ -105,23 +105,35 @@ func (h *Handler) attempt(ctx context.Context, p *prepared, at time.Time) (Resul
 	} else if !errors.Is(err, events.ErrNotFound) {
 		return Result{}, err
 	}
-	o, err := h.log.Append(ctx, req)
+	o, res, done, err := h.appendOutcome(ctx, p, req, "append %s: duplicate outcome without the original events")
+	if done {
+		return res, err
+	}
+	return h.result(p, OutcomeAppended, false, o.Events, at), nil
+}
+
+// appendOutcome appends req, the outcome of command p (its events, or its
+// recorded refusal). done reports that the answer is (res, err): the append
+// failed, or it was a duplicate, the command re-sent (decided earlier,
+// perhaps with another time), whose original outcome res is. A duplicate
+// without an original is corrupt; missing names it (a format with %s, the
+// command's name).
+func (h *Handler) appendOutcome(ctx context.Context, p *prepared, req events.AppendRequest, missing string) (o events.Outcome, res Result, done bool, err error) {
+	o, err = h.log.Append(ctx, req)
 	if err == nil {
 		err = o.Err
 	}
 	switch {
 	case events.CodeOf(err) == events.CodeDuplicateEventID || err == nil && o.Duplicate:
-		// Re-sent: the log holds this command's events (decided earlier,
-		// perhaps with another time). Answer the original outcome.
 		if res, perr, found := h.prior(ctx, p); found {
-			return res, perr
+			return o, res, true, perr
 		}
 		if err == nil {
-			err = fmt.Errorf("append %s: duplicate outcome without the original events: %w", p.name, events.ErrCorrupt)
+			err = fmt.Errorf(missing+": %w", p.name, events.ErrCorrupt)
 		}
-		return Result{}, err
+		return o, Result{}, true, err
 	case err != nil:
-		return Result{}, err
+		return o, Result{}, true, err
 	}
-	return h.result(p, OutcomeAppended, false, o.Events, at), nil
+	return o, Result{}, false, nil
 }
