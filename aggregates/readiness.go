@@ -154,10 +154,20 @@ func liveFact(p Provider, at time.Time, window time.Duration) Fact {
 	if age >= window || age < 0 {
 		return Fact{State: StateStale,
 			Reason: fmt.Sprintf("the newest ok %s probe was observed at %s, %s before %s; the freshness window is %s",
-				pr.Kind, pr.ObservedAt.UTC().Format(time.RFC3339), age, at.UTC().Format(time.RFC3339), window), Proof: proof}
+				pr.Kind, pr.ObservedAt.UTC().Format(time.RFC3339), roundAge(age), at.UTC().Format(time.RFC3339), window), Proof: proof}
 	}
 	return Fact{Ready: true, State: ReadyLiveProven,
-		Reason: fmt.Sprintf("%s probe by %s listed %q exactly, %s ago", pr.Kind, pr.ObservedBy, p.ModelTag, age), Proof: proof}
+		Reason: fmt.Sprintf("%s probe by %s listed %q exactly, %s ago", pr.Kind, pr.ObservedBy, p.ModelTag, roundAge(age)), Proof: proof}
+}
+
+// roundAge rounds an age for a reason a person reads: to the second from
+// one second up ("6609h25m3s", not "6609h25m3.208488117s"), to the
+// millisecond below.
+func roundAge(d time.Duration) time.Duration {
+	if d >= time.Second || d <= -time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // bindingFact checks that b is a usable binding of p's exact model.

@@ -119,3 +119,19 @@ func TestProviderReadiness_Proofs(t *testing.T) {
 		t.Fatalf("positions moved: %s %s", l.log[1].Type, l.log[5].Type)
 	}
 }
+
+func TestRoundAge(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{
+		{6609*time.Hour + 25*time.Minute + 3208488117*time.Nanosecond, "6609h25m3s"},
+		{1500 * time.Millisecond, "2s"},
+		{300*time.Millisecond + 4567*time.Nanosecond, "300ms"},
+		{-2*time.Second - 400*time.Millisecond, "-2s"},
+	} {
+		if got := roundAge(tc.in).String(); got != tc.want {
+			t.Errorf("roundAge(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
