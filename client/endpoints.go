@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -26,7 +27,9 @@ import (
 // caller reconciles by id (docs/CLUSTER.md). Before its first write, or its
 // first read that must be served by the leader, a Client with several
 // endpoints asks them in turn which of them leads and starts there, which
-// saves the follower's forwarding hop.
+// saves the follower's forwarding hop; it asks again when the endpoint it
+// uses stops answering such a request (the leader was killed: a new one
+// leads elsewhere).
 
 // ParseEndpoints splits a comma-separated list of node URLs, trims spaces
 // and trailing slashes, drops empty items and takes a URL without a scheme
@@ -86,14 +89,17 @@ func (e *UnreachableError) Unwrap() []error { return e.Errs }
 // ones while the rules above allow it.
 func (c *Client) tryEndpoints(ctx context.Context, method, path string, b []byte, hasBody bool) (*http.Response, error) {
 	eps := c.endpoints()
-	if len(eps) > 1 && (method != http.MethodGet || c.Consistency == "leader" || c.Consistency == "linearizable") &&
-		!c.eps.leaderLooked.Load() {
+	leaderBound := method != http.MethodGet || c.Consistency == "leader" || c.Consistency == "linearizable"
+	if len(eps) > 1 && leaderBound && !c.eps.leaderLooked.Load() {
 		c.FindLeader(ctx)
 	}
 	start := int(c.eps.current.Load()) % len(eps)
+	order := make([]int, len(eps)) // indexes into eps, in the order tried
+	for i := range order {
+		order[i] = (start + i) % len(eps)
+	}
 	var dialErrs []error
-	for i := range eps {
-		at := (start + i) % len(eps)
+	for i, at := range order {
 		resp, err := c.rawAt(ctx, eps[at], method, path, b, hasBody)
 		if err == nil {
 			c.eps.current.Store(int64(at))
@@ -113,14 +119,27 @@ func (c *Client) tryEndpoints(ctx context.Context, method, path string, b []byte
 		if len(dialErrs) == len(eps) {
 			break
 		}
+		if i == 0 && leaderBound && len(eps) > 2 {
+			// The endpoint in use stopped answering: it may have been
+			// the leader (killed, or its host down). Ask the others which
+			// leads now and go there next, rather than through the next
+			// in turn, which would forward every later write (a hop each).
+			// With two endpoints the next in turn is the only other one.
+			if ep := c.FindLeader(ctx); ep != "" {
+				li := slices.Index(eps, ep)
+				if j := slices.Index(order, li); j > i+1 {
+					order = slices.Insert(slices.Delete(order, j, j+1), i+1, li)
+				}
+			}
+		}
 	}
 	if len(dialErrs) < len(eps) {
 		// Some answered with a code that says retry; others did not answer.
 		return nil, errors.Join(dialErrs...)
 	}
 	ordered := make([]string, len(eps))
-	for i := range eps {
-		ordered[i] = eps[(start+i)%len(eps)]
+	for i, at := range order {
+		ordered[i] = eps[at]
 	}
 	return nil, &UnreachableError{Endpoints: ordered, Errs: dialErrs}
 }

@@ -153,6 +153,46 @@ func TestClient_EndpointsInTurn(t *testing.T) {
 		}
 	})
 
+	t.Run("the endpoint in use stops answering: the new leader is found", func(t *testing.T) {
+		var cLeads atomic.Bool
+		role := func(id string, leads func() bool) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/cluster/status" {
+					state := "Follower"
+					if leads() {
+						state = "Leader"
+					}
+					answer(200, `{"node_id":"`+id+`","state":"`+state+`"}`)(w, r)
+					return
+				}
+				answer(200, `{"events":[],"duplicate":false}`)(w, r)
+			}
+		}
+		a := newTestNode(t, role("a", func() bool { return true }))
+		b := newTestNode(t, role("b", func() bool { return false }))
+		cn := newTestNode(t, role("c", cLeads.Load))
+		c := New(a.URL+","+b.URL+","+cn.URL, "")
+		if _, err := c.AppendMulti(t.Context(), AppendIn{}); err != nil {
+			t.Fatal(err)
+		}
+		a.Close() // the leader dies; c leads now
+		// The transport drops a closed keep-alive connection once it reads
+		// its end; here at once, so that the next write dials a.
+		c.HTTP.CloseIdleConnections()
+		cLeads.Store(true)
+		b.hits.Store(0)
+		cn.hits.Store(0)
+		for range 2 {
+			if _, err := c.AppendMulti(t.Context(), AppendIn{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// b: its status once; c: its status, then both writes.
+		if b.hits.Load() != 1 || cn.hits.Load() != 3 {
+			t.Errorf("hits: b %d (want 1: its status), c %d (want 3: status and two writes)", b.hits.Load(), cn.hits.Load())
+		}
+	})
+
 	t.Run("consistency is sent with every GET", func(t *testing.T) {
 		var got atomic.Value
 		n := newTestNode(t, func(w http.ResponseWriter, r *http.Request) {

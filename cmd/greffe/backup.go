@@ -35,6 +35,12 @@ size and SHA-256 of every file) and was synced.
 A backup holds the node's private signing keys: protect it like them, or
 take it --without-keys and keep the keys folder elsewhere (restore --keys).
 
+--consistency chooses whose store is copied: local (the default) the
+--server node's own, as it stands (a follower's may trail the leader by
+what it has not applied yet, and taking it there spares the leader);
+leader or linearizable the leader's, asked through --server (the member
+forwards the request and streams the leader's answer back).
+
 Check a backup with greffe backup verify DIR; restore it with greffe restore.
 Exit codes: 0 done, 1 refused by the node (a role that may not back up),
 2 could not run (unreachable node, DIR not empty, a stream cut short).`,
@@ -60,6 +66,7 @@ Exit codes: 0 done, 1 refused by the node (a role that may not back up),
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	f := c.Flags()
 	f.StringVar(&out, "out", "", "the backup folder to create (new or empty)")
 	f.BoolVar(&withoutKeys, "without-keys", false, "leave the node's signing keys out of the backup (a restore then needs --keys)")

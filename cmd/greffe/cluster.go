@@ -54,7 +54,17 @@ func newClusterStatusCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Print the members as the --server node sees them: leader, suffrage, progress, reachability",
-		Args:  cobra.NoArgs,
+		Long: `status prints the raft cluster as the --server node sees it: its term,
+the leader it knows, each member's suffrage, progress and reachability as
+it last heard (GET /v1/cluster/status).
+
+By default (--consistency local) the answer is that node's own view, which
+is what you inspect when members disagree (a partitioned follower that
+still names an old leader); --consistency leader (or linearizable) asks
+the leader's view through it, the one that knows every follower's
+progress. Compare every member's view with
+greffe endpoint status --server URL1,URL2,URL3.`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var st replicator.Status
 			if err := r.client().Do(c.Context(), http.MethodGet, "/v1/cluster/status", nil, &st); err != nil {
@@ -64,6 +74,7 @@ func newClusterStatusCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	return c
 }
 
@@ -138,6 +149,7 @@ func newClusterRemoveCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	return c
 }
 
@@ -160,5 +172,6 @@ func newClusterTransferCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	return c
 }

@@ -68,6 +68,7 @@ func newExportKafkaCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	f := c.Flags()
 	f.StringSliceVar(&cfg.Brokers, "brokers", nil, "Kafka bootstrap brokers, HOST:PORT,... (required)")
 	f.StringVar(&cfg.Topic, "topic", "", "topic to write to; it must exist (required)")

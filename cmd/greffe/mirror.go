@@ -97,6 +97,7 @@ func newMirrorKurrentCmd() *cobra.Command {
 		},
 	}
 	r.register(c)
+	r.reads(c)
 	f := c.Flags()
 	f.StringVar(&url, "url", "", "target connection string, e.g. esdb://127.0.0.1:2113?tls=false (required)")
 	f.Uint64Var(&cfg.From, "from", 0, "first position to copy when the target holds nothing of this ledger yet (above 0: appends use expected revision any)")
