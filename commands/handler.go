@@ -90,9 +90,13 @@ func RefusalID(command uuid.UUID) uuid.UUID { return uuid.NewSHA1(command, []byt
 // claims a request, renews its lease and reports the signed result; what a
 // probe or a hash measured reaches the provider's and the binding's
 // streams through the result itself (issue #6), never through a command
-// the executor could word freely.
+// the executor could word freely. It also asks for the due probe of a
+// standing schedule (RequestScheduledProbe, executor/schedule.go): the
+// schedule an operator approved fixes what is probed, where and how often,
+// so the executor chooses only when to ask, and the node's clock decides
+// whether the probe is due.
 func ExecutorCommands() []string {
-	return []string{"ClaimMeasurement", "RecordMeasurement", "RenewMeasurementLease"}
+	return []string{"ClaimMeasurement", "RecordMeasurement", "RenewMeasurementLease", "RequestScheduledProbe"}
 }
 
 // Request is one command as received.
