@@ -91,10 +91,10 @@ const (
 // BindingArtifact is one artifact of a binding, in the order that enters
 // the identity.
 type BindingArtifact struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	Role   string `json:"role"`
+	Path   string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Size   int64  `json:"size" jsonschema:"optional,minimum=0"`
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	Role   string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
 }
 
 // Binding event types.
@@ -298,10 +298,10 @@ const (
 type RecordArtifactHash struct {
 	BindingID    string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Path         string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
-	Size         int64  `json:"size"`
-	MtimeNS      int64  `json:"mtime_ns"`
+	Size         int64  `json:"size" jsonschema:"optional,minimum=0"`
+	MtimeNS      int64  `json:"mtime_ns" jsonschema:"optional"`
 	SHA256       string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	Role         string `json:"role"`
+	Role         string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
 	VerifiedBy   string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	VerifierRole string `json:"verifier_role" jsonschema:"enum=supervisor,enum=worker,enum=operator"`
 }
@@ -375,8 +375,8 @@ type ProposeBinding struct {
 	ConfigSHA256   string            `json:"config_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	SourceCommit   string            `json:"source_commit" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	TemplateSHA256 string            `json:"template_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	ContextTokens  int               `json:"context_tokens"`
-	ModelMetadata  map[string]string `json:"model_metadata"`
+	ContextTokens  int               `json:"context_tokens" jsonschema:"minimum=1"`
+	ModelMetadata  map[string]string `json:"model_metadata" jsonschema:"optional"`
 	Artifacts      []BindingArtifact `json:"artifacts"`
 	Identity       string            `json:"identity" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 }

@@ -136,9 +136,9 @@ type ProposeClaim struct {
 	Statement string `json:"statement" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 	// Scope is what the claim covers; AcceptClaim judges it against the
 	// evidence.
-	Scope ClaimScope `json:"scope"`
+	Scope ClaimScope `json:"scope" jsonschema:"optional"`
 	// Evidence are the ids of the events the claim rests on.
-	Evidence []uuid.UUID `json:"evidence"`
+	Evidence []uuid.UUID `json:"evidence" jsonschema:"optional"`
 }
 
 // MaxClaimEvidence bounds the evidence references of one claim.

@@ -113,8 +113,8 @@ const (
 type RegisterExecutorKey struct {
 	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Host       string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	PublicKey  []byte `json:"public_key"`
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	PublicKey  []byte `json:"public_key" jsonschema:"pattern=^[A-Za-z0-9+/]{43}=$"`
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.

@@ -439,18 +439,18 @@ const (
 type RequestMeasurement struct {
 	MeasurementID  string   `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Host           string   `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Argv           []string `json:"argv"`
+	Argv           []string `json:"argv" jsonschema:"minItems=1,maxItems=256,maxLength=4096"`
 	Kind           string   `json:"kind" jsonschema:"enum=run,enum=probe,enum=hash"`
 	Timeout        Duration `json:"timeout"`
-	OutputCapBytes int64    `json:"output_cap_bytes"`
-	Purpose        string   `json:"purpose" jsonschema:"maxLength=4096"`
-	MissionID      string   `json:"mission_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	OutputCapBytes int64    `json:"output_cap_bytes" jsonschema:"minimum=1"`
+	Purpose        string   `json:"purpose" jsonschema:"maxLength=4096,optional"`
+	MissionID      string   `json:"mission_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 	// Provider is required for a probe (and only there): the provider whose
 	// ProbeRecorded the result becomes.
-	Provider string `json:"provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	Provider string `json:"provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 	// BindingID is required for a hash (and only there): the binding whose
 	// ArtifactHashed events the result becomes.
-	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -734,7 +734,7 @@ type RecordMeasurement struct {
 	MeasurementID string          `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	ExecutorID    string          `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Payload       []byte          `json:"payload"`
-	Envelope      events.Envelope `json:"envelope"`
+	Envelope      events.Envelope `json:"envelope" jsonschema:"optional"`
 }
 
 // CommandName implements Command.

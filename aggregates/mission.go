@@ -86,8 +86,8 @@ type Mission struct {
 // AcceptanceCheck is one acceptance check of a mission: an id and the exact
 // argv an independent runner executes. ArgvHash is ArgvHash(Argv).
 type AcceptanceCheck struct {
-	ID       string   `json:"id"`
-	Argv     []string `json:"argv"`
+	ID       string   `json:"id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Argv     []string `json:"argv" jsonschema:"minItems=1,maxItems=256,maxLength=4096"`
 	ArgvHash string   `json:"argv_hash,omitempty"`
 }
 

@@ -10,7 +10,7 @@ package aggregates
 // (spent by this start) and an admitted, fresh admission for this attempt.
 type StartAttempt struct {
 	MissionID  string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -94,8 +94,8 @@ func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
 type StopAttempt struct {
 	MissionID string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Reason    string   `json:"reason" jsonschema:"enum=resource_guard,enum=timeout,enum=worker_exited,enum=cancelled"`
-	Detail    string   `json:"detail" jsonschema:"maxLength=4096"`
-	Evidence  []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true"`
+	Detail    string   `json:"detail" jsonschema:"maxLength=4096,optional"`
+	Evidence  []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.

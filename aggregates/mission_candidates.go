@@ -21,7 +21,7 @@ type RecordCandidate struct {
 	// PatchHash is the SHA-256 of the patch (64 lowercase hex); required
 	// when files changed, empty otherwise.
 	PatchHash    string   `json:"patch_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
-	FilesChanged []string `json:"files_changed" jsonschema:"maxItems=256,uniqueItems=true"`
+	FilesChanged []string `json:"files_changed" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -102,10 +102,10 @@ type RecordCheck struct {
 	Outcome       string   `json:"outcome" jsonschema:"enum=pass,enum=fail,enum=skipped,enum=truncated,enum=error"`
 	Runner        string   `json:"runner" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	RunnerKind    string   `json:"runner_kind" jsonschema:"enum=independent,enum=worker"`
-	ExitCode      int      `json:"exit_code"`
-	Duration      Duration `json:"duration"`
-	OutputBytes   int64    `json:"output_bytes"`
-	OutputSHA256  string   `json:"output_sha256" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	ExitCode      int      `json:"exit_code" jsonschema:"optional"`
+	Duration      Duration `json:"duration" jsonschema:"optional"`
+	OutputBytes   int64    `json:"output_bytes" jsonschema:"optional,minimum=0"`
+	OutputSHA256  string   `json:"output_sha256" jsonschema:"pattern=^([0-9a-f]{64})?$,optional"`
 }
 
 // CommandName implements Command.

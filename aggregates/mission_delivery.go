@@ -18,9 +18,9 @@ type RecordReview struct {
 	CandidateHash string            `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	Verdict       string            `json:"verdict" jsonschema:"enum=accepted,enum=refused"`
 	Reviewer      string            `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Coverage      map[string]string `json:"coverage"`
-	RefusalKind   string            `json:"refusal_kind" jsonschema:"enum=,enum=defect,enum=authority"`
-	Reason        string            `json:"reason" jsonschema:"maxLength=4096"`
+	Coverage      map[string]string `json:"coverage" jsonschema:"optional"`
+	RefusalKind   string            `json:"refusal_kind" jsonschema:"enum=,enum=defect,enum=authority,optional"`
+	Reason        string            `json:"reason" jsonschema:"maxLength=4096,optional"`
 }
 
 // CommandName implements Command.
@@ -208,7 +208,7 @@ type IntegratePatch struct {
 	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	PatchHash     string `json:"patch_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	ApprovalID    string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	ApprovalID    string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.

@@ -155,15 +155,15 @@ type InferenceReserved struct {
 // the exact request and response bodies; tokens are counts; Duration is
 // the call's wall time.
 type Receipt struct {
-	Provider        string   `json:"provider"`
-	ModelTag        string   `json:"model_tag"`
-	BindingIdentity string   `json:"binding_identity,omitempty"`
-	RequestSHA256   string   `json:"request_sha256"`
-	ResponseSHA256  string   `json:"response_sha256,omitempty"`
-	TokensIn        int      `json:"tokens_in"`
-	TokensOut       int      `json:"tokens_out"`
-	Duration        Duration `json:"duration"`
-	FinishReason    string   `json:"finish_reason,omitempty"`
+	Provider        string   `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ModelTag        string   `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	BindingIdentity string   `json:"binding_identity,omitempty" jsonschema:"pattern=^(sha256:[0-9a-f]{64})?$"`
+	RequestSHA256   string   `json:"request_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	ResponseSHA256  string   `json:"response_sha256,omitempty" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	TokensIn        int      `json:"tokens_in" jsonschema:"optional,minimum=0"`
+	TokensOut       int      `json:"tokens_out" jsonschema:"optional,minimum=0"`
+	Duration        Duration `json:"duration" jsonschema:"optional"`
+	FinishReason    string   `json:"finish_reason,omitempty" jsonschema:"enum=,enum=stop,enum=length,enum=error,enum=no_final_answer"`
 }
 
 // InferenceSettled is the data of TypeInferenceSettled.

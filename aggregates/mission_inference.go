@@ -154,7 +154,7 @@ type ReconcileReservation struct {
 	MissionID     string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	ReservationID string   `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Resolution    string   `json:"resolution" jsonschema:"enum=completed,enum=not_generated"`
-	Evidence      []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true"`
+	Evidence      []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.

@@ -12,13 +12,13 @@ type SubmitMission struct {
 	MissionID        string            `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	TaskClass        string            `json:"task_class" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	Mode             string            `json:"mode" jsonschema:"enum=proposal,enum=qualification,enum=direct_reply"`
-	Confidential     bool              `json:"confidential"`
-	AllowConnected   bool              `json:"allow_connected"`
-	DeclaredProvider string            `json:"declared_provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
-	StartsRuntime    bool              `json:"starts_runtime"`
-	AllowedFiles     []string          `json:"allowed_files" jsonschema:"maxItems=256,uniqueItems=true"`
+	Confidential     bool              `json:"confidential" jsonschema:"optional"`
+	AllowConnected   bool              `json:"allow_connected" jsonschema:"optional"`
+	DeclaredProvider string            `json:"declared_provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	StartsRuntime    bool              `json:"starts_runtime" jsonschema:"optional"`
+	AllowedFiles     []string          `json:"allowed_files" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 	AcceptanceChecks []AcceptanceCheck `json:"acceptance_checks"`
-	Budgets          BudgetRequest     `json:"budgets"`
+	Budgets          BudgetRequest     `json:"budgets" jsonschema:"optional"`
 }
 
 // CommandName implements Command.
@@ -108,7 +108,7 @@ func (c *SubmitMission) Decide(in Inputs) ([]NewEvent, error) {
 type StopMission struct {
 	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Reason    string `json:"reason" jsonschema:"enum=cancelled,enum=authority_refused,enum=checks_failed,enum=budget_exhausted"`
-	Detail    string `json:"detail" jsonschema:"maxLength=4096"`
+	Detail    string `json:"detail" jsonschema:"maxLength=4096,optional"`
 }
 
 // CommandName implements Command.

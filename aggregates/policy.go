@@ -213,13 +213,13 @@ func (p Policy) BindingRequired(profile string) bool {
 // BudgetRequest is what a submission asks for: each field, when set, must
 // not exceed the policy's ceiling. Unset fields inherit the policy.
 type BudgetRequest struct {
-	InferenceRequests     *int      `json:"inference_requests,omitempty"`
-	ErrorRecoveryCycles   *int      `json:"error_recovery_cycles,omitempty"`
-	Attempts              *int      `json:"attempts,omitempty"`
-	Corrections           *int      `json:"corrections,omitempty"`
+	InferenceRequests     *int      `json:"inference_requests,omitempty" jsonschema:"minimum=0"`
+	ErrorRecoveryCycles   *int      `json:"error_recovery_cycles,omitempty" jsonschema:"minimum=0"`
+	Attempts              *int      `json:"attempts,omitempty" jsonschema:"minimum=0"`
+	Corrections           *int      `json:"corrections,omitempty" jsonschema:"minimum=0"`
 	CommandTimeout        *Duration `json:"command_timeout,omitempty"`
 	AttemptTimeout        *Duration `json:"attempt_timeout,omitempty"`
-	OutputBytesPerCommand *int64    `json:"output_bytes_per_command,omitempty"`
+	OutputBytesPerCommand *int64    `json:"output_bytes_per_command,omitempty" jsonschema:"minimum=1"`
 }
 
 // validate checks the request's shape: counts >= 0, durations and bytes

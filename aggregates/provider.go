@@ -238,12 +238,12 @@ type DeclareProvider struct {
 	Name            string   `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Kind            string   `json:"kind" jsonschema:"enum=local,enum=connected"`
 	Profile         string   `json:"profile" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Endpoint        string   `json:"endpoint" jsonschema:"maxLength=4096"`
-	ModelTag        string   `json:"model_tag" jsonschema:"maxLength=256"`
-	Capabilities    []string `json:"capabilities" jsonschema:"maxItems=256,uniqueItems=true"`
-	TaskClasses     []string `json:"task_classes" jsonschema:"maxItems=256,uniqueItems=true"`
-	Scope           string   `json:"scope" jsonschema:"maxLength=256"`
-	BindingRequired bool     `json:"binding_required"`
+	Endpoint        string   `json:"endpoint" jsonschema:"maxLength=4096,optional"`
+	ModelTag        string   `json:"model_tag" jsonschema:"maxLength=256,optional"`
+	Capabilities    []string `json:"capabilities" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	TaskClasses     []string `json:"task_classes" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	Scope           string   `json:"scope" jsonschema:"maxLength=256,optional"`
+	BindingRequired bool     `json:"binding_required" jsonschema:"optional"`
 }
 
 // CommandName implements Command.
@@ -295,8 +295,8 @@ func (c *DeclareProvider) Decide(in Inputs) ([]NewEvent, error) {
 // same limits again appends nothing.
 type DeclareProviderLimits struct {
 	Name          string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ContextTokens int    `json:"context_tokens"`
-	OutputTokens  int    `json:"output_tokens"`
+	ContextTokens int    `json:"context_tokens" jsonschema:"minimum=1"`
+	OutputTokens  int    `json:"output_tokens" jsonschema:"minimum=1"`
 }
 
 // CommandName implements Command.
@@ -343,8 +343,8 @@ func providerUnknown(name string) *Refusal {
 // binding appends nothing and spends no approval.
 type ActivateProvider struct {
 	Name       string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
-	BindingID  string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	BindingID  string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -456,10 +456,10 @@ type RecordProbe struct {
 	Name       string    `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	Kind       string    `json:"kind" jsonschema:"enum=doctor,enum=models,enum=smoke"`
 	Outcome    string    `json:"outcome" jsonschema:"enum=ok,enum=failed,enum=unreachable,enum=timeout"`
-	Models     []string  `json:"models"`
-	Latency    Duration  `json:"latency"`
+	Models     []string  `json:"models" jsonschema:"optional,maxItems=1024,minLength=1,maxLength=256,pattern=\\S"`
+	Latency    Duration  `json:"latency" jsonschema:"optional"`
 	ObservedBy string    `json:"observed_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	ObservedAt time.Time `json:"observed_at"`
+	ObservedAt time.Time `json:"observed_at" jsonschema:"optional"`
 }
 
 // CommandName implements Command.

@@ -79,7 +79,7 @@ type RouteCandidate struct {
 // besides the mission's declared provider, in order of preference.
 type DecideRoute struct {
 	MissionID  string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Candidates []string `json:"candidates" jsonschema:"maxItems=256,uniqueItems=true"`
+	Candidates []string `json:"candidates" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // CommandName implements Command.

@@ -255,12 +255,35 @@ func (b *schemaBuilder) put(name string, s *jsonschema.Schema, t reflect.Type) e
 // both ends write and read null for them (encoding/json writes a nil
 // slice, map or pointer as null; command data accepts null for them,
 // events.DecodeOptions.RefuseNull), which reflection does not say.
+//
+// It also drops from required the fields tagged `jsonschema:"optional"`:
+// reflection requires every field without omitempty, but a command field
+// whose zero value Validate accepts may be left out (strict decoding
+// reads a missing field as its zero value), and omitempty would change
+// what the Go client sends. TestOpenAPI_BoundsAgreeWithValidate
+// (fixtures) holds required to what Validate refuses when missing.
 func nullable(raw []byte, t reflect.Type) ([]byte, error) {
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
 	props, _ := m["properties"].(map[string]any)
+	optional := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if slices.Contains(strings.Split(f.Tag.Get("jsonschema"), ","), "optional") {
+			optional[name] = true
+		}
+	}
+	if req, ok := m["required"].([]any); ok {
+		req = slices.DeleteFunc(req, func(r any) bool { s, _ := r.(string); return optional[s] })
+		if len(req) == 0 {
+			delete(m, "required")
+		} else {
+			m["required"] = req
+		}
+	}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		switch f.Type.Kind() {
