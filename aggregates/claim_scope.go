@@ -63,9 +63,13 @@ const (
 
 // Coverage is what one verified evidence event covers.
 type Coverage struct {
-	Subject  ClaimSubject `json:"subject"`
-	ModelTag string       `json:"model_tag,omitempty"`
-	Case     string       `json:"case,omitempty"`
+	// Subject is the subject the evidence covers.
+	Subject ClaimSubject `json:"subject"`
+	// ModelTag is the exact model tag the evidence covers; empty when none.
+	ModelTag string `json:"model_tag,omitempty"`
+	// Case is the case (a check id or measurement id) the evidence covers;
+	// empty when none.
+	Case string `json:"case,omitempty"`
 	// At is when what it proves was observed: a check's time, a
 	// measurement's end, a probe's observation.
 	At time.Time `json:"at"`

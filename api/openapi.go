@@ -304,7 +304,11 @@ func nullable(raw []byte, t reflect.Type) ([]byte, error) {
 			p["type"] = []any{typ, "null"}
 		case nil:
 			if ref, ok := p["$ref"]; ok {
-				props[name] = map[string]any{"anyOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+				alt := map[string]any{"anyOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+				if d, ok := p["description"]; ok {
+					alt["description"] = d
+				}
+				props[name] = alt
 			}
 		}
 	}
@@ -395,7 +399,7 @@ func (b *schemaBuilder) commandUnion(names []string) json.RawMessage {
 	raw, _ := json.Marshal(map[string]any{
 		"$ref":        "#/components/schemas/CommandIn",
 		"description": "A command: the envelope (CommandIn) and its data, whose schema is the one named by command.",
-		"properties":  map[string]any{"command": map[string]any{"enum": names}},
+		"properties":  map[string]any{"command": map[string]any{"enum": names, "description": "the command's name: one of the catalogue's (its data is that schema)"}},
 		"allOf":       all,
 	})
 	return raw

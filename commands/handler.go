@@ -56,16 +56,29 @@ const (
 // CommandRefused is the data of a TypeCommandRefused event: who tried what,
 // and which gate refused it with what facts.
 type CommandRefused struct {
-	Command       string         `json:"command"`
-	CommandID     string         `json:"command_id"`
-	CommandDigest string         `json:"command_digest"`
-	Code          string         `json:"code"`
-	Message       string         `json:"message"`
-	Details       map[string]any `json:"details,omitempty"`
-	Actor         string         `json:"actor"`
-	OnBehalfOf    string         `json:"on_behalf_of,omitempty"`
-	CorrelationID string         `json:"correlation_id"`
-	At            time.Time      `json:"at"`
+	// Command is the refused command's name.
+	Command string `json:"command"`
+	// CommandID is the refused command's id.
+	CommandID string `json:"command_id"`
+	// CommandDigest is the digest of what was sent: "sha256:" and the hex
+	// SHA-256 of the command's canonical JSON (RFC 8785).
+	CommandDigest string `json:"command_digest"`
+	// Code is the gate's refusal code (docs/GATES.md).
+	Code string `json:"code"`
+	// Message says what was refused and what to do, in words.
+	Message string `json:"message"`
+	// Details are the facts the gate judged, by name.
+	Details map[string]any `json:"details,omitempty"`
+	// Actor is the authenticated principal that sent the command.
+	Actor string `json:"actor"`
+	// OnBehalfOf is the actor the command named, when it differs from the
+	// principal.
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// CorrelationID groups the command with others (the command id when none
+	// was sent).
+	CorrelationID string `json:"correlation_id"`
+	// At is when the node refused it.
+	At time.Time `json:"at"`
 }
 
 // Metadata is the metadata of every event a command appends.

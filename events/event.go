@@ -54,8 +54,12 @@ type Envelope struct {
 
 // Signature is one DSSE signature: the signer's key id and the raw signature.
 type Signature struct {
+	// KeyID is the signing key's id: "ed25519:" and the hex of the first 16
+	// bytes of SHA-256 of its public key.
 	KeyID string `json:"keyid" jsonschema:"optional"`
-	Sig   []byte `json:"sig" jsonschema:"optional"`
+	// Sig is the ed25519 signature over the DSSE pre-authentication encoding
+	// of the payload, base64.
+	Sig []byte `json:"sig" jsonschema:"optional"`
 }
 
 // Proposed is an event as submitted, before the log assigns its position,
