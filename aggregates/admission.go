@@ -73,34 +73,59 @@ const (
 // Screen is one admission screen with its grounds. Byte values are in
 // bytes; ObservedBytes is nil when the measurement did not report it.
 type Screen struct {
-	Name           string   `json:"name"`
-	Passed         bool     `json:"passed"`
-	Code           string   `json:"code,omitempty"`
-	ObservedBytes  *uint64  `json:"observed_bytes,omitempty"`
-	LimitBytes     uint64   `json:"limit_bytes,omitempty"`
+	// Name is the screen's name (ram_available, gpu_allocation,
+	// gpu_diagnostics, resident_models).
+	Name string `json:"name"`
+	// Passed says whether the screen passed.
+	Passed bool `json:"passed"`
+	// Code is the screen's failure code; empty when it passed.
+	Code string `json:"code,omitempty"`
+	// ObservedBytes is what the measurement observed, in bytes; absent when it
+	// observed nothing.
+	ObservedBytes *uint64 `json:"observed_bytes,omitempty"`
+	// LimitBytes is the policy's limit, in bytes.
+	LimitBytes uint64 `json:"limit_bytes,omitempty"`
+	// ObservedModels are the resident models the measurement saw.
 	ObservedModels []string `json:"observed_models,omitempty"`
 }
 
 // AdmissionDecided is the data of TypeAdmissionDecided.
 type AdmissionDecided struct {
-	MissionID     string    `json:"mission_id"`
-	Attempt       int       `json:"attempt"`
-	Provider      string    `json:"provider"`
-	ModelTag      string    `json:"model_tag"`
-	Decision      string    `json:"decision"`
-	Screens       []Screen  `json:"screens"`
-	MeasurementID string    `json:"measurement_id"`
-	Measurement   EventRef  `json:"measurement"`
-	Host          string    `json:"host"`
-	MeasuredAt    time.Time `json:"measured_at"`
-	ReadPosition  uint64    `json:"read_position"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// Attempt is the attempt's number within the mission, from 1.
+	Attempt int `json:"attempt"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag"`
+	// Decision is the admission's decision: admitted or refused (by a screen).
+	Decision string `json:"decision"`
+	// Screens are the admission screens (RAM, GPU allocation, GPU diagnostics,
+	// resident models), each with what it observed.
+	Screens []Screen `json:"screens"`
+	// MeasurementID is the measurement the screens read.
+	MeasurementID string `json:"measurement_id"`
+	// Measurement is the event of the measurement the screens read.
+	Measurement EventRef `json:"measurement"`
+	// Host is the host the measurement was taken on.
+	Host string `json:"host"`
+	// MeasuredAt is when the measurement ended (its freshness is judged from
+	// it).
+	MeasuredAt time.Time `json:"measured_at"`
+	// ReadPosition is the log size the admission was decided at.
+	ReadPosition uint64 `json:"read_position"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // DecideAdmission screens the next attempt of a routed mission against a
 // measurement.
 type DecideAdmission struct {
-	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
 	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 

@@ -67,32 +67,54 @@ const (
 
 // ApprovalGranted is the data of TypeApprovalGranted.
 type ApprovalGranted struct {
-	ApprovalID string    `json:"approval_id"`
-	Approver   string    `json:"approver"`
-	Action     string    `json:"action"`
-	Subject    string    `json:"subject"`
-	Uses       int       `json:"uses"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	Conditions []string  `json:"conditions,omitempty"`
-	At         time.Time `json:"at"`
+	// ApprovalID is the approval's id (its stream is approval-<id>).
+	ApprovalID string `json:"approval_id"`
+	// Approver is who approved it: an accountable person or role.
+	Approver string `json:"approver"`
+	// Action is the action the approval permits (one of the listed values).
+	Action string `json:"action"`
+	// Subject is the stream the approval is for (e.g. "provider-glm",
+	// "mission-m1").
+	Subject string `json:"subject"`
+	// Uses is how many times the approval may be spent, 1 to 1000.
+	Uses int `json:"uses"`
+	// ExpiresAt is when the approval stops being valid (RFC 3339).
+	ExpiresAt time.Time `json:"expires_at"`
+	// Conditions are conditions of the approval, in words; recorded, not
+	// judged.
+	Conditions []string `json:"conditions,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ApprovalConsumed is the data of TypeApprovalConsumed: one use spent by the
 // command named in By, on the subject stream it acted on.
 type ApprovalConsumed struct {
-	ApprovalID string    `json:"approval_id"`
-	By         string    `json:"by"`
-	Subject    string    `json:"subject"`
-	Use        int       `json:"use"`
-	Remaining  int       `json:"remaining"`
-	At         time.Time `json:"at"`
+	// ApprovalID is the approval's id (its stream is approval-<id>).
+	ApprovalID string `json:"approval_id"`
+	// By is the command that spent the use (its name).
+	By string `json:"by"`
+	// Subject is the stream the spending command acted on.
+	Subject string `json:"subject"`
+	// Use is the use's number, from 1.
+	Use int `json:"use"`
+	// Remaining is how many uses are left.
+	Remaining int `json:"remaining"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ApprovalRevoked is the data of TypeApprovalRevoked.
 type ApprovalRevoked struct {
-	ApprovalID string    `json:"approval_id"`
-	Reason     string    `json:"reason"`
-	At         time.Time `json:"at"`
+	// ApprovalID is the approval's id (its stream is approval-<id>).
+	ApprovalID string `json:"approval_id"`
+	// Reason says why the approval was revoked.
+	Reason string `json:"reason"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // Exists reports whether the approval stream has events.
@@ -216,13 +238,22 @@ func (a Approval) Authorize(action, subject, by string, at time.Time) (NewEvent,
 
 // GrantApproval records an owner's approval.
 type GrantApproval struct {
-	ApprovalID string    `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Approver   string    `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Action     string    `json:"action" jsonschema:"enum=startup,enum=preparation,enum=qualification,enum=activation,enum=patch_apply,enum=release,enum=network_boundary"`
-	Subject    string    `json:"subject" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Uses       int       `json:"uses" jsonschema:"minimum=1,maximum=1000"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	Conditions []string  `json:"conditions,omitempty"`
+	// ApprovalID is the approval's id (its stream is approval-<id>).
+	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Approver is who approved it: an accountable person or role.
+	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Action is the action the approval permits (one of the listed values).
+	Action string `json:"action" jsonschema:"enum=startup,enum=preparation,enum=qualification,enum=activation,enum=patch_apply,enum=release,enum=network_boundary"`
+	// Subject is the stream the approval is for (e.g. "provider-glm",
+	// "mission-m1").
+	Subject string `json:"subject" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Uses is how many times the approval may be spent, 1 to 1000.
+	Uses int `json:"uses" jsonschema:"minimum=1,maximum=1000"`
+	// ExpiresAt is when the approval stops being valid (RFC 3339).
+	ExpiresAt time.Time `json:"expires_at"`
+	// Conditions are conditions of the approval, in words; recorded, not
+	// judged.
+	Conditions []string `json:"conditions,omitempty"`
 }
 
 // MaxApprovalUses bounds the uses of one grant.
@@ -284,8 +315,10 @@ func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
 
 // RevokeApproval revokes a grant. Revoking twice appends nothing.
 type RevokeApproval struct {
+	// ApprovalID is the approval's id (its stream is approval-<id>).
 	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason     string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Reason says why the approval is revoked.
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

@@ -91,10 +91,16 @@ const (
 // BindingArtifact is one artifact of a binding, in the order that enters
 // the identity.
 type BindingArtifact struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	Role   string `json:"role"`
+	// Path is the artifact's absolute path on the host.
+	Path string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Size is the file's size, in bytes.
+	Size int64 `json:"size" jsonschema:"optional,minimum=0"`
+	// SHA256 is the file's content hash: 64 lowercase hex characters, as
+	// sha256sum prints it.
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Role is the artifact's role in the binding: weights, engine, server,
+	// tokenizer, template, config or source.
+	Role string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
 }
 
 // Binding event types.
@@ -109,60 +115,110 @@ const (
 // ArtifactHashed is the data of TypeArtifactHashed. Size is in bytes,
 // MtimeNS in nanoseconds since the Unix epoch.
 type ArtifactHashed struct {
-	BindingID    string `json:"binding_id"`
-	Path         string `json:"path"`
-	Size         int64  `json:"size"`
-	MtimeNS      int64  `json:"mtime_ns"`
-	SHA256       string `json:"sha256"`
-	Role         string `json:"role"`
-	VerifiedBy   string `json:"verified_by"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id"`
+	// Path is the artifact's absolute path on the host.
+	Path string `json:"path"`
+	// Size is the file's size, in bytes.
+	Size int64 `json:"size"`
+	// MtimeNS is the file's modification time, in nanoseconds since the Unix
+	// epoch.
+	MtimeNS int64 `json:"mtime_ns"`
+	// SHA256 is the file's content hash: 64 lowercase hex characters, as
+	// sha256sum prints it.
+	SHA256 string `json:"sha256"`
+	// Role is the artifact's role in the binding: weights, engine, server,
+	// tokenizer, template, config or source.
+	Role string `json:"role"`
+	// VerifiedBy is who verified it: an accountable person or role.
+	VerifiedBy string `json:"verified_by"`
+	// VerifierRole is the role of who hashed it: supervisor, worker or
+	// operator (only a supervisor's hash verifies a binding).
 	VerifierRole string `json:"verifier_role"`
 	// MeasurementID names the signed hash measurement this hash was read
 	// from, when an executor read it (VerifiedBy is then the executor).
-	MeasurementID string    `json:"measurement_id,omitempty"`
-	At            time.Time `json:"at"`
+	MeasurementID string `json:"measurement_id,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // BindingProposed is the data of TypeBindingProposed.
 type BindingProposed struct {
-	BindingID      string            `json:"binding_id"`
-	Provider       string            `json:"provider"`
-	ModelTag       string            `json:"model_tag"`
-	Family         string            `json:"family"`
-	ConfigSHA256   string            `json:"config_sha256"`
-	SourceCommit   string            `json:"source_commit"`
-	TemplateSHA256 string            `json:"template_sha256"`
-	ContextTokens  int               `json:"context_tokens"`
-	ModelMetadata  map[string]string `json:"model_metadata"`
-	Artifacts      []BindingArtifact `json:"artifacts"`
-	Identity       string            `json:"identity"`
-	At             time.Time         `json:"at"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag"`
+	// Family is the model's family (e.g. "glm").
+	Family string `json:"family"`
+	// ConfigSHA256 is the hex SHA-256 of the server's configuration; empty
+	// when it has none.
+	ConfigSHA256 string `json:"config_sha256"`
+	// SourceCommit is the commit of the server's or engine's source that was
+	// built; empty when not built from source.
+	SourceCommit string `json:"source_commit"`
+	// TemplateSHA256 is the hex SHA-256 of the chat template in use.
+	TemplateSHA256 string `json:"template_sha256"`
+	// ContextTokens is the model's context window, in tokens.
+	ContextTokens int `json:"context_tokens"`
+	// ModelMetadata are other facts about the model (quantisation,
+	// parameters), as key-value strings; part of the identity, sorted by key.
+	ModelMetadata map[string]string `json:"model_metadata"`
+	// Artifacts are the binding's files, each with its path, size, content
+	// hash and role.
+	Artifacts []BindingArtifact `json:"artifacts"`
+	// Identity is the binding's identity: "sha256:" and the hex SHA-256 of its
+	// canonical JSON (docs/DOMAIN.md; greffe digest binding).
+	Identity string `json:"identity"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // BindingVerified is the data of TypeBindingVerified.
 type BindingVerified struct {
-	BindingID  string    `json:"binding_id"`
-	Identity   string    `json:"identity"`
-	VerifiedBy string    `json:"verified_by"`
-	At         time.Time `json:"at"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id"`
+	// Identity is the identity verified (the proposal's).
+	Identity string `json:"identity"`
+	// VerifiedBy is who verified it: an accountable person or role.
+	VerifiedBy string `json:"verified_by"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // BindingRejected is the data of TypeBindingRejected.
 type BindingRejected struct {
-	BindingID string    `json:"binding_id"`
-	Reason    string    `json:"reason"`
-	At        time.Time `json:"at"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id"`
+	// Reason says why the binding was rejected.
+	Reason string `json:"reason"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // BindingInvalidated is the data of TypeBindingInvalidated. For an artifact
 // change, Path, Was and Now say what changed.
 type BindingInvalidated struct {
-	BindingID string          `json:"binding_id"`
-	Reason    string          `json:"reason"`
-	Path      string          `json:"path,omitempty"`
-	Was       *ArtifactHashed `json:"was,omitempty"`
-	Now       *ArtifactHashed `json:"now,omitempty"`
-	At        time.Time       `json:"at"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id"`
+	// Reason says why the binding stopped holding (a new hash of one of its
+	// files differs).
+	Reason string `json:"reason"`
+	// Path is the artifact whose hash changed; empty when invalidated by hand.
+	Path string `json:"path,omitempty"`
+	// Was is the hash the binding was verified with; absent when invalidated
+	// by hand.
+	Was *ArtifactHashed `json:"was,omitempty"`
+	// Now is the new hash that differs; absent when invalidated by hand.
+	Now *ArtifactHashed `json:"now,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // Invalidation reasons written by the decider itself.
@@ -296,13 +352,25 @@ const (
 
 // RecordArtifactHash records a hash of one artifact file.
 type RecordArtifactHash struct {
-	BindingID    string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Path         string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
-	Size         int64  `json:"size"`
-	MtimeNS      int64  `json:"mtime_ns"`
-	SHA256       string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	Role         string `json:"role"`
-	VerifiedBy   string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Path is the artifact's absolute path on the host.
+	Path string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Size is the file's size, in bytes.
+	Size int64 `json:"size" jsonschema:"optional,minimum=0"`
+	// MtimeNS is the file's modification time, in nanoseconds since the Unix
+	// epoch.
+	MtimeNS int64 `json:"mtime_ns" jsonschema:"optional"`
+	// SHA256 is the file's content hash: 64 lowercase hex characters, as
+	// sha256sum prints it.
+	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Role is the artifact's role in the binding: weights, engine, server,
+	// tokenizer, template, config or source.
+	Role string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
+	// VerifiedBy is who verified it: an accountable person or role.
+	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// VerifierRole is the role of who hashed it: supervisor, worker or
+	// operator (only a supervisor's hash verifies a binding).
 	VerifierRole string `json:"verifier_role" jsonschema:"enum=supervisor,enum=worker,enum=operator"`
 }
 
@@ -368,17 +436,33 @@ func (b Binding) hashed(hs []ArtifactHashed, at time.Time) []NewEvent {
 
 // ProposeBinding proposes the identity of what serves a provider's model.
 type ProposeBinding struct {
-	BindingID      string            `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Provider       string            `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ModelTag       string            `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Family         string            `json:"family" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	ConfigSHA256   string            `json:"config_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	SourceCommit   string            `json:"source_commit" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	TemplateSHA256 string            `json:"template_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	ContextTokens  int               `json:"context_tokens"`
-	ModelMetadata  map[string]string `json:"model_metadata"`
-	Artifacts      []BindingArtifact `json:"artifacts"`
-	Identity       string            `json:"identity" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Family is the model's family (e.g. "glm").
+	Family string `json:"family" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// ConfigSHA256 is the hex SHA-256 of the server's configuration; empty
+	// when it has none.
+	ConfigSHA256 string `json:"config_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// SourceCommit is the commit of the server's or engine's source that was
+	// built; empty when not built from source.
+	SourceCommit string `json:"source_commit" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// TemplateSHA256 is the hex SHA-256 of the chat template in use.
+	TemplateSHA256 string `json:"template_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// ContextTokens is the model's context window, in tokens.
+	ContextTokens int `json:"context_tokens" jsonschema:"minimum=1"`
+	// ModelMetadata are other facts about the model (quantisation,
+	// parameters), as key-value strings; part of the identity, sorted by key.
+	ModelMetadata map[string]string `json:"model_metadata" jsonschema:"optional"`
+	// Artifacts are the binding's files, each with its path, size, content
+	// hash and role.
+	Artifacts []BindingArtifact `json:"artifacts"`
+	// Identity is the binding's identity: "sha256:" and the hex SHA-256 of its
+	// canonical JSON (docs/DOMAIN.md; greffe digest binding).
+	Identity string `json:"identity" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 }
 
 // CommandName implements Command.
@@ -460,7 +544,9 @@ func (c *ProposeBinding) Decide(in Inputs) ([]NewEvent, error) {
 // VerifyBinding verifies a proposed binding. Verifying a verified binding
 // appends nothing.
 type VerifyBinding struct {
-	BindingID  string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// VerifiedBy is who verifies it: a supervisor, not the worker.
 	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
@@ -541,8 +627,10 @@ func (b Binding) usableForVerification() error {
 // RejectBinding rejects a proposed, unverified binding. Rejecting twice
 // appends nothing.
 type RejectBinding struct {
+	// BindingID is the model binding's id (its stream is binding-<id>).
 	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason    string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Reason says why the binding is rejected.
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -579,8 +667,10 @@ func (c *RejectBinding) Decide(in Inputs) ([]NewEvent, error) {
 // InvalidateBinding invalidates a binding, e.g. after a runtime restart
 // (reason "runtime_restart"). Invalidating twice appends nothing.
 type InvalidateBinding struct {
+	// BindingID is the model binding's id (its stream is binding-<id>).
 	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason    string `json:"reason" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Reason says why the binding no longer holds.
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.

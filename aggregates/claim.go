@@ -46,26 +46,43 @@ const (
 // Scope is a ClaimScope; a claim proposed before issue #15 stored its
 // scope as a string, which Evolve still reads (Claim.LegacyScope).
 type ClaimProposed struct {
-	ClaimID   string      `json:"claim_id"`
-	Statement string      `json:"statement"`
-	Scope     ClaimScope  `json:"scope"`
-	Evidence  []uuid.UUID `json:"evidence"`
-	At        time.Time   `json:"at"`
+	// ClaimID is the claim's id (its stream is claim-<id>).
+	ClaimID string `json:"claim_id"`
+	// Statement is what the claim says, in words.
+	Statement string `json:"statement"`
+	// Scope is what it covers.
+	Scope ClaimScope `json:"scope"`
+	// Evidence are the ids of the events the claim rests on.
+	Evidence []uuid.UUID `json:"evidence"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ClaimAccepted is the data of TypeClaimAccepted: the evidence as resolved.
 type ClaimAccepted struct {
-	ClaimID  string     `json:"claim_id"`
-	Reviewer string     `json:"reviewer"`
+	// ClaimID is the claim's id (its stream is claim-<id>).
+	ClaimID string `json:"claim_id"`
+	// Reviewer is who reviewed it: an accountable person or role, not the
+	// worker.
+	Reviewer string `json:"reviewer"`
+	// Evidence is each evidence event, resolved and verified, with what it
+	// covers.
 	Evidence []Evidence `json:"evidence"`
-	At       time.Time  `json:"at"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ClaimRefused is the data of TypeClaimRefused.
 type ClaimRefused struct {
-	ClaimID string    `json:"claim_id"`
-	Reason  string    `json:"reason"`
-	At      time.Time `json:"at"`
+	// ClaimID is the claim's id (its stream is claim-<id>).
+	ClaimID string `json:"claim_id"`
+	// Reason says why the claim was refused.
+	Reason string `json:"reason"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // Evolve folds one event of the claim stream.
@@ -132,13 +149,15 @@ const (
 
 // ProposeClaim proposes a claim.
 type ProposeClaim struct {
-	ClaimID   string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ClaimID is the claim's id (its stream is claim-<id>).
+	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Statement is what the claim says, in words.
 	Statement string `json:"statement" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 	// Scope is what the claim covers; AcceptClaim judges it against the
 	// evidence.
-	Scope ClaimScope `json:"scope"`
+	Scope ClaimScope `json:"scope" jsonschema:"optional"`
 	// Evidence are the ids of the events the claim rests on.
-	Evidence []uuid.UUID `json:"evidence"`
+	Evidence []uuid.UUID `json:"evidence" jsonschema:"optional"`
 }
 
 // MaxClaimEvidence bounds the evidence references of one claim.
@@ -189,7 +208,10 @@ func (c *ProposeClaim) Decide(in Inputs) ([]NewEvent, error) {
 // verifies. It implements EvidenceCommand: the caller resolves the claim's
 // references into Inputs.Evidence. Accepting it again appends nothing.
 type AcceptClaim struct {
-	ClaimID  string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ClaimID is the claim's id (its stream is claim-<id>).
+	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Reviewer is who reviewed it: an accountable person or role, not the
+	// worker.
 	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
@@ -270,8 +292,10 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 
 // RefuseClaim refuses a claim. Refusing it again appends nothing.
 type RefuseClaim struct {
+	// ClaimID is the claim's id (its stream is claim-<id>).
 	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason  string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Reason says why the claim is refused.
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

@@ -31,15 +31,16 @@ import (
 
 // ClaimScope is what a claim covers.
 type ClaimScope struct {
-	// Subjects are what the claim is about: at least one provider, mission
-	// or host, each of which some evidence must cover.
-	Subjects []ClaimSubject `json:"subjects" jsonschema:"required,minItems=1,maxItems=64"`
+	// Subjects are what the claim is about: providers, missions or hosts,
+	// each of which some evidence must cover. A proposal may name none;
+	// accepting it then is refused (claim_scope_missing, recorded).
+	Subjects []ClaimSubject `json:"subjects" jsonschema:"maxItems=64,optional"`
 	// ModelTag, when set, is the exact model tag the claim is about; an ok
 	// probe that listed exactly that tag must be among the evidence.
 	ModelTag string `json:"model_tag,omitempty" jsonschema:"maxLength=256"`
 	// Cases, when set, are the cases or inputs the claim covers: check ids
 	// (of a passing check) or measurement ids (of a signed measurement).
-	Cases []string `json:"cases,omitempty" jsonschema:"maxItems=64,uniqueItems=true"`
+	Cases []string `json:"cases,omitempty" jsonschema:"maxItems=64,uniqueItems=true,minLength=1,maxLength=256,pattern=\\S"`
 	// Conditions are the conditions the claim was observed under, in
 	// words (a repository, a load, a date); recorded, not judged.
 	Conditions string `json:"conditions,omitempty" jsonschema:"maxLength=4096"`
@@ -50,7 +51,7 @@ type ClaimSubject struct {
 	// Kind is provider, mission or host.
 	Kind string `json:"kind" jsonschema:"required,enum=provider,enum=mission,enum=host"`
 	// ID is the provider's name, the mission's id or the host's name.
-	ID string `json:"id" jsonschema:"required,minLength=1,maxLength=200"`
+	ID string `json:"id" jsonschema:"required,minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // Claim subject kinds.
@@ -62,9 +63,13 @@ const (
 
 // Coverage is what one verified evidence event covers.
 type Coverage struct {
-	Subject  ClaimSubject `json:"subject"`
-	ModelTag string       `json:"model_tag,omitempty"`
-	Case     string       `json:"case,omitempty"`
+	// Subject is the subject the evidence covers.
+	Subject ClaimSubject `json:"subject"`
+	// ModelTag is the exact model tag the evidence covers; empty when none.
+	ModelTag string `json:"model_tag,omitempty"`
+	// Case is the case (a check id or measurement id) the evidence covers;
+	// empty when none.
+	Case string `json:"case,omitempty"`
 	// At is when what it proves was observed: a check's time, a
 	// measurement's end, a probe's observation.
 	At time.Time `json:"at"`

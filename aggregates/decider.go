@@ -60,11 +60,16 @@ func (n NewEvent) Proposed(id uuid.UUID) (events.Proposed, error) {
 // EventRef names one stored event: what a readiness fact, a route or an
 // admission cites as its proof, and what an auditor follows back.
 type EventRef struct {
-	Stream   string    `json:"stream"`
-	Version  uint64    `json:"version"`
-	Position uint64    `json:"position"`
-	ID       uuid.UUID `json:"id"`
-	Type     string    `json:"type"`
+	// Stream is the event's stream.
+	Stream string `json:"stream"`
+	// Version is the event's index in its stream, from 0.
+	Version uint64 `json:"version"`
+	// Position is the event's index in the global log, from 0.
+	Position uint64 `json:"position"`
+	// ID is the event's UUID.
+	ID uuid.UUID `json:"id"`
+	// Type is the event's type.
+	Type string `json:"type"`
 }
 
 // RefOf returns the reference of a stored event.

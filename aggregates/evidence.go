@@ -13,11 +13,16 @@ import (
 // verifies against its executor's keys, and an ok models/smoke probe that
 // listed the configured tag exactly.
 type Evidence struct {
-	EventID  uuid.UUID `json:"event_id"`
-	Ref      EventRef  `json:"ref"`
-	Kind     string    `json:"kind"`
-	Verified bool      `json:"verified"`
-	Reason   string    `json:"reason"`
+	// EventID is the evidence event's id, as the claim names it.
+	EventID uuid.UUID `json:"event_id"`
+	// Ref is where the event is in the log.
+	Ref EventRef `json:"ref"`
+	// Kind is what kind of evidence the event is (its type).
+	Kind string `json:"kind"`
+	// Verified says whether the evidence verified.
+	Verified bool `json:"verified"`
+	// Reason says why it verified or not.
+	Reason string `json:"reason"`
 	// Covers is what verified evidence covers (claim_scope.go); absent
 	// from claims accepted before issue #15.
 	Covers []Coverage `json:"covers,omitempty"`

@@ -111,10 +111,16 @@ const (
 // RegisterExecutorKey registers an executor's ed25519 public key under an
 // "activation" approval for "executor-<id>".
 type RegisterExecutorKey struct {
+	// ExecutorID is the executor's id, as registered with its key.
 	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Host       string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	PublicKey  []byte `json:"public_key"`
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	// Host is the host's name: where the executor runs and the work is done.
+	Host string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// PublicKey is the executor's ed25519 public key: 32 bytes, base64 in
+	// JSON.
+	PublicKey []byte `json:"public_key" jsonschema:"pattern=^[A-Za-z0-9+/]{43}=$"`
+	// ApprovalID is the approval to spend for registering the key (subject
+	// executor-<id>); a gate refuses when it is missing.
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -172,9 +178,12 @@ func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
 
 // RevokeExecutorKey revokes a key; revoking it again appends nothing.
 type RevokeExecutorKey struct {
+	// ExecutorID is the executor's id, as registered with its key.
 	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	KeyID      string `json:"key_id" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Reason     string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// KeyID is the key to revoke; empty revokes every key of the executor.
+	KeyID string `json:"key_id" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Reason says why the key is revoked.
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

@@ -136,52 +136,88 @@ const (
 // MeasurementRequested is the data of TypeMeasurementRequested.
 // OutputCapBytes bounds each of stdout and stderr excerpts, in bytes.
 type MeasurementRequested struct {
-	MeasurementID  string   `json:"measurement_id"`
-	Host           string   `json:"host"`
-	Argv           []string `json:"argv"`
-	Kind           string   `json:"kind"`
-	Timeout        Duration `json:"timeout"`
-	OutputCapBytes int64    `json:"output_cap_bytes"`
-	Purpose        string   `json:"purpose,omitempty"`
-	MissionID      string   `json:"mission_id,omitempty"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// Host is the host's name: where the executor runs and the work is done.
+	Host string `json:"host"`
+	// Argv is the exact command line: the program and its arguments, in order.
+	Argv []string `json:"argv"`
+	// Kind is the measurement's kind: run (an argv), probe (an endpoint) or
+	// hash (a binding's files).
+	Kind string `json:"kind"`
+	// Timeout is the longest the work may run (a Go duration such as "30s").
+	Timeout Duration `json:"timeout"`
+	// OutputCapBytes is the most output the executor keeps of each stream, in
+	// bytes; the policy's default when 0.
+	OutputCapBytes int64 `json:"output_cap_bytes"`
+	// Purpose says what the measurement is for: proposal, qualification or
+	// direct_reply.
+	Purpose string `json:"purpose,omitempty"`
+	// MissionID is the mission the measurement serves; empty when none.
+	MissionID string `json:"mission_id,omitempty"`
 	// Provider is the provider a probe is for; BindingID the binding a
 	// hash is for. Empty for the other kinds.
-	Provider  string    `json:"provider,omitempty"`
-	BindingID string    `json:"binding_id,omitempty"`
-	At        time.Time `json:"at"`
+	Provider string `json:"provider,omitempty"`
+	// BindingID is the binding a hash hashes; empty for a run or a probe.
+	BindingID string `json:"binding_id,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // MeasurementClaimed is the data of TypeMeasurementClaimed.
 type MeasurementClaimed struct {
-	MeasurementID string    `json:"measurement_id"`
-	ExecutorID    string    `json:"executor_id"`
-	LeaseUntil    time.Time `json:"lease_until"`
-	At            time.Time `json:"at"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// ExecutorID is the executor's id, as registered with its key.
+	ExecutorID string `json:"executor_id"`
+	// LeaseUntil is when the executor's lease on the measurement ends unless
+	// renewed (RFC 3339).
+	LeaseUntil time.Time `json:"lease_until"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // MeasurementLeaseRenewed is the data of TypeMeasurementLeaseRenewed.
 type MeasurementLeaseRenewed struct {
-	MeasurementID string    `json:"measurement_id"`
-	ExecutorID    string    `json:"executor_id"`
-	LeaseUntil    time.Time `json:"lease_until"`
-	At            time.Time `json:"at"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// ExecutorID is the executor's id, as registered with its key.
+	ExecutorID string `json:"executor_id"`
+	// LeaseUntil is when the executor's lease on the measurement ends unless
+	// renewed (RFC 3339).
+	LeaseUntil time.Time `json:"lease_until"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // MeasurementUncertain is the data of TypeMeasurementUncertain.
 type MeasurementUncertain struct {
-	MeasurementID string    `json:"measurement_id"`
-	ExecutorID    string    `json:"executor_id"`
-	LeaseUntil    time.Time `json:"lease_until"`
-	Reason        string    `json:"reason"`
-	At            time.Time `json:"at"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// ExecutorID is the executor that held the lease.
+	ExecutorID string `json:"executor_id"`
+	// LeaseUntil is when the lease ended.
+	LeaseUntil time.Time `json:"lease_until"`
+	// Reason says why the outcome is unknown (e.g. the lease expired).
+	Reason string `json:"reason"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // GPUReading is one GPU as the executor read it. Memory is in bytes.
 type GPUReading struct {
-	Name             string `json:"name"`
-	Driver           string `json:"driver"`
+	// Name is the GPU's model name.
+	Name string `json:"name"`
+	// Driver is the GPU driver's version.
+	Driver string `json:"driver"`
+	// MemoryTotalBytes is the GPU's memory, in bytes.
 	MemoryTotalBytes uint64 `json:"memory_total_bytes"`
-	MemoryUsedBytes  uint64 `json:"memory_used_bytes"`
+	// MemoryUsedBytes is the GPU memory in use, in bytes.
+	MemoryUsedBytes uint64 `json:"memory_used_bytes"`
 }
 
 // MeasurementResult is the signed payload of TypeMeasurementRecorded, as
@@ -194,30 +230,55 @@ type GPUReading struct {
 // snapshots (least RAM, most GPU memory used), and leaves GPU out when the
 // GPU's memory could not be read.
 type MeasurementResult struct {
-	MeasurementID          string             `json:"measurement_id"`
-	ExecutorID             string             `json:"executor_id"`
-	Host                   string             `json:"host"`
-	HostIdentity           string             `json:"host_identity,omitempty"`
-	Argv                   []string           `json:"argv"`
-	StartedAt              time.Time          `json:"started_at"`
-	EndedAt                time.Time          `json:"ended_at"`
-	ExitCode               int                `json:"exit_code"`
-	StdoutSHA256           string             `json:"stdout_sha256,omitempty"`
-	StderrSHA256           string             `json:"stderr_sha256,omitempty"`
-	StdoutExcerpt          string             `json:"stdout_excerpt,omitempty"`
-	StderrExcerpt          string             `json:"stderr_excerpt,omitempty"`
-	GPU                    *GPUReading        `json:"gpu,omitempty"`
-	RAMAvailableBytes      *uint64            `json:"ram_available_bytes,omitempty"`
-	ResidentModels         []string           `json:"resident_models,omitempty"`
-	ResidentModelsObserved bool               `json:"resident_models_observed"`
-	Metrics                map[string]float64 `json:"metrics,omitempty"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// ExecutorID is the executor that ran it.
+	ExecutorID string `json:"executor_id"`
+	// Host is the host the executor ran on (the request's).
+	Host string `json:"host"`
+	// HostIdentity is the host's identity as the executor read it (e.g. its
+	// machine id); empty when unknown.
+	HostIdentity string `json:"host_identity,omitempty"`
+	// Argv is the exact argv the executor ran (the request's).
+	Argv []string `json:"argv"`
+	// StartedAt is when the measurement started, snapshots included (RFC
+	// 3339); never before its request.
+	StartedAt time.Time `json:"started_at"`
+	// EndedAt is when the measurement ended, snapshots included (RFC 3339).
+	EndedAt time.Time `json:"ended_at"`
+	// ExitCode is the process's own exit code for an exited run, 0 when
+	// completed, -1 otherwise.
+	ExitCode int `json:"exit_code"`
+	// StdoutSHA256 is the hex SHA-256 of the whole standard output.
+	StdoutSHA256 string `json:"stdout_sha256,omitempty"`
+	// StderrSHA256 is the hex SHA-256 of the whole standard error.
+	StderrSHA256 string `json:"stderr_sha256,omitempty"`
+	// StdoutExcerpt is the kept start of the standard output, UTF-8 (up to the
+	// output cap).
+	StdoutExcerpt string `json:"stdout_excerpt,omitempty"`
+	// StderrExcerpt is the kept start of the standard error, UTF-8 (up to the
+	// output cap).
+	StderrExcerpt string `json:"stderr_excerpt,omitempty"`
+	// GPU is the GPU the result was measured on; absent when none was read.
+	GPU *GPUReading `json:"gpu,omitempty"`
+	// RAMAvailableBytes is the host's available RAM, in bytes; absent when it
+	// could not be read.
+	RAMAvailableBytes *uint64 `json:"ram_available_bytes,omitempty"`
+	// ResidentModels are the models the host's model servers had loaded.
+	ResidentModels []string `json:"resident_models,omitempty"`
+	// ResidentModelsObserved says whether resident models were observed at all
+	// (false: unknown, not none).
+	ResidentModelsObserved bool `json:"resident_models_observed"`
+	// Metrics are numbers the work reported, by name.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// MetricUnits holds the unit of each metric that declared one.
 	MetricUnits map[string]string `json:"metric_units,omitempty"`
 	// Outcome says how the work ended (Result… constants); ExitCode is the
 	// process's own for ResultExited, 0 for ResultCompleted, -1 otherwise.
 	// Error says why, when something did not go as asked.
 	Outcome string `json:"outcome,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// Error says what went wrong; empty when nothing did.
+	Error string `json:"error,omitempty"`
 	// Duration is how long the work itself ran (the process, the probe or
 	// the hashing), on the executor's monotonic clock; StartedAt and
 	// EndedAt span the whole measurement, snapshots included.
@@ -225,16 +286,22 @@ type MeasurementResult struct {
 	// StdoutBytes and StderrBytes are the whole streams' sizes (what the
 	// SHA-256 covers); a Truncated flag says the excerpt is not the whole
 	// stream (cut at the output cap, or invalid UTF-8 replaced).
-	StdoutBytes     int64 `json:"stdout_bytes,omitempty"`
-	StderrBytes     int64 `json:"stderr_bytes,omitempty"`
-	StdoutTruncated bool  `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool  `json:"stderr_truncated,omitempty"`
+	StdoutBytes int64 `json:"stdout_bytes,omitempty"`
+	// StderrBytes is the whole standard error's size, in bytes.
+	StderrBytes int64 `json:"stderr_bytes,omitempty"`
+	// StdoutTruncated says the excerpt is not the whole standard output.
+	StdoutTruncated bool `json:"stdout_truncated,omitempty"`
+	// StderrTruncated says the excerpt is not the whole standard error.
+	StderrTruncated bool `json:"stderr_truncated,omitempty"`
 	// Before and After are the resource snapshots taken around the work.
 	Before *ResourceSnapshot `json:"before,omitempty"`
-	After  *ResourceSnapshot `json:"after,omitempty"`
+	// After is the resource snapshot taken after the work.
+	After *ResourceSnapshot `json:"after,omitempty"`
 	// Probe is a probe's reading; Artifacts a hash's, one per approved
 	// entry in order. Both are absent from a run.
-	Probe     *ProbeReading     `json:"probe,omitempty"`
+	Probe *ProbeReading `json:"probe,omitempty"`
+	// Artifacts are a hash's readings, one per approved file in order; absent
+	// from a run or a probe.
 	Artifacts []ArtifactReading `json:"artifacts,omitempty"`
 }
 
@@ -257,22 +324,31 @@ const (
 // ResourceSnapshot is what the executor read of its host at one instant.
 // A reading it could not take is absent, with the reason, never zero.
 type ResourceSnapshot struct {
-	At              time.Time `json:"at"`
-	Hostname        string    `json:"hostname,omitempty"`
-	CPUCount        int       `json:"cpu_count"`
-	ExecutorVersion string    `json:"executor_version"`
+	// At is when the snapshot was taken (RFC 3339).
+	At time.Time `json:"at"`
+	// Hostname is the host's name as the operating system gives it.
+	Hostname string `json:"hostname,omitempty"`
+	// CPUCount is the number of CPUs the executor sees.
+	CPUCount int `json:"cpu_count"`
+	// ExecutorVersion is the executor's build version.
+	ExecutorVersion string `json:"executor_version"`
 	// RAMAvailableBytes is MemAvailable from /proc/meminfo, in bytes.
 	RAMAvailableBytes *uint64 `json:"ram_available_bytes,omitempty"`
-	RAMError          string  `json:"ram_error,omitempty"`
+	// RAMError says why RAM could not be read; empty when it was.
+	RAMError string `json:"ram_error,omitempty"`
 	// GPUStatus is one of the GPU… constants; GPUs are listed only when
 	// present.
-	GPUStatus string      `json:"gpu_status"`
-	GPUError  string      `json:"gpu_error,omitempty"`
-	GPUs      []GPUSample `json:"gpus,omitempty"`
+	GPUStatus string `json:"gpu_status"`
+	// GPUError says why the GPUs could not be read; empty when they were.
+	GPUError string `json:"gpu_error,omitempty"`
+	// GPUs are the GPUs read, when present.
+	GPUs []GPUSample `json:"gpus,omitempty"`
 	// GPUProcesses are the processes holding GPU memory ("pid name"), when
 	// GPUProcessesObserved.
-	GPUProcesses         []string `json:"gpu_processes,omitempty"`
-	GPUProcessesObserved bool     `json:"gpu_processes_observed"`
+	GPUProcesses []string `json:"gpu_processes,omitempty"`
+	// GPUProcessesObserved says whether GPU processes were observed at all
+	// (false: unknown, not none).
+	GPUProcessesObserved bool `json:"gpu_processes_observed"`
 }
 
 // GPU statuses of a ResourceSnapshot.
@@ -290,11 +366,18 @@ const (
 // GPUSample is one GPU line of nvidia-smi. A field nvidia-smi reports as
 // unavailable ("[N/A]", as unified-memory GPUs do for memory) is nil.
 type GPUSample struct {
-	Index              int      `json:"index"`
-	Name               string   `json:"name"`
-	Driver             string   `json:"driver"`
-	MemoryTotalBytes   *uint64  `json:"memory_total_bytes,omitempty"`
-	MemoryUsedBytes    *uint64  `json:"memory_used_bytes,omitempty"`
+	// Index is the GPU's index on the host, from 0.
+	Index int `json:"index"`
+	// Name is the GPU's model name.
+	Name string `json:"name"`
+	// Driver is the GPU driver's version.
+	Driver string `json:"driver"`
+	// MemoryTotalBytes is the GPU's memory, in bytes; absent when unread.
+	MemoryTotalBytes *uint64 `json:"memory_total_bytes,omitempty"`
+	// MemoryUsedBytes is the GPU memory in use, in bytes; absent when unread.
+	MemoryUsedBytes *uint64 `json:"memory_used_bytes,omitempty"`
+	// UtilizationPercent is the GPU's utilisation, 0 to 100; absent when
+	// unread.
 	UtilizationPercent *float64 `json:"utilization_percent,omitempty"`
 }
 
@@ -303,13 +386,21 @@ type GPUSample struct {
 // whether the exact tag is listed is judged by the node against the
 // provider's configured tag, never by the executor.
 type ProbeReading struct {
-	Kind       string   `json:"kind"`
-	Endpoint   string   `json:"endpoint"`
-	Outcome    string   `json:"outcome"`
-	Models     []string `json:"models,omitempty"`
-	Latency    Duration `json:"latency"`
-	HTTPStatus int      `json:"http_status,omitempty"`
-	Error      string   `json:"error,omitempty"`
+	// Kind is the probe's kind: models (GET /v1/models) or smoke (also a
+	// bounded completion).
+	Kind string `json:"kind"`
+	// Endpoint is the endpoint probed.
+	Endpoint string `json:"endpoint"`
+	// Outcome is how the probe ended: ok, failed, unreachable or timeout.
+	Outcome string `json:"outcome"`
+	// Models are the model tags the endpoint listed.
+	Models []string `json:"models,omitempty"`
+	// Latency is how long the probe's answer took (a Go duration).
+	Latency Duration `json:"latency"`
+	// HTTPStatus is the endpoint's HTTP status; 0 when none was received.
+	HTTPStatus int `json:"http_status,omitempty"`
+	// Error says what went wrong; empty when the probe was ok.
+	Error string `json:"error,omitempty"`
 	// SmokeFinishReason is the completion's finish_reason ("stop",
 	// "length", …) for a smoke probe that got one.
 	SmokeFinishReason string `json:"smoke_finish_reason,omitempty"`
@@ -319,12 +410,21 @@ type ProbeReading struct {
 // MtimeNS in nanoseconds since the Unix epoch; SHA256 is empty and Error
 // set when the file could not be read.
 type ArtifactReading struct {
-	Path    string `json:"path"`
-	Role    string `json:"role"`
-	Size    int64  `json:"size"`
-	MtimeNS int64  `json:"mtime_ns"`
-	SHA256  string `json:"sha256,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// Path is the artifact's absolute path on the host.
+	Path string `json:"path"`
+	// Role is the artifact's role in the binding: weights, engine, server,
+	// tokenizer, template, config or source.
+	Role string `json:"role"`
+	// Size is the file's size, in bytes.
+	Size int64 `json:"size"`
+	// MtimeNS is the file's modification time, in nanoseconds since the Unix
+	// epoch.
+	MtimeNS int64 `json:"mtime_ns"`
+	// SHA256 is the file's content hash: 64 lowercase hex characters; empty
+	// when it could not be read.
+	SHA256 string `json:"sha256,omitempty"`
+	// Error says why the file could not be hashed; empty when it was.
+	Error string `json:"error,omitempty"`
 }
 
 // Evolve folds one event of the measurement stream.
@@ -437,20 +537,32 @@ const (
 
 // RequestMeasurement asks for an exact argv to be run on a host.
 type RequestMeasurement struct {
-	MeasurementID  string   `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Host           string   `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Argv           []string `json:"argv"`
-	Kind           string   `json:"kind" jsonschema:"enum=run,enum=probe,enum=hash"`
-	Timeout        Duration `json:"timeout"`
-	OutputCapBytes int64    `json:"output_cap_bytes"`
-	Purpose        string   `json:"purpose" jsonschema:"maxLength=4096"`
-	MissionID      string   `json:"mission_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Host is the host's name: where the executor runs and the work is done.
+	Host string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Argv is the exact command line: the program and its arguments, in order.
+	Argv []string `json:"argv" jsonschema:"minItems=1,maxItems=256,maxLength=4096"`
+	// Kind is the measurement's kind: run (an argv), probe (an endpoint) or
+	// hash (a binding's files).
+	Kind string `json:"kind" jsonschema:"enum=run,enum=probe,enum=hash"`
+	// Timeout is the longest the work may run (a Go duration such as "30s").
+	Timeout Duration `json:"timeout"`
+	// OutputCapBytes is the most output the executor keeps of each stream, in
+	// bytes; the policy's default when 0.
+	OutputCapBytes int64 `json:"output_cap_bytes" jsonschema:"minimum=1"`
+	// Purpose says what the measurement is for: proposal, qualification or
+	// direct_reply.
+	Purpose string `json:"purpose" jsonschema:"maxLength=4096,optional"`
+	// MissionID is the mission the measurement serves (an admission's); empty
+	// when none.
+	MissionID string `json:"mission_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 	// Provider is required for a probe (and only there): the provider whose
 	// ProbeRecorded the result becomes.
-	Provider string `json:"provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	Provider string `json:"provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 	// BindingID is required for a hash (and only there): the binding whose
 	// ArtifactHashed events the result becomes.
-	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -552,9 +664,13 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 
 // ClaimMeasurement claims a request for an executor until LeaseUntil.
 type ClaimMeasurement struct {
-	MeasurementID string    `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ExecutorID    string    `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	LeaseUntil    time.Time `json:"lease_until"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ExecutorID is the executor's id, as registered with its key.
+	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// LeaseUntil is when the claim's lease ends unless renewed (RFC 3339);
+	// within the policy's lease bound.
+	LeaseUntil time.Time `json:"lease_until"`
 }
 
 // CommandName implements Command.
@@ -618,9 +734,12 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 // executor is still working. Renewing to a time not after the current
 // lease appends nothing: a lease is never shortened.
 type RenewMeasurementLease struct {
-	MeasurementID string    `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ExecutorID    string    `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	LeaseUntil    time.Time `json:"lease_until"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ExecutorID is the executor's id, as registered with its key.
+	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// LeaseUntil is the lease's new end (RFC 3339).
+	LeaseUntil time.Time `json:"lease_until"`
 }
 
 // CommandName implements Command.
@@ -684,6 +803,7 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 // MarkMeasurementUncertain records that a claimed request's lease expired
 // without a result. Marking it again appends nothing.
 type MarkMeasurementUncertain struct {
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
 	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
@@ -731,10 +851,17 @@ func (m Measurement) uncertain(at time.Time) NewEvent {
 // exact signed bytes (a JSON object, base64 in the command's JSON so no
 // client re-serialises it); Envelope carries the DSSE signatures over it.
 type RecordMeasurement struct {
-	MeasurementID string          `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ExecutorID    string          `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Payload       []byte          `json:"payload"`
-	Envelope      events.Envelope `json:"envelope"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ExecutorID is the executor reporting: the one that claimed the
+	// measurement.
+	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Payload is the signed result: the bytes of a JSON MeasurementResult,
+	// base64 in JSON; the envelope's signatures are over them.
+	Payload []byte `json:"payload"`
+	// Envelope is the DSSE envelope of the signed result; a result without one
+	// is refused, and the refusal is recorded.
+	Envelope events.Envelope `json:"envelope" jsonschema:"optional"`
 }
 
 // CommandName implements Command.

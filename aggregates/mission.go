@@ -86,9 +86,13 @@ type Mission struct {
 // AcceptanceCheck is one acceptance check of a mission: an id and the exact
 // argv an independent runner executes. ArgvHash is ArgvHash(Argv).
 type AcceptanceCheck struct {
-	ID       string   `json:"id"`
-	Argv     []string `json:"argv"`
-	ArgvHash string   `json:"argv_hash,omitempty"`
+	// ID is the check's id, unique within the mission.
+	ID string `json:"id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Argv is the exact command line: the program and its arguments, in order.
+	Argv []string `json:"argv" jsonschema:"minItems=1,maxItems=256,maxLength=4096"`
+	// ArgvHash is ArgvHash(Argv); a submission may leave it out (it is
+	// computed), and a wrong one is refused.
+	ArgvHash string `json:"argv_hash,omitempty"`
 }
 
 // Route is a folded RouteDecided.

@@ -9,8 +9,11 @@ package aggregates
 // starts a runtime also needs a "startup" approval for "provider-<name>"
 // (spent by this start) and an admitted, fresh admission for this attempt.
 type StartAttempt struct {
-	MissionID  string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ApprovalID is the startup approval to spend when the mission starts a
+	// runtime; empty otherwise.
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -92,10 +95,15 @@ func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
 // worker exiting, a cancellation). The mission stays open for another
 // attempt within its budget.
 type StopAttempt struct {
-	MissionID string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason    string   `json:"reason" jsonschema:"enum=resource_guard,enum=timeout,enum=worker_exited,enum=cancelled"`
-	Detail    string   `json:"detail" jsonschema:"maxLength=4096"`
-	Evidence  []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Reason is why the attempt stops (one of the listed values).
+	Reason string `json:"reason" jsonschema:"enum=resource_guard,enum=timeout,enum=worker_exited,enum=cancelled"`
+	// Detail says more, in words; empty when there is nothing to add.
+	Detail string `json:"detail" jsonschema:"maxLength=4096,optional"`
+	// Evidence are references to what grounds it (event ids or measurement
+	// ids), in words an auditor can follow; may be empty.
+	Evidence []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.

@@ -14,14 +14,17 @@ import (
 // truncated_generation when the attempt's newest inference ended on its
 // output limit ("length"), and with no_modification otherwise.
 type RecordCandidate struct {
+	// MissionID is the mission's id (its stream is mission-<id>).
 	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	// CandidateHash is the SHA-256 of the candidate (64 lowercase hex);
 	// required when files changed, empty otherwise.
 	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
 	// PatchHash is the SHA-256 of the patch (64 lowercase hex); required
 	// when files changed, empty otherwise.
-	PatchHash    string   `json:"patch_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
-	FilesChanged []string `json:"files_changed" jsonschema:"maxItems=256,uniqueItems=true"`
+	PatchHash string `json:"patch_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	// FilesChanged are the paths the candidate's patch changes, each within
+	// the mission's allowed_files.
+	FilesChanged []string `json:"files_changed" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -95,17 +98,34 @@ func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
 // mission stops for stagnation in the same append. (A new attempt's first
 // candidate is not a correction and is never judged so.)
 type RecordCheck struct {
-	MissionID     string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	CandidateHash string   `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	CheckID       string   `json:"check_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ArgvHash      string   `json:"argv_hash" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
-	Outcome       string   `json:"outcome" jsonschema:"enum=pass,enum=fail,enum=skipped,enum=truncated,enum=error"`
-	Runner        string   `json:"runner" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	RunnerKind    string   `json:"runner_kind" jsonschema:"enum=independent,enum=worker"`
-	ExitCode      int      `json:"exit_code"`
-	Duration      Duration `json:"duration"`
-	OutputBytes   int64    `json:"output_bytes"`
-	OutputSHA256  string   `json:"output_sha256" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// CheckID is the acceptance check's id, as the mission's acceptance_checks
+	// name it.
+	CheckID string `json:"check_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ArgvHash is ArgvHash(argv): "sha256:" and the hex SHA-256 of the argv as
+	// a compact JSON array.
+	ArgvHash string `json:"argv_hash" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	// Outcome is the check's outcome: pass, fail, skipped, truncated or error.
+	Outcome string `json:"outcome" jsonschema:"enum=pass,enum=fail,enum=skipped,enum=truncated,enum=error"`
+	// Runner is who ran the check (a person, a CI job, an executor).
+	Runner string `json:"runner" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// RunnerKind says whether the runner is independent of the worker
+	// (independent) or the worker itself (worker); only an independent run can
+	// prove a pass.
+	RunnerKind string `json:"runner_kind" jsonschema:"enum=independent,enum=worker"`
+	// ExitCode is the check's exit code; 0 for a pass.
+	ExitCode int `json:"exit_code" jsonschema:"optional"`
+	// Duration is how long the check ran (a Go duration).
+	Duration Duration `json:"duration" jsonschema:"optional"`
+	// OutputBytes is the size of the kept output, in bytes.
+	OutputBytes int64 `json:"output_bytes" jsonschema:"optional,minimum=0"`
+	// OutputSHA256 is the hex SHA-256 of the kept output; empty when none was
+	// kept.
+	OutputSHA256 string `json:"output_sha256" jsonschema:"pattern=^([0-9a-f]{64})?$,optional"`
 }
 
 // CommandName implements Command.
@@ -195,9 +215,14 @@ func (c *RecordCheck) Decide(in Inputs) ([]NewEvent, error) {
 // RequestCorrection asks the worker to correct the newest candidate, whose
 // checks must all have an independent result.
 type RequestCorrection struct {
-	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
 	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	Diagnosis     string `json:"diagnosis" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Diagnosis says what is wrong with the candidate and what to correct, in
+	// words.
+	Diagnosis string `json:"diagnosis" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.

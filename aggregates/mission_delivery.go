@@ -14,13 +14,25 @@ import (
 // (authority_refused); a refusal for a defect leaves it open for a
 // correction.
 type RecordReview struct {
-	MissionID     string            `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	CandidateHash string            `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	Verdict       string            `json:"verdict" jsonschema:"enum=accepted,enum=refused"`
-	Reviewer      string            `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Coverage      map[string]string `json:"coverage"`
-	RefusalKind   string            `json:"refusal_kind" jsonschema:"enum=,enum=defect,enum=authority"`
-	Reason        string            `json:"reason" jsonschema:"maxLength=4096"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// Verdict is the review's verdict: accepted or refused.
+	Verdict string `json:"verdict" jsonschema:"enum=accepted,enum=refused"`
+	// Reviewer is who reviewed it: an accountable person or role, not the
+	// worker.
+	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Coverage maps each acceptance check id to the evidence the reviewer
+	// relied on for it.
+	Coverage map[string]string `json:"coverage" jsonschema:"optional"`
+	// RefusalKind says what kind of refusal: defect (the candidate is wrong)
+	// or authority (it needs a decision no reviewer may take); empty unless
+	// the verdict is refused.
+	RefusalKind string `json:"refusal_kind" jsonschema:"enum=,enum=defect,enum=authority,optional"`
+	// Reason says why, in words; required for a refused verdict.
+	Reason string `json:"reason" jsonschema:"maxLength=4096,optional"`
 }
 
 // CommandName implements Command.
@@ -149,9 +161,14 @@ func (m Mission) acceptedCandidate(hash string) (Candidate, error) {
 // delivery of the same candidate (a repeated terminal tick) appends
 // nothing.
 type DeliverResult struct {
-	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
 	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	To            string `json:"to" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// To names where the result is delivered (a branch, a repository, a
+	// person).
+	To string `json:"to" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -205,10 +222,17 @@ func (c *DeliverResult) Decide(in Inputs) ([]NewEvent, error) {
 // "patch_apply" approval for "mission-<id>", consumed in the same append.
 // Integrating the same candidate again appends nothing and spends nothing.
 type IntegratePatch struct {
-	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
 	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	PatchHash     string `json:"patch_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
-	ApprovalID    string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	// PatchHash is the SHA-256 of the candidate's patch: 64 lowercase hex
+	// characters.
+	PatchHash string `json:"patch_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// ApprovalID is the patch_apply approval to spend (subject mission-<id>);
+	// a gate refuses when it is missing.
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.

@@ -102,140 +102,280 @@ const (
 // MissionSubmitted is the data of TypeMissionSubmitted. Budgets are the
 // effective budgets: the policy's, narrowed by the submission.
 type MissionSubmitted struct {
-	MissionID        string            `json:"mission_id"`
-	TaskClass        string            `json:"task_class"`
-	Mode             string            `json:"mode"`
-	Confidential     bool              `json:"confidential"`
-	AllowConnected   bool              `json:"allow_connected"`
-	DeclaredProvider string            `json:"declared_provider,omitempty"`
-	StartsRuntime    bool              `json:"starts_runtime"`
-	AllowedFiles     []string          `json:"allowed_files"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// TaskClass is the class of task (matched against the providers'
+	// task_classes).
+	TaskClass string `json:"task_class"`
+	// Mode is the mission's mode (one of the listed values).
+	Mode string `json:"mode"`
+	// Confidential keeps the mission off connected providers: its data may
+	// leave no local host.
+	Confidential bool `json:"confidential"`
+	// AllowConnected allows routing to a connected (remote) provider when no
+	// local one is ready.
+	AllowConnected bool `json:"allow_connected"`
+	// DeclaredProvider is the provider the mission asks for; empty lets
+	// routing choose.
+	DeclaredProvider string `json:"declared_provider,omitempty"`
+	// StartsRuntime says the mission starts a local runtime (a model server),
+	// which needs a startup approval and an admission.
+	StartsRuntime bool `json:"starts_runtime"`
+	// AllowedFiles are the paths the mission's patches may change; empty
+	// allows none to be named.
+	AllowedFiles []string `json:"allowed_files"`
+	// AcceptanceChecks are the checks an independent runner executes on each
+	// candidate; a result is delivered only when all pass.
 	AcceptanceChecks []AcceptanceCheck `json:"acceptance_checks"`
-	Budgets          Budgets           `json:"budgets"`
-	At               time.Time         `json:"at"`
+	// Budgets are the mission's budgets: the policy's, narrowed by what the
+	// submission asks (never widened).
+	Budgets Budgets `json:"budgets"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // AttemptStarted is the data of TypeAttemptStarted. Readiness is the
 // selected provider's activation (or eligibility) fact at the start.
 type AttemptStarted struct {
-	MissionID       string    `json:"mission_id"`
-	Attempt         int       `json:"attempt"`
-	Provider        string    `json:"provider"`
-	ModelTag        string    `json:"model_tag"`
-	BindingIdentity string    `json:"binding_identity,omitempty"`
-	Readiness       Fact      `json:"readiness"`
-	ApprovalID      string    `json:"approval_id,omitempty"`
-	Admission       *EventRef `json:"admission,omitempty"`
-	At              time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// Attempt is the attempt's number within the mission, from 1.
+	Attempt int `json:"attempt"`
+	// Provider is the provider the attempt uses (the route's selection).
+	Provider string `json:"provider"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag"`
+	// BindingIdentity is the verified binding's identity ("sha256:" and 64
+	// hex); empty when the provider needs no binding.
+	BindingIdentity string `json:"binding_identity,omitempty"`
+	// Readiness is the provider's readiness fact as read when the decision was
+	// taken.
+	Readiness Fact `json:"readiness"`
+	// ApprovalID is the startup approval spent; empty when the mission starts
+	// no runtime.
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Admission is the admission the attempt started under; absent when the
+	// mission starts no runtime.
+	Admission *EventRef `json:"admission,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // AttemptStopped is the data of TypeAttemptStopped.
 type AttemptStopped struct {
-	MissionID string    `json:"mission_id"`
-	Attempt   int       `json:"attempt"`
-	Reason    string    `json:"reason"`
-	Detail    string    `json:"detail,omitempty"`
-	Evidence  []string  `json:"evidence,omitempty"`
-	At        time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// Attempt is the attempt's number within the mission, from 1.
+	Attempt int `json:"attempt"`
+	// Reason is why the attempt stopped (one of the listed values).
+	Reason string `json:"reason"`
+	// Detail says more, in words; empty when there is nothing to add.
+	Detail string `json:"detail,omitempty"`
+	// Evidence are references to what grounds it (event ids or measurement
+	// ids), in words an auditor can follow; may be empty.
+	Evidence []string `json:"evidence,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // InferenceReserved is the data of TypeInferenceReserved.
 type InferenceReserved struct {
-	MissionID       string    `json:"mission_id"`
-	ReservationID   string    `json:"reservation_id"`
-	Attempt         int       `json:"attempt"`
-	Ordinal         int       `json:"ordinal"`
-	Provider        string    `json:"provider"`
-	ModelTag        string    `json:"model_tag"`
-	BindingIdentity string    `json:"binding_identity,omitempty"`
-	At              time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// ReservationID is the inference reservation's id, unique within the
+	// mission.
+	ReservationID string `json:"reservation_id"`
+	// Attempt is the attempt's number within the mission, from 1.
+	Attempt int `json:"attempt"`
+	// Ordinal is the inference's number within the mission, from 1 (counted
+	// against the inference_requests budget).
+	Ordinal int `json:"ordinal"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag"`
+	// BindingIdentity is the verified binding's identity ("sha256:" and 64
+	// hex); empty when the provider needs no binding.
+	BindingIdentity string `json:"binding_identity,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // Receipt is the receipt of one inference call. Digests are hex SHA-256 of
 // the exact request and response bodies; tokens are counts; Duration is
 // the call's wall time.
 type Receipt struct {
-	Provider        string   `json:"provider"`
-	ModelTag        string   `json:"model_tag"`
-	BindingIdentity string   `json:"binding_identity,omitempty"`
-	RequestSHA256   string   `json:"request_sha256"`
-	ResponseSHA256  string   `json:"response_sha256,omitempty"`
-	TokensIn        int      `json:"tokens_in"`
-	TokensOut       int      `json:"tokens_out"`
-	Duration        Duration `json:"duration"`
-	FinishReason    string   `json:"finish_reason,omitempty"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// BindingIdentity is the verified binding's identity ("sha256:" and 64
+	// hex); empty when the provider needs no binding.
+	BindingIdentity string `json:"binding_identity,omitempty" jsonschema:"pattern=^(sha256:[0-9a-f]{64})?$"`
+	// RequestSHA256 is the hex SHA-256 of the exact request body.
+	RequestSHA256 string `json:"request_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// ResponseSHA256 is the hex SHA-256 of the exact response body; required
+	// when completed, empty when nothing came back.
+	ResponseSHA256 string `json:"response_sha256,omitempty" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	// TokensIn is the number of prompt tokens.
+	TokensIn int `json:"tokens_in" jsonschema:"optional,minimum=0"`
+	// TokensOut is the number of generated tokens; 0 when rejected before
+	// generation.
+	TokensOut int `json:"tokens_out" jsonschema:"optional,minimum=0"`
+	// Duration is how long it ran (a Go duration).
+	Duration Duration `json:"duration" jsonschema:"optional"`
+	// FinishReason is why generation finished (stop, length, error,
+	// no_final_answer); required when completed, empty otherwise.
+	FinishReason string `json:"finish_reason,omitempty" jsonschema:"enum=,enum=stop,enum=length,enum=error,enum=no_final_answer"`
 }
 
 // InferenceSettled is the data of TypeInferenceSettled.
 type InferenceSettled struct {
-	MissionID     string    `json:"mission_id"`
-	ReservationID string    `json:"reservation_id"`
-	Attempt       int       `json:"attempt"`
-	Outcome       string    `json:"outcome"`
-	Receipt       Receipt   `json:"receipt"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// ReservationID is the inference reservation's id, unique within the
+	// mission.
+	ReservationID string `json:"reservation_id"`
+	// Attempt is the attempt's number within the mission, from 1.
+	Attempt int `json:"attempt"`
+	// Outcome is how the inference ended: completed,
+	// rejected_before_generation or uncertain.
+	Outcome string `json:"outcome"`
+	// Receipt is the inference call's receipt.
+	Receipt Receipt `json:"receipt"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ReservationReconciled is the data of TypeReservationReconciled.
 type ReservationReconciled struct {
-	MissionID     string    `json:"mission_id"`
-	ReservationID string    `json:"reservation_id"`
-	Resolution    string    `json:"resolution"`
-	Evidence      []string  `json:"evidence"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// ReservationID is the inference reservation's id, unique within the
+	// mission.
+	ReservationID string `json:"reservation_id"`
+	// Resolution is how the reservation was resolved: completed or
+	// not_generated.
+	Resolution string `json:"resolution"`
+	// Evidence are what grounds the resolution, in words an auditor can
+	// follow.
+	Evidence []string `json:"evidence"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // CandidateProduced is the data of TypeCandidateProduced. Correction is 0
 // for an attempt's first candidate and n for the answer to the n-th
 // correction, whose corrected candidate is Corrects.
 type CandidateProduced struct {
-	MissionID     string    `json:"mission_id"`
-	Attempt       int       `json:"attempt"`
-	Correction    int       `json:"correction"`
-	Corrects      string    `json:"corrects,omitempty"`
-	CandidateHash string    `json:"candidate_hash"`
-	PatchHash     string    `json:"patch_hash"`
-	FilesChanged  []string  `json:"files_changed"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// Attempt is the attempt's number within the mission, from 1.
+	Attempt int `json:"attempt"`
+	// Correction is 0 for an attempt's first candidate, n for the answer to
+	// the n-th correction.
+	Correction int `json:"correction"`
+	// Corrects is the hash of the candidate this one corrects; empty for an
+	// attempt's first candidate.
+	Corrects string `json:"corrects,omitempty"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash"`
+	// PatchHash is the SHA-256 of the candidate's patch: 64 lowercase hex
+	// characters.
+	PatchHash string `json:"patch_hash"`
+	// FilesChanged are the paths the candidate's patch changes, relative to
+	// the repository.
+	FilesChanged []string `json:"files_changed"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // CheckRecorded is the data of TypeCheckRecorded. OutputBytes is the size
 // of the kept output.
 type CheckRecorded struct {
-	MissionID     string    `json:"mission_id"`
-	CandidateHash string    `json:"candidate_hash"`
-	CheckID       string    `json:"check_id"`
-	ArgvHash      string    `json:"argv_hash"`
-	Outcome       string    `json:"outcome"`
-	Runner        string    `json:"runner"`
-	RunnerKind    string    `json:"runner_kind"`
-	ExitCode      int       `json:"exit_code"`
-	Duration      Duration  `json:"duration"`
-	OutputBytes   int64     `json:"output_bytes"`
-	OutputSHA256  string    `json:"output_sha256,omitempty"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash"`
+	// CheckID is the acceptance check's id, as the mission's acceptance_checks
+	// name it.
+	CheckID string `json:"check_id"`
+	// ArgvHash is ArgvHash(argv): "sha256:" and the hex SHA-256 of the argv as
+	// a compact JSON array.
+	ArgvHash string `json:"argv_hash"`
+	// Outcome is the check's outcome: pass, fail, skipped, truncated or error.
+	Outcome string `json:"outcome"`
+	// Runner is who ran the check (a person, a CI job, an executor).
+	Runner string `json:"runner"`
+	// RunnerKind says whether the runner is independent of the worker
+	// (independent) or the worker itself (worker); only an independent run can
+	// prove a pass.
+	RunnerKind string `json:"runner_kind"`
+	// ExitCode is the process's exit code (0 for success).
+	ExitCode int `json:"exit_code"`
+	// Duration is how long it ran (a Go duration).
+	Duration Duration `json:"duration"`
+	// OutputBytes is the size of the kept output, in bytes.
+	OutputBytes int64 `json:"output_bytes"`
+	// OutputSHA256 is the hex SHA-256 of the kept output; empty when no output
+	// was kept.
+	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ReviewRecorded is the data of TypeReviewRecorded. Coverage maps each
 // acceptance id to the evidence the reviewer relied on.
 type ReviewRecorded struct {
-	MissionID     string            `json:"mission_id"`
-	CandidateHash string            `json:"candidate_hash"`
-	Verdict       string            `json:"verdict"`
-	Reviewer      string            `json:"reviewer"`
-	Coverage      map[string]string `json:"coverage,omitempty"`
-	RefusalKind   string            `json:"refusal_kind,omitempty"`
-	Reason        string            `json:"reason,omitempty"`
-	At            time.Time         `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash"`
+	// Verdict is the review's verdict: accepted or refused.
+	Verdict string `json:"verdict"`
+	// Reviewer is who reviewed it: an accountable person or role, not the
+	// worker.
+	Reviewer string `json:"reviewer"`
+	// Coverage maps each acceptance check id to the evidence the reviewer
+	// relied on for it.
+	Coverage map[string]string `json:"coverage,omitempty"`
+	// RefusalKind says what kind of refusal: defect (the candidate is wrong)
+	// or authority (it needs a decision no reviewer may take); empty unless
+	// the verdict is refused.
+	RefusalKind string `json:"refusal_kind,omitempty"`
+	// Reason says why, in words.
+	Reason string `json:"reason,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // CorrectionRequested is the data of TypeCorrectionRequested.
 type CorrectionRequested struct {
-	MissionID     string    `json:"mission_id"`
-	CandidateHash string    `json:"candidate_hash"`
-	Correction    int       `json:"correction"`
-	Diagnosis     string    `json:"diagnosis"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash"`
+	// Correction is the correction's number within the attempt, from 1.
+	Correction int `json:"correction"`
+	// Diagnosis says what is wrong with the candidate and what to correct, in
+	// words.
+	Diagnosis string `json:"diagnosis"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // MissionStopped is the data of TypeMissionStopped. For a stagnation stop,
@@ -243,45 +383,85 @@ type CorrectionRequested struct {
 // grounds; for a truncated generation, ReservationID is the inference that
 // ended on "length".
 type MissionStopped struct {
-	MissionID             string    `json:"mission_id"`
-	Reason                string    `json:"reason"`
-	Detail                string    `json:"detail,omitempty"`
-	CandidateHash         string    `json:"candidate_hash,omitempty"`
-	Passed                int       `json:"passed,omitempty"`
-	PreviousCandidateHash string    `json:"previous_candidate_hash,omitempty"`
-	PreviousPassed        int       `json:"previous_passed,omitempty"`
-	ReservationID         string    `json:"reservation_id,omitempty"`
-	At                    time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// Reason is why the mission stopped (e.g. cancelled, stagnation,
+	// truncated_generation, budget_exhausted).
+	Reason string `json:"reason"`
+	// Detail says more, in words; empty when there is nothing to add.
+	Detail string `json:"detail,omitempty"`
+	// CandidateHash is, for a stagnation stop, the newest candidate.
+	CandidateHash string `json:"candidate_hash,omitempty"`
+	// Passed is, for a stagnation stop, how many checks the newest candidate
+	// passed.
+	Passed int `json:"passed,omitempty"`
+	// PreviousCandidateHash is, for a stagnation stop, the candidate it did
+	// not improve on.
+	PreviousCandidateHash string `json:"previous_candidate_hash,omitempty"`
+	// PreviousPassed is, for a stagnation stop, how many checks that candidate
+	// passed.
+	PreviousPassed int `json:"previous_passed,omitempty"`
+	// ReservationID is, for a truncated generation, the inference that ended
+	// on "length".
+	ReservationID string `json:"reservation_id,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // Validation is one validation command attested by the accepted run: the
 // check's exact argv and the independent pass that proves it.
 type Validation struct {
-	CheckID string   `json:"check_id"`
-	Argv    []string `json:"argv"`
-	Pass    EventRef `json:"pass"`
+	// CheckID is the acceptance check's id.
+	CheckID string `json:"check_id"`
+	// Argv is the check's exact argv.
+	Argv []string `json:"argv"`
+	// Pass is the independent passing check's event.
+	Pass EventRef `json:"pass"`
 }
 
 // ResultDelivered is the data of TypeResultDelivered: the delivery receipt.
 type ResultDelivered struct {
-	MissionID     string       `json:"mission_id"`
-	CandidateHash string       `json:"candidate_hash"`
-	PatchHash     string       `json:"patch_hash"`
-	To            string       `json:"to"`
-	Files         []string     `json:"files"`
-	Validation    []Validation `json:"validation"`
-	Review        EventRef     `json:"review"`
-	At            time.Time    `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash"`
+	// PatchHash is the SHA-256 of the candidate's patch: 64 lowercase hex
+	// characters.
+	PatchHash string `json:"patch_hash"`
+	// To names where the result is delivered (a branch, a repository, a
+	// person).
+	To string `json:"to"`
+	// Files are the paths the delivered patch changes.
+	Files []string `json:"files"`
+	// Validation are the acceptance checks the result passed, each with its
+	// independent pass.
+	Validation []Validation `json:"validation"`
+	// Review is the accepting review's event.
+	Review EventRef `json:"review"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // PatchIntegrated is the data of TypePatchIntegrated.
 type PatchIntegrated struct {
-	MissionID     string    `json:"mission_id"`
-	CandidateHash string    `json:"candidate_hash"`
-	PatchHash     string    `json:"patch_hash"`
-	ApprovalID    string    `json:"approval_id"`
-	Review        EventRef  `json:"review"`
-	At            time.Time `json:"at"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// CandidateHash is the candidate's content hash: 64 lowercase hex
+	// characters.
+	CandidateHash string `json:"candidate_hash"`
+	// PatchHash is the SHA-256 of the candidate's patch: 64 lowercase hex
+	// characters.
+	PatchHash string `json:"patch_hash"`
+	// ApprovalID is the patch_apply approval spent.
+	ApprovalID string `json:"approval_id"`
+	// Review is the accepting review's event.
+	Review EventRef `json:"review"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ArgvHash returns "sha256:" and the hex SHA-256 of argv written as a JSON

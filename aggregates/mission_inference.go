@@ -7,7 +7,10 @@ package aggregates
 
 // ReserveInference reserves one inference request of the running attempt.
 type ReserveInference struct {
-	MissionID     string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ReservationID is the inference reservation's id, unique within the
+	// mission.
 	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
@@ -63,10 +66,16 @@ func (c *ReserveInference) Decide(in Inputs) ([]NewEvent, error) {
 // SettleInference settles a reservation with the call's receipt. It is
 // accepted even on a stopped mission: what happened is always recorded.
 type SettleInference struct {
-	MissionID     string  `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ReservationID string  `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Outcome       string  `json:"outcome" jsonschema:"enum=completed,enum=rejected_before_generation,enum=uncertain"`
-	Receipt       Receipt `json:"receipt"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ReservationID is the inference reservation's id, unique within the
+	// mission.
+	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Outcome is how the inference ended: completed,
+	// rejected_before_generation or uncertain.
+	Outcome string `json:"outcome" jsonschema:"enum=completed,enum=rejected_before_generation,enum=uncertain"`
+	// Receipt is the inference call's receipt.
+	Receipt Receipt `json:"receipt"`
 }
 
 // CommandName implements Command.
@@ -151,10 +160,17 @@ func (c *SettleInference) Decide(in Inputs) ([]NewEvent, error) {
 // ReconcileReservation releases an uncertain reservation with evidence of
 // what happened. The reservation still counts against the budget.
 type ReconcileReservation struct {
-	MissionID     string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ReservationID string   `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Resolution    string   `json:"resolution" jsonschema:"enum=completed,enum=not_generated"`
-	Evidence      []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ReservationID is the inference reservation's id, unique within the
+	// mission.
+	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Resolution is how the reservation was resolved: completed or
+	// not_generated.
+	Resolution string `json:"resolution" jsonschema:"enum=completed,enum=not_generated"`
+	// Evidence are what grounds the resolution (provider logs, receipts), in
+	// words an auditor can follow; may be empty.
+	Evidence []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.

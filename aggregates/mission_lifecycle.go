@@ -9,16 +9,34 @@ import (
 
 // SubmitMission submits a mission under the node's policy.
 type SubmitMission struct {
-	MissionID        string            `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	TaskClass        string            `json:"task_class" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Mode             string            `json:"mode" jsonschema:"enum=proposal,enum=qualification,enum=direct_reply"`
-	Confidential     bool              `json:"confidential"`
-	AllowConnected   bool              `json:"allow_connected"`
-	DeclaredProvider string            `json:"declared_provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
-	StartsRuntime    bool              `json:"starts_runtime"`
-	AllowedFiles     []string          `json:"allowed_files" jsonschema:"maxItems=256,uniqueItems=true"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// TaskClass is the class of task (matched against the providers'
+	// task_classes).
+	TaskClass string `json:"task_class" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Mode is the mission's mode (one of the listed values).
+	Mode string `json:"mode" jsonschema:"enum=proposal,enum=qualification,enum=direct_reply"`
+	// Confidential keeps the mission off connected providers: its data may
+	// leave no local host.
+	Confidential bool `json:"confidential" jsonschema:"optional"`
+	// AllowConnected allows routing to a connected (remote) provider when no
+	// local one is ready.
+	AllowConnected bool `json:"allow_connected" jsonschema:"optional"`
+	// DeclaredProvider is the provider the mission asks for; empty lets
+	// routing choose.
+	DeclaredProvider string `json:"declared_provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	// StartsRuntime says the mission starts a local runtime (a model server),
+	// which needs a startup approval and an admission.
+	StartsRuntime bool `json:"starts_runtime" jsonschema:"optional"`
+	// AllowedFiles are the paths the mission's patches may change; empty
+	// allows none to be named.
+	AllowedFiles []string `json:"allowed_files" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	// AcceptanceChecks are the checks an independent runner executes on each
+	// candidate; a result is delivered only when all pass.
 	AcceptanceChecks []AcceptanceCheck `json:"acceptance_checks"`
-	Budgets          BudgetRequest     `json:"budgets"`
+	// Budgets are the mission's budgets: the policy's, narrowed by what the
+	// submission asks (never widened).
+	Budgets BudgetRequest `json:"budgets" jsonschema:"optional"`
 }
 
 // CommandName implements Command.
@@ -106,9 +124,12 @@ func (c *SubmitMission) Decide(in Inputs) ([]NewEvent, error) {
 // (cancelled, authority_refused, checks_failed, budget_exhausted). Stopping
 // it again for the same reason appends nothing.
 type StopMission struct {
+	// MissionID is the mission's id (its stream is mission-<id>).
 	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason    string `json:"reason" jsonschema:"enum=cancelled,enum=authority_refused,enum=checks_failed,enum=budget_exhausted"`
-	Detail    string `json:"detail" jsonschema:"maxLength=4096"`
+	// Reason is why the mission stops (one of the listed values).
+	Reason string `json:"reason" jsonschema:"enum=cancelled,enum=authority_refused,enum=checks_failed,enum=budget_exhausted"`
+	// Detail says more, in words; empty when there is nothing to add.
+	Detail string `json:"detail" jsonschema:"maxLength=4096,optional"`
 }
 
 // CommandName implements Command.

@@ -213,13 +213,26 @@ func (p Policy) BindingRequired(profile string) bool {
 // BudgetRequest is what a submission asks for: each field, when set, must
 // not exceed the policy's ceiling. Unset fields inherit the policy.
 type BudgetRequest struct {
-	InferenceRequests     *int      `json:"inference_requests,omitempty"`
-	ErrorRecoveryCycles   *int      `json:"error_recovery_cycles,omitempty"`
-	Attempts              *int      `json:"attempts,omitempty"`
-	Corrections           *int      `json:"corrections,omitempty"`
-	CommandTimeout        *Duration `json:"command_timeout,omitempty"`
-	AttemptTimeout        *Duration `json:"attempt_timeout,omitempty"`
-	OutputBytesPerCommand *int64    `json:"output_bytes_per_command,omitempty"`
+	// InferenceRequests asks for at most this many inference requests; absent
+	// keeps the policy's.
+	InferenceRequests *int `json:"inference_requests,omitempty" jsonschema:"minimum=0"`
+	// ErrorRecoveryCycles asks for at most this many error recovery cycles;
+	// absent keeps the policy's.
+	ErrorRecoveryCycles *int `json:"error_recovery_cycles,omitempty" jsonschema:"minimum=0"`
+	// Attempts asks for at most this many attempts; absent keeps the policy's.
+	Attempts *int `json:"attempts,omitempty" jsonschema:"minimum=0"`
+	// Corrections asks for at most this many corrections per attempt; absent
+	// keeps the policy's.
+	Corrections *int `json:"corrections,omitempty" jsonschema:"minimum=0"`
+	// CommandTimeout asks for a shorter time limit per command; absent keeps
+	// the policy's.
+	CommandTimeout *Duration `json:"command_timeout,omitempty"`
+	// AttemptTimeout asks for a shorter time limit per attempt; absent keeps
+	// the policy's.
+	AttemptTimeout *Duration `json:"attempt_timeout,omitempty"`
+	// OutputBytesPerCommand asks for less kept output per command, in bytes;
+	// absent keeps the policy's.
+	OutputBytesPerCommand *int64 `json:"output_bytes_per_command,omitempty" jsonschema:"minimum=1"`
 }
 
 // validate checks the request's shape: counts >= 0, durations and bytes

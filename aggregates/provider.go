@@ -94,40 +94,70 @@ const (
 
 // ProviderDeclared is the data of TypeProviderDeclared.
 type ProviderDeclared struct {
-	Name            string    `json:"name"`
-	Kind            string    `json:"kind"`
-	Profile         string    `json:"profile"`
-	Endpoint        string    `json:"endpoint"`
-	ModelTag        string    `json:"model_tag"`
-	Capabilities    []string  `json:"capabilities"`
-	TaskClasses     []string  `json:"task_classes"`
-	Scope           string    `json:"scope,omitempty"`
-	BindingRequired bool      `json:"binding_required,omitempty"`
-	At              time.Time `json:"at"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name"`
+	// Kind is the kind (one of the listed values).
+	Kind string `json:"kind"`
+	// Profile is the provider's profile (e.g. a local server or a connected
+	// API), which decides what its activation requires.
+	Profile string `json:"profile"`
+	// Endpoint is the provider's base URL (probes GET <endpoint>/v1/models).
+	Endpoint string `json:"endpoint"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag"`
+	// Capabilities are what the provider can do (e.g. "code", "tools"),
+	// matched by routing.
+	Capabilities []string `json:"capabilities"`
+	// TaskClasses are the task classes the provider serves.
+	TaskClasses []string `json:"task_classes"`
+	// Scope is where the provider runs: local or connected (remote).
+	Scope string `json:"scope,omitempty"`
+	// BindingRequired says the provider serves only under a verified binding
+	// (a local model server's exact files).
+	BindingRequired bool `json:"binding_required,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ProviderLimitsDeclared is the data of TypeProviderLimitsDeclared.
 type ProviderLimitsDeclared struct {
-	Name          string    `json:"name"`
-	ContextTokens int       `json:"context_tokens"`
-	OutputTokens  int       `json:"output_tokens"`
-	At            time.Time `json:"at"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name"`
+	// ContextTokens is the model's context window, in tokens.
+	ContextTokens int `json:"context_tokens"`
+	// OutputTokens is the most tokens one generation may produce.
+	OutputTokens int `json:"output_tokens"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ProviderActivated is the data of TypeProviderActivated.
 type ProviderActivated struct {
-	Name            string    `json:"name"`
-	ApprovalID      string    `json:"approval_id"`
-	BindingID       string    `json:"binding_id,omitempty"`
-	BindingIdentity string    `json:"binding_identity,omitempty"`
-	At              time.Time `json:"at"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name"`
+	// ApprovalID is the activation approval spent.
+	ApprovalID string `json:"approval_id"`
+	// BindingID is the model binding's id (its stream is binding-<id>).
+	BindingID string `json:"binding_id,omitempty"`
+	// BindingIdentity is the verified binding's identity ("sha256:" and 64
+	// hex); empty when the provider needs no binding.
+	BindingIdentity string `json:"binding_identity,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ProviderMadeDormant is the data of TypeProviderMadeDormant.
 type ProviderMadeDormant struct {
-	Name   string    `json:"name"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name"`
+	// Reason says why the provider was made dormant.
+	Reason string `json:"reason"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ProbeRecorded is the data of TypeProbeRecorded. ExpectedTag is the
@@ -135,19 +165,33 @@ type ProviderMadeDormant struct {
 // ExactTagListed whether Models lists it exactly; both are grounds written
 // by the decider, so evidence resolution needs no other state.
 type ProbeRecorded struct {
-	Provider       string    `json:"provider"`
-	Kind           string    `json:"kind"`
-	Outcome        string    `json:"outcome"`
-	Models         []string  `json:"models,omitempty"`
-	Latency        Duration  `json:"latency"`
-	ObservedBy     string    `json:"observed_by"`
-	ObservedAt     time.Time `json:"observed_at"`
-	ExpectedTag    string    `json:"expected_tag"`
-	ExactTagListed bool      `json:"exact_tag_listed"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// Kind is the probe's kind: doctor, models or smoke.
+	Kind string `json:"kind"`
+	// Outcome is how the probe ended: ok, failed, unreachable or timeout.
+	Outcome string `json:"outcome"`
+	// Models are the model tags the endpoint listed.
+	Models []string `json:"models,omitempty"`
+	// Latency is how long the probe's answer took (a Go duration).
+	Latency Duration `json:"latency"`
+	// ObservedBy is who observed it: a person, or the executor that ran the
+	// probe.
+	ObservedBy string `json:"observed_by"`
+	// ObservedAt is when the probe was observed (RFC 3339).
+	ObservedAt time.Time `json:"observed_at"`
+	// ExpectedTag is the provider's declared model tag when the probe was
+	// recorded.
+	ExpectedTag string `json:"expected_tag"`
+	// ExactTagListed says whether the endpoint listed exactly the expected tag
+	// (no alias).
+	ExactTagListed bool `json:"exact_tag_listed"`
 	// MeasurementID names the signed probe measurement this probe was read
 	// from, when an executor ran it (ObservedBy is then the executor).
-	MeasurementID string    `json:"measurement_id,omitempty"`
-	At            time.Time `json:"at"`
+	MeasurementID string `json:"measurement_id,omitempty"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // Exists reports whether the provider stream has events.
@@ -235,15 +279,27 @@ const (
 // DeclareProvider declares (or redeclares) a provider. Redeclaring the same
 // configuration appends nothing; changing what is served ends activation.
 type DeclareProvider struct {
-	Name            string   `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Kind            string   `json:"kind" jsonschema:"enum=local,enum=connected"`
-	Profile         string   `json:"profile" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	Endpoint        string   `json:"endpoint" jsonschema:"maxLength=4096"`
-	ModelTag        string   `json:"model_tag" jsonschema:"maxLength=256"`
-	Capabilities    []string `json:"capabilities" jsonschema:"maxItems=256,uniqueItems=true"`
-	TaskClasses     []string `json:"task_classes" jsonschema:"maxItems=256,uniqueItems=true"`
-	Scope           string   `json:"scope" jsonschema:"maxLength=256"`
-	BindingRequired bool     `json:"binding_required"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Kind is the kind (one of the listed values).
+	Kind string `json:"kind" jsonschema:"enum=local,enum=connected"`
+	// Profile is the provider's profile (e.g. a local server or a connected
+	// API), which decides what its activation requires.
+	Profile string `json:"profile" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Endpoint is the provider's base URL (probes GET <endpoint>/v1/models).
+	Endpoint string `json:"endpoint" jsonschema:"maxLength=4096,optional"`
+	// ModelTag is the exact model tag the provider serves (no alias).
+	ModelTag string `json:"model_tag" jsonschema:"maxLength=256,optional"`
+	// Capabilities are what the provider can do (e.g. "code", "tools"),
+	// matched by routing.
+	Capabilities []string `json:"capabilities" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	// TaskClasses are the task classes the provider serves.
+	TaskClasses []string `json:"task_classes" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	// Scope is where the provider runs: local or connected (remote).
+	Scope string `json:"scope" jsonschema:"maxLength=256,optional"`
+	// BindingRequired says the provider serves only under a verified binding
+	// (a local model server's exact files).
+	BindingRequired bool `json:"binding_required" jsonschema:"optional"`
 }
 
 // CommandName implements Command.
@@ -294,9 +350,12 @@ func (c *DeclareProvider) Decide(in Inputs) ([]NewEvent, error) {
 // DeclareProviderLimits declares a provider's token limits. Declaring the
 // same limits again appends nothing.
 type DeclareProviderLimits struct {
-	Name          string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ContextTokens int    `json:"context_tokens"`
-	OutputTokens  int    `json:"output_tokens"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ContextTokens is the model's context window, in tokens.
+	ContextTokens int `json:"context_tokens" jsonschema:"minimum=1"`
+	// OutputTokens is the most tokens one generation may produce.
+	OutputTokens int `json:"output_tokens" jsonschema:"minimum=1"`
 }
 
 // CommandName implements Command.
@@ -342,9 +401,14 @@ func providerUnknown(name string) *Refusal {
 // its profile requires one. Activating an active provider with the same
 // binding appends nothing and spends no approval.
 type ActivateProvider struct {
-	Name       string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
-	BindingID  string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ApprovalID is the activation approval to spend (action activation,
+	// subject provider-<name>); a gate refuses when it is missing.
+	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	// BindingID is the verified binding the provider serves under; required
+	// when its profile requires a binding.
+	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
 }
 
 // CommandName implements Command.
@@ -418,7 +482,9 @@ func (c *ActivateProvider) Decide(in Inputs) ([]NewEvent, error) {
 // MakeProviderDormant makes a provider dormant: readable by name, never
 // selected by routing. Making a dormant provider dormant appends nothing.
 type MakeProviderDormant struct {
-	Name   string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Reason says why the provider is made dormant.
 	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
@@ -453,13 +519,21 @@ func (c *MakeProviderDormant) Decide(in Inputs) ([]NewEvent, error) {
 // RecordProbe records a doctor, models or smoke probe of a provider.
 // ObservedAt defaults to the command's time and may not be after it.
 type RecordProbe struct {
-	Name       string    `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Kind       string    `json:"kind" jsonschema:"enum=doctor,enum=models,enum=smoke"`
-	Outcome    string    `json:"outcome" jsonschema:"enum=ok,enum=failed,enum=unreachable,enum=timeout"`
-	Models     []string  `json:"models"`
-	Latency    Duration  `json:"latency"`
-	ObservedBy string    `json:"observed_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	ObservedAt time.Time `json:"observed_at"`
+	// Name is the provider's name (its stream is provider-<name>).
+	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Kind is the probe's kind: doctor, models or smoke.
+	Kind string `json:"kind" jsonschema:"enum=doctor,enum=models,enum=smoke"`
+	// Outcome is how the probe ended: ok, failed, unreachable or timeout.
+	Outcome string `json:"outcome" jsonschema:"enum=ok,enum=failed,enum=unreachable,enum=timeout"`
+	// Models are the model tags the endpoint listed.
+	Models []string `json:"models" jsonschema:"optional,maxItems=1024,minLength=1,maxLength=256,pattern=\\S"`
+	// Latency is how long the probe's answer took (a Go duration).
+	Latency Duration `json:"latency" jsonschema:"optional"`
+	// ObservedBy is who observed it: a person, or the executor that ran the
+	// probe.
+	ObservedBy string `json:"observed_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// ObservedAt is when the probe was observed (RFC 3339).
+	ObservedAt time.Time `json:"observed_at" jsonschema:"optional"`
 }
 
 // CommandName implements Command.

@@ -14,10 +14,14 @@ import (
 // Fail closed: unknown, missing, empty or stale is never ready. A provider
 // with no probe is "not_probed", distinct from one whose probe "failed".
 type Readiness struct {
-	Provider string    `json:"provider"`
-	Kind     string    `json:"kind"`
-	Dormant  bool      `json:"dormant"`
-	At       time.Time `json:"at"`
+	// Provider is the provider's name.
+	Provider string `json:"provider"`
+	// Kind is the provider's scope: local or connected.
+	Kind string `json:"kind"`
+	// Dormant says whether the provider is dormant.
+	Dormant bool `json:"dormant"`
+	// At is the time the readiness was judged at.
+	At time.Time `json:"at"`
 	// ConfigurationReady: declared, endpoint and exact model tag set,
 	// limits declared.
 	ConfigurationReady Fact `json:"configuration_ready"`
@@ -40,10 +44,14 @@ type Readiness struct {
 // establishes the state (for a ready composite, the newest of the events
 // that together make it ready); nil when it rests on an absence.
 type Fact struct {
-	Ready  bool      `json:"ready"`
-	State  string    `json:"state"`
-	Reason string    `json:"reason"`
-	Proof  *EventRef `json:"proof,omitempty"`
+	// Ready says whether the fact holds.
+	Ready bool `json:"ready"`
+	// State is the fact's state (e.g. live_proven, stale, unknown).
+	State string `json:"state"`
+	// Reason says why, in words.
+	Reason string `json:"reason"`
+	// Proof is the event that proves it; absent when nothing does.
+	Proof *EventRef `json:"proof,omitempty"`
 }
 
 // States of the readiness columns that are not refusal codes.

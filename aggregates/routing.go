@@ -46,13 +46,23 @@ const (
 
 // RouteDecided is the data of TypeRouteDecided.
 type RouteDecided struct {
-	MissionID        string `json:"mission_id"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id"`
+	// DeclaredProvider is the provider the mission asks for; empty lets
+	// routing choose.
 	DeclaredProvider string `json:"declared_provider,omitempty"`
-	Selected         string `json:"selected"`
-	SelectedKind     string `json:"selected_kind"`
-	ModelTag         string `json:"model_tag"`
-	BindingID        string `json:"binding_id,omitempty"`
-	BindingIdentity  string `json:"binding_identity,omitempty"`
+	// Selected is the provider selected.
+	Selected string `json:"selected"`
+	// SelectedKind is the selected provider's scope: local or connected.
+	SelectedKind string `json:"selected_kind"`
+	// ModelTag is the selected provider's model tag.
+	ModelTag string `json:"model_tag"`
+	// BindingID is the selected provider's verified binding; empty when it
+	// needs none.
+	BindingID string `json:"binding_id,omitempty"`
+	// BindingIdentity is the verified binding's identity ("sha256:" and 64
+	// hex); empty when the provider needs no binding.
+	BindingIdentity string `json:"binding_identity,omitempty"`
 	// Fallback is true when the declared provider was refused and another
 	// was selected.
 	Fallback bool `json:"fallback"`
@@ -61,25 +71,34 @@ type RouteDecided struct {
 	// Candidates are every provider considered, with the readiness used.
 	Candidates []RouteCandidate `json:"candidates"`
 	// ReadPosition is the log size the readiness was read at.
-	ReadPosition uint64    `json:"read_position"`
-	At           time.Time `json:"at"`
+	ReadPosition uint64 `json:"read_position"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // RouteCandidate is one provider considered by a route.
 type RouteCandidate struct {
-	Provider  string    `json:"provider"`
+	// Provider is the provider considered.
+	Provider string `json:"provider"`
+	// Readiness is the provider's readiness as read for the route.
 	Readiness Readiness `json:"readiness"`
 	// Refusal is the gate's code when the provider was refused.
-	Refusal  string `json:"refusal,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Selected bool   `json:"selected"`
+	Refusal string `json:"refusal,omitempty"`
+	// Reason says why it was refused or selected.
+	Reason string `json:"reason,omitempty"`
+	// Selected says whether it was the one selected.
+	Selected bool `json:"selected"`
 }
 
 // DecideRoute routes a mission. Candidates name the providers to consider
 // besides the mission's declared provider, in order of preference.
 type DecideRoute struct {
-	MissionID  string   `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Candidates []string `json:"candidates" jsonschema:"maxItems=256,uniqueItems=true"`
+	// MissionID is the mission's id (its stream is mission-<id>).
+	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Candidates are the providers routing may choose from, in order of
+	// preference; empty considers every provider.
+	Candidates []string `json:"candidates" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 
 // CommandName implements Command.

@@ -36,34 +36,57 @@ const (
 // and ModelTag are the provider's when it was approved: the approval is of
 // a probe of that endpoint (and, for smoke, that tag), nothing else.
 type ProbeScheduleApproved struct {
-	Provider string    `json:"provider"`
-	Host     string    `json:"host"`
-	Kind     string    `json:"kind"`
-	Interval Duration  `json:"interval"`
-	Timeout  Duration  `json:"timeout"`
-	Endpoint string    `json:"endpoint"`
-	ModelTag string    `json:"model_tag"`
-	Approver string    `json:"approver"`
-	At       time.Time `json:"at"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// Host is the host whose executor runs the probes.
+	Host string `json:"host"`
+	// Kind is the probe's kind: models or smoke.
+	Kind string `json:"kind"`
+	// Interval is the time between two probes of the schedule (a Go duration
+	// such as "1m").
+	Interval Duration `json:"interval"`
+	// Timeout is the longest the work may run (a Go duration such as "30s").
+	Timeout Duration `json:"timeout"`
+	// Endpoint is the provider's endpoint at approval: what each probe probes.
+	Endpoint string `json:"endpoint"`
+	// ModelTag is the provider's model tag at approval: what a smoke probe
+	// asks for.
+	ModelTag string `json:"model_tag"`
+	// Approver is who approved it: an accountable person or role.
+	Approver string `json:"approver"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ProbeScheduleEnded is the data of TypeProbeScheduleEnded.
 type ProbeScheduleEnded struct {
-	Provider string    `json:"provider"`
-	Reason   string    `json:"reason"`
-	At       time.Time `json:"at"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// Reason says why the schedule ended.
+	Reason string `json:"reason"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ScheduledProbeRequested is the data of TypeScheduledProbeRequested: slot
 // Seq (1, 2, …) of the schedule, requested by ExecutorID as measurement
 // MeasurementID.
 type ScheduledProbeRequested struct {
-	Provider      string    `json:"provider"`
-	MeasurementID string    `json:"measurement_id"`
-	ExecutorID    string    `json:"executor_id"`
-	Host          string    `json:"host"`
-	Seq           int       `json:"seq"`
-	At            time.Time `json:"at"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider"`
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// ExecutorID is the executor's id, as registered with its key.
+	ExecutorID string `json:"executor_id"`
+	// Host is the schedule's host.
+	Host string `json:"host"`
+	// Seq is the slot's number within the schedule, from 1.
+	Seq int `json:"seq"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
 }
 
 // ProbeSchedule is a provider's standing probe schedule, folded from its
@@ -250,12 +273,20 @@ func (p ProbeSchedulePolicy) validate(probs []string) []string {
 // Approving the same schedule again appends nothing; approving another
 // replaces it (and restarts it if it had ended).
 type ApproveProbeSchedule struct {
-	Provider string   `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Host     string   `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Kind     string   `json:"kind" jsonschema:"enum=models,enum=smoke"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Host is the host whose executor runs the probes.
+	Host string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Kind is the probe's kind: models (GET /v1/models) or smoke (also a
+	// bounded completion of the exact tag).
+	Kind string `json:"kind" jsonschema:"enum=models,enum=smoke"`
+	// Interval is the time between two probes of the schedule (a Go duration
+	// such as "1m").
 	Interval Duration `json:"interval"`
-	Timeout  Duration `json:"timeout"`
-	Approver string   `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	// Timeout is the longest the work may run (a Go duration such as "30s").
+	Timeout Duration `json:"timeout"`
+	// Approver is who approved it: an accountable person or role.
+	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -317,8 +348,10 @@ func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
 // EndProbeSchedule ends a provider's probe schedule; ending an ended one
 // appends nothing.
 type EndProbeSchedule struct {
+	// Provider is the provider's name (its stream is provider-<name>).
 	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	Reason   string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	// Reason says why the schedule ends.
+	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
 }
 
 // CommandName implements Command.
@@ -360,8 +393,12 @@ func scheduleUnknown(provider string) *Refusal {
 // probe: measurement MeasurementID (chosen by the executor, new) probes
 // the provider as the schedule says, on the schedule's host.
 type RequestScheduledProbe struct {
-	Provider      string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	ExecutorID    string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// Provider is the provider's name (its stream is provider-<name>).
+	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// ExecutorID is the executor asking; it must be registered on the
+	// schedule's host.
+	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	// MeasurementID is the new measurement's id, chosen by the executor.
 	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 }
 

@@ -23,6 +23,7 @@ const CodeNotClustered = "not_clustered"
 // NodeIn is the body of POST /v1/cluster/remove and
 // /v1/cluster/transfer-leader (an empty node_id transfers to any voter).
 type NodeIn struct {
+	// NodeID is the node's id.
 	NodeID string `json:"node_id"`
 }
 

@@ -159,6 +159,7 @@ func TestCommands_Roles(t *testing.T) {
 	}
 	base, store := domainNode(t, tokens, nil)
 	claim := `{"command":"ClaimMeasurement","id":"` + uuid.NewString() + `","data":{"measurement_id":"m1","executor_id":"gpu1","lease_until":"2026-03-01T09:01:00Z"}}`
+	probe := `{"command":"RequestScheduledProbe","id":"` + uuid.NewString() + `","data":{"provider":"p","executor_id":"gpu1","measurement_id":"m2"}}`
 	for _, tc := range []struct {
 		name, token, body string
 		status            int
@@ -167,6 +168,10 @@ func TestCommands_Roles(t *testing.T) {
 		{"writer", "writer-token-0123456789", grantBody(uuid.NewString(), "w1"), 200, ""},
 		{"executor sends a writer's command", "executor-token-0123456789", grantBody(uuid.NewString(), "w2"), 403, api.CodeForbidden},
 		{"executor sends its own command", "executor-token-0123456789", claim, 422, aggregates.CodeMeasurementUnknown},
+		// An executor asks for its schedules' due probes itself
+		// (executor/schedule.go); with no provider declared, a gate,
+		// not the role, refuses it.
+		{"executor asks for a scheduled probe", "executor-token-0123456789", probe, 422, aggregates.CodeProviderUnknown},
 		{"reader", "reader-token-0123456789", grantBody(uuid.NewString(), "w3"), 403, api.CodeForbidden},
 		{"nobody", "", grantBody(uuid.NewString(), "w4"), 401, api.CodeUnauthorized},
 	} {

@@ -255,12 +255,35 @@ func (b *schemaBuilder) put(name string, s *jsonschema.Schema, t reflect.Type) e
 // both ends write and read null for them (encoding/json writes a nil
 // slice, map or pointer as null; command data accepts null for them,
 // events.DecodeOptions.RefuseNull), which reflection does not say.
+//
+// It also drops from required the fields tagged `jsonschema:"optional"`:
+// reflection requires every field without omitempty, but a command field
+// whose zero value Validate accepts may be left out (strict decoding
+// reads a missing field as its zero value), and omitempty would change
+// what the Go client sends. TestOpenAPI_BoundsAgreeWithValidate
+// (fixtures) holds required to what Validate refuses when missing.
 func nullable(raw []byte, t reflect.Type) ([]byte, error) {
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
 	props, _ := m["properties"].(map[string]any)
+	optional := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if slices.Contains(strings.Split(f.Tag.Get("jsonschema"), ","), "optional") {
+			optional[name] = true
+		}
+	}
+	if req, ok := m["required"].([]any); ok {
+		req = slices.DeleteFunc(req, func(r any) bool { s, _ := r.(string); return optional[s] })
+		if len(req) == 0 {
+			delete(m, "required")
+		} else {
+			m["required"] = req
+		}
+	}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		switch f.Type.Kind() {
@@ -281,7 +304,11 @@ func nullable(raw []byte, t reflect.Type) ([]byte, error) {
 			p["type"] = []any{typ, "null"}
 		case nil:
 			if ref, ok := p["$ref"]; ok {
-				props[name] = map[string]any{"anyOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+				alt := map[string]any{"anyOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+				if d, ok := p["description"]; ok {
+					alt["description"] = d
+				}
+				props[name] = alt
 			}
 		}
 	}
@@ -372,7 +399,7 @@ func (b *schemaBuilder) commandUnion(names []string) json.RawMessage {
 	raw, _ := json.Marshal(map[string]any{
 		"$ref":        "#/components/schemas/CommandIn",
 		"description": "A command: the envelope (CommandIn) and its data, whose schema is the one named by command.",
-		"properties":  map[string]any{"command": map[string]any{"enum": names}},
+		"properties":  map[string]any{"command": map[string]any{"enum": names, "description": "the command's name: one of the catalogue's (its data is that schema)"}},
 		"allOf":       all,
 	})
 	return raw

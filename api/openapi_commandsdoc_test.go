@@ -220,4 +220,8 @@ func rulesOf(p map[string]any) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-func cell(s string) string { return strings.ReplaceAll(oneLine(s), "|", "\\|") }
+// cell escapes a table cell: a bar ends the cell, and "<id>" would be
+// read as an HTML tag and vanish.
+func cell(s string) string {
+	return strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;").Replace(oneLine(s))
+}

@@ -16,10 +16,17 @@ import (
 // Error is an API error: a status, a stable code, a sentence saying what to
 // fix, and optionally the JSON path of the bad field and details.
 type Error struct {
-	Status  int            `json:"-"`
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
-	Field   string         `json:"field,omitempty"`
+	Status int `json:"-"`
+	// Code is the stable error code (ErrorCode): never renamed, never reused.
+	Code string `json:"code"`
+	// Message says what is wrong and what to fix, in words; its text may
+	// change, match on code.
+	Message string `json:"message"`
+	// Field is the JSON path of the offending field (e.g.
+	// "data.acceptance_checks[2].argv"); empty when no one field is at fault.
+	Field string `json:"field,omitempty"`
+	// Details are the facts behind the error, by name (a gate's details,
+	// next_due, …).
 	Details map[string]any `json:"details,omitempty"`
 }
 
@@ -31,12 +38,17 @@ func (e *Error) ErrorCode() string { return e.Code }
 // EventIn is one event of an append request body.
 type EventIn struct {
 	// ID is the idempotency key (a UUID); the node generates one if empty.
-	ID            string          `json:"id,omitempty"`
-	Type          string          `json:"type"`
-	Data          json.RawMessage `json:"data,omitempty"`
-	Metadata      json.RawMessage `json:"metadata,omitempty"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	CausationID   string          `json:"causation_id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Type is the event's type.
+	Type string `json:"type"`
+	// Data is the event's data, a JSON object, stored as sent.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Metadata is the event's metadata, a JSON object, stored as sent.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// CorrelationID groups events (an audit trail); empty when none.
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// CausationID names what caused the event; empty when none.
+	CausationID string `json:"causation_id,omitempty"`
 	// Envelope carries DSSE signatures over Data (sig in base64).
 	Envelope *events.Envelope `json:"envelope,omitempty"`
 }
@@ -44,28 +56,42 @@ type EventIn struct {
 // StreamAppendIn is the body of POST /v1/streams/{stream} and one entry of
 // POST /v1/append.
 type StreamAppendIn struct {
-	Stream          string          `json:"stream,omitempty"`
+	// Stream is the stream to append to (the path's, for POST
+	// /v1/streams/{stream}).
+	Stream string `json:"stream,omitempty"`
+	// ExpectedVersion is the version the stream must be at for the append to
+	// happen.
 	ExpectedVersion events.Expected `json:"expected_version"`
-	Events          []EventIn       `json:"events"`
+	// Events are the events to append, in order.
+	Events []EventIn `json:"events"`
 }
 
 // AppendIn is the body of POST /v1/append.
 type AppendIn struct {
+	// Appends are the appends, each to one stream; all happen or none.
 	Appends []StreamAppendIn `json:"appends"`
 }
 
 // AppendedEvent is one stored event in an append response.
 type AppendedEvent struct {
-	ID         uuid.UUID `json:"id"`
-	Stream     string    `json:"stream"`
-	Version    uint64    `json:"version"`
-	Position   uint64    `json:"position"`
-	LeafHash   []byte    `json:"leaf_hash"`
+	// ID is the event's UUID (the one sent, or the one the node chose).
+	ID uuid.UUID `json:"id"`
+	// Stream is the stream the event was appended to.
+	Stream string `json:"stream"`
+	// Version is the event's index in its stream, from 0.
+	Version uint64 `json:"version"`
+	// Position is the event's index in the global log, from 0.
+	Position uint64 `json:"position"`
+	// LeafHash is the event's Merkle leaf hash, SHA-256(0x00 || its canonical
+	// encoding), base64.
+	LeafHash []byte `json:"leaf_hash"`
+	// RecordedAt is when the node recorded it (RFC 3339, nanoseconds, UTC).
 	RecordedAt time.Time `json:"recorded_at"`
 }
 
 // AppendOut is the response of both append routes.
 type AppendOut struct {
+	// Events are the appended events, in position order.
 	Events []AppendedEvent `json:"events"`
 	// Duplicate is true when every event was already in the log with the
 	// same content: nothing was written and Events are the originals.
@@ -75,18 +101,28 @@ type AppendOut struct {
 // ReadOut is the response of the read routes. Next, when set, is the From
 // of the next page in the same direction.
 type ReadOut struct {
+	// Events are the events read, in order.
 	Events []events.Event `json:"events"`
-	Next   *uint64        `json:"next,omitempty"`
+	// Next is where to read from next; absent at the end.
+	Next *uint64 `json:"next,omitempty"`
 }
 
 // InfoOut is the response of GET /v1/info.
 type InfoOut struct {
-	LedgerID     string   `json:"ledger_id"`
-	Origin       string   `json:"origin"`
-	NodeID       string   `json:"node_id,omitempty"`
-	Version      string   `json:"version,omitempty"`
+	// LedgerID is the ledger's id: chosen once at creation, the same on every
+	// node of a cluster.
+	LedgerID string `json:"ledger_id"`
+	// Origin is the ledger's origin: the name its checkpoints are signed
+	// under.
+	Origin string `json:"origin"`
+	// NodeID is this node's id in the cluster; empty for a single node.
+	NodeID string `json:"node_id,omitempty"`
+	// Version is the node's greffe version.
+	Version string `json:"version,omitempty"`
+	// VerifierKeys are the note verifier keys of the ledger's checkpoints.
 	VerifierKeys []string `json:"verifier_keys"`
-	Head         HeadOut  `json:"head"`
+	// Head is the log's head on this node.
+	Head HeadOut `json:"head"`
 	// Build is what the node's binary is (greffe version); nil from a
 	// node before it was reported.
 	Build *VersionOut `json:"build,omitempty"`
@@ -102,9 +138,11 @@ type VersionOut struct {
 	// Commit is the VCS revision the binary was built from, "" when
 	// unknown (built outside a checkout, or with -buildvcs=false);
 	// Modified says the work tree had uncommitted changes.
-	Commit     string    `json:"commit,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	// CommitTime is when the commit was made; absent when unknown.
 	CommitTime time.Time `json:"commit_time,omitzero"`
-	Modified   bool      `json:"modified,omitempty"`
+	// Modified says the work tree had uncommitted changes.
+	Modified bool `json:"modified,omitempty"`
 	// GoVersion is the Go toolchain that built the binary.
 	GoVersion string `json:"go_version"`
 	// APIVersion is the HTTP API's version: the /v1 of its routes.
@@ -112,44 +150,62 @@ type VersionOut struct {
 	// StoreFormat is the store format the binary writes; StoreFormatsRead
 	// those it opens (newest first; older ones are upgraded in place on
 	// open, after which older binaries refuse the folder).
-	StoreFormat      string   `json:"store_format"`
+	StoreFormat string `json:"store_format"`
+	// StoreFormatsRead are the store formats the binary can open.
 	StoreFormatsRead []string `json:"store_formats_read"`
 }
 
 // HeadOut is the acknowledged head.
 type HeadOut struct {
-	Size       uint64    `json:"size"`
-	Root       string    `json:"root"`
+	// Size is the log's size: the number of events.
+	Size uint64 `json:"size"`
+	// Root is the Merkle root of the log's events, base64.
+	Root string `json:"root"`
+	// RecordedAt is when the newest event was recorded; absent for an empty
+	// log.
 	RecordedAt time.Time `json:"recorded_at,omitzero"`
 }
 
 // InclusionOut is an RFC 6962 inclusion proof: Hashes in RFC order, base64.
 type InclusionOut struct {
-	Position uint64   `json:"position"`
-	Size     uint64   `json:"size"`
-	LeafHash []byte   `json:"leaf_hash"`
-	Root     []byte   `json:"root"`
-	Hashes   [][]byte `json:"hashes"`
+	// Position is the event's position.
+	Position uint64 `json:"position"`
+	// Size is the log size the proof is for.
+	Size uint64 `json:"size"`
+	// LeafHash is the event's Merkle leaf hash, base64.
+	LeafHash []byte `json:"leaf_hash"`
+	// Root is the Merkle root at size, base64.
+	Root []byte `json:"root"`
+	// Hashes are the proof's hashes (RFC 6962), base64, leaf to root.
+	Hashes [][]byte `json:"hashes"`
 }
 
 // ConsistencyOut is an RFC 6962 consistency proof between two sizes. From
 // the empty tree it is the empty proof, and RootFrom is SHA-256("").
 type ConsistencyOut struct {
-	From     uint64   `json:"from"`
-	To       uint64   `json:"to"`
-	RootFrom []byte   `json:"root_from"`
-	RootTo   []byte   `json:"root_to"`
-	Hashes   [][]byte `json:"hashes"`
+	// From is the smaller log size.
+	From uint64 `json:"from"`
+	// To is the larger log size.
+	To uint64 `json:"to"`
+	// RootFrom is the Merkle root at from, base64.
+	RootFrom []byte `json:"root_from"`
+	// RootTo is the Merkle root at to, base64.
+	RootTo []byte `json:"root_to"`
+	// Hashes are the consistency proof's hashes (RFC 6962), base64.
+	Hashes [][]byte `json:"hashes"`
 }
 
 // ErrorBody is the JSON envelope of every error response.
 type ErrorBody struct {
+	// Error is the error.
 	Error *Error `json:"error"`
 }
 
 // StreamsOut is a page of GET /v1/streams: streams in name order, and Next,
 // the after of the next page, when the page was full ("" at the end).
 type StreamsOut struct {
+	// Streams are the streams, sorted by name.
 	Streams []events.StreamInfo `json:"streams"`
-	Next    string              `json:"next,omitempty"`
+	// Next is the name to list from next; absent at the end.
+	Next string `json:"next,omitempty"`
 }

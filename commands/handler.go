@@ -56,16 +56,29 @@ const (
 // CommandRefused is the data of a TypeCommandRefused event: who tried what,
 // and which gate refused it with what facts.
 type CommandRefused struct {
-	Command       string         `json:"command"`
-	CommandID     string         `json:"command_id"`
-	CommandDigest string         `json:"command_digest"`
-	Code          string         `json:"code"`
-	Message       string         `json:"message"`
-	Details       map[string]any `json:"details,omitempty"`
-	Actor         string         `json:"actor"`
-	OnBehalfOf    string         `json:"on_behalf_of,omitempty"`
-	CorrelationID string         `json:"correlation_id"`
-	At            time.Time      `json:"at"`
+	// Command is the refused command's name.
+	Command string `json:"command"`
+	// CommandID is the refused command's id.
+	CommandID string `json:"command_id"`
+	// CommandDigest is the digest of what was sent: "sha256:" and the hex
+	// SHA-256 of the command's canonical JSON (RFC 8785).
+	CommandDigest string `json:"command_digest"`
+	// Code is the gate's refusal code (docs/GATES.md).
+	Code string `json:"code"`
+	// Message says what was refused and what to do, in words.
+	Message string `json:"message"`
+	// Details are the facts the gate judged, by name.
+	Details map[string]any `json:"details,omitempty"`
+	// Actor is the authenticated principal that sent the command.
+	Actor string `json:"actor"`
+	// OnBehalfOf is the actor the command named, when it differs from the
+	// principal.
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// CorrelationID groups the command with others (the command id when none
+	// was sent).
+	CorrelationID string `json:"correlation_id"`
+	// At is when the node refused it.
+	At time.Time `json:"at"`
 }
 
 // Metadata is the metadata of every event a command appends.
@@ -90,9 +103,13 @@ func RefusalID(command uuid.UUID) uuid.UUID { return uuid.NewSHA1(command, []byt
 // claims a request, renews its lease and reports the signed result; what a
 // probe or a hash measured reaches the provider's and the binding's
 // streams through the result itself (issue #6), never through a command
-// the executor could word freely.
+// the executor could word freely. It also asks for the due probe of a
+// standing schedule (RequestScheduledProbe, executor/schedule.go): the
+// schedule an operator approved fixes what is probed, where and how often,
+// so the executor chooses only when to ask, and the node's clock decides
+// whether the probe is due.
 func ExecutorCommands() []string {
-	return []string{"ClaimMeasurement", "RecordMeasurement", "RenewMeasurementLease"}
+	return []string{"ClaimMeasurement", "RecordMeasurement", "RenewMeasurementLease", "RequestScheduledProbe"}
 }
 
 // Request is one command as received.

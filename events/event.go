@@ -47,15 +47,19 @@ type Event struct {
 type Envelope struct {
 	// PayloadType is the DSSE payload type, e.g.
 	// "application/vnd.greffe.measurement+json".
-	PayloadType string `json:"payloadType"`
+	PayloadType string `json:"payloadType" jsonschema:"optional"`
 	// Signatures are the DSSE signatures in the order received.
-	Signatures []Signature `json:"signatures"`
+	Signatures []Signature `json:"signatures" jsonschema:"optional"`
 }
 
 // Signature is one DSSE signature: the signer's key id and the raw signature.
 type Signature struct {
-	KeyID string `json:"keyid"`
-	Sig   []byte `json:"sig"`
+	// KeyID is the signing key's id: "ed25519:" and the hex of the first 16
+	// bytes of SHA-256 of its public key.
+	KeyID string `json:"keyid" jsonschema:"optional"`
+	// Sig is the ed25519 signature over the DSSE pre-authentication encoding
+	// of the payload, base64.
+	Sig []byte `json:"sig" jsonschema:"optional"`
 }
 
 // Proposed is an event as submitted, before the log assigns its position,

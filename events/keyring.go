@@ -31,18 +31,28 @@ func IsKeyEvent(stream, typ string) bool {
 // KeyRegisteredData is the data of ExecutorKeyRegistered. PublicKey is the raw
 // 32-byte ed25519 key (base64 in JSON); KeyID must equal KeyID(PublicKey).
 type KeyRegisteredData struct {
+	// ExecutorID is the executor the key belongs to.
 	ExecutorID string `json:"executor_id"`
-	Host       string `json:"host"`
-	KeyID      string `json:"key_id"`
-	PublicKey  []byte `json:"public_key"`
+	// Host is the host the executor runs on; its claims and results must name
+	// it.
+	Host string `json:"host"`
+	// KeyID is the key's id: "ed25519:" and the hex of the first 16 bytes of
+	// SHA-256 of the public key (greffe digest executor-key).
+	KeyID string `json:"key_id"`
+	// PublicKey is the ed25519 public key: 32 bytes, base64.
+	PublicKey []byte `json:"public_key"`
+	// ApprovalID is the approval spent to register the key.
 	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // KeyRevokedData is the data of ExecutorKeyRevoked.
 type KeyRevokedData struct {
+	// ExecutorID is the executor whose key was revoked.
 	ExecutorID string `json:"executor_id"`
-	KeyID      string `json:"key_id"`
-	Reason     string `json:"reason,omitempty"`
+	// KeyID is the revoked key's id.
+	KeyID string `json:"key_id"`
+	// Reason says why the key was revoked.
+	Reason string `json:"reason,omitempty"`
 }
 
 // KeyRing folds key registrations and revocations in log order. Not safe for

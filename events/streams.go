@@ -4,8 +4,11 @@ package events
 // version and position of its last acknowledged event. Its event count is
 // Version + 1 (versions start at 0 and have no gaps).
 type StreamInfo struct {
-	Name     string `json:"name"`
-	Version  uint64 `json:"version"`
+	// Name is the stream's name.
+	Name string `json:"name"`
+	// Version is the stream's newest version: its number of events minus one.
+	Version uint64 `json:"version"`
+	// Position is the global position of the stream's newest event.
 	Position uint64 `json:"position"`
 }
 

@@ -21,7 +21,9 @@ import (
 // JoinRequest asks the leader to add a node. The node joins as a non-voter
 // and the leader promotes it to voter once it has caught up.
 type JoinRequest struct {
-	NodeID   string `json:"node_id"`
+	// NodeID is the joining node's id.
+	NodeID string `json:"node_id"`
+	// RaftAddr is the joining node's raft address (host:port).
 	RaftAddr string `json:"raft_addr"`
 	// LedgerID is the ledger the joining node holds; it must be this one.
 	LedgerID string `json:"ledger_id"`
@@ -29,14 +31,22 @@ type JoinRequest struct {
 
 // Status is a node's view of the cluster.
 type Status struct {
-	NodeID         string `json:"node_id"`
-	State          string `json:"state"`
-	Term           uint64 `json:"term"`
-	LeaderID       string `json:"leader_id"`
+	// NodeID is this node's id.
+	NodeID string `json:"node_id"`
+	// State is this node's raft state: Leader, Follower or Candidate.
+	State string `json:"state"`
+	// Term is the current raft term.
+	Term uint64 `json:"term"`
+	// LeaderID is the leader's id; empty when there is none.
+	LeaderID string `json:"leader_id"`
+	// LeaderRaftAddr is the leader's raft address; empty when there is none.
 	LeaderRaftAddr string `json:"leader_raft_addr"`
-	CommitIndex    uint64 `json:"commit_index"`
-	AppliedIndex   uint64 `json:"applied_index"`
-	LastIndex      uint64 `json:"last_index"`
+	// CommitIndex is the raft index known committed.
+	CommitIndex uint64 `json:"commit_index"`
+	// AppliedIndex is the raft index applied to this node's log.
+	AppliedIndex uint64 `json:"applied_index"`
+	// LastIndex is the newest raft index in this node's raft log.
+	LastIndex uint64 `json:"last_index"`
 	// SnapshotIndex is the raft index of this node's newest snapshot; the
 	// raft log before it (less TrailingLogs) is gone.
 	SnapshotIndex uint64 `json:"snapshot_index"`
@@ -44,28 +54,40 @@ type Status struct {
 	// snapshot (derived from the write rate unless fixed).
 	TrailingLogs uint64 `json:"trailing_logs"`
 	// Restores counts snapshots this node installed since it started.
-	Restores uint64         `json:"restores"`
-	Servers  []ServerStatus `json:"servers"`
+	Restores uint64 `json:"restores"`
+	// Servers are the cluster's members.
+	Servers []ServerStatus `json:"servers"`
 }
 
 // ServerStatus is one member as this node sees it: its place in the raft
 // configuration and, when it answered on its raft port, what it says.
 type ServerStatus struct {
-	ID       string `json:"id"`
+	// ID is the member's id.
+	ID string `json:"id"`
+	// RaftAddr is the member's raft address.
 	RaftAddr string `json:"raft_addr"`
 	// Suffrage is voter or nonvoter.
-	Suffrage  string `json:"suffrage"`
-	Leader    bool   `json:"leader"`
-	Reachable bool   `json:"reachable"`
+	Suffrage string `json:"suffrage"`
+	// Leader says whether the member is the leader.
+	Leader bool `json:"leader"`
+	// Reachable says whether the member answered on its raft port.
+	Reachable bool `json:"reachable"`
 	// Error says why the member did not answer.
-	Error        string `json:"error,omitempty"`
-	HTTPURL      string `json:"http_url,omitempty"`
-	State        string `json:"state,omitempty"`
-	Term         uint64 `json:"term,omitempty"`
+	Error string `json:"error,omitempty"`
+	// HTTPURL is the member's HTTP API URL, as it says.
+	HTTPURL string `json:"http_url,omitempty"`
+	// State is the member's raft state, as it says; empty when unreachable.
+	State string `json:"state,omitempty"`
+	// Term is the member's raft term, as it says.
+	Term uint64 `json:"term,omitempty"`
+	// AppliedIndex is the member's applied raft index, as it says.
 	AppliedIndex uint64 `json:"applied_index"`
-	LastIndex    uint64 `json:"last_index"`
-	HeadSize     uint64 `json:"head_size"`
-	Restores     uint64 `json:"restores"`
+	// LastIndex is the member's newest raft index, as it says.
+	LastIndex uint64 `json:"last_index"`
+	// HeadSize is the member's log size, as it says.
+	HeadSize uint64 `json:"head_size"`
+	// Restores counts the snapshots the member installed since it started.
+	Restores uint64 `json:"restores"`
 }
 
 func suffrage(s raft.ServerSuffrage) string {
