@@ -71,7 +71,8 @@ type ApprovalGranted struct {
 	ApprovalID string `json:"approval_id"`
 	// Approver is who approved it: an accountable person or role.
 	Approver string `json:"approver"`
-	// Action is the action the approval permits (one of the listed values).
+	// Action is the action the approval permits: startup, preparation,
+	// qualification, activation, patch_apply, release or network_boundary.
 	Action string `json:"action"`
 	// Subject is the stream the approval is for (e.g. "provider-glm",
 	// "mission-m1").
@@ -242,7 +243,7 @@ type GrantApproval struct {
 	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
 	// Approver is who approved it: an accountable person or role.
 	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	// Action is the action the approval permits (one of the listed values).
+	// Action is the action the approval permits: one of the values its schema lists.
 	Action string `json:"action" jsonschema:"enum=startup,enum=preparation,enum=qualification,enum=activation,enum=patch_apply,enum=release,enum=network_boundary"`
 	// Subject is the stream the approval is for (e.g. "provider-glm",
 	// "mission-m1").

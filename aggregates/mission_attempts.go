@@ -97,7 +97,7 @@ func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
 type StopAttempt struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
 	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	// Reason is why the attempt stops (one of the listed values).
+	// Reason is why the attempt stops: one of the values its schema lists.
 	Reason string `json:"reason" jsonschema:"enum=resource_guard,enum=timeout,enum=worker_exited,enum=cancelled"`
 	// Detail says more, in words; empty when there is nothing to add.
 	Detail string `json:"detail" jsonschema:"maxLength=4096,optional"`

@@ -107,7 +107,7 @@ type MissionSubmitted struct {
 	// TaskClass is the class of task (matched against the providers'
 	// task_classes).
 	TaskClass string `json:"task_class"`
-	// Mode is the mission's mode (one of the listed values).
+	// Mode is the mission's mode: proposal, qualification or direct_reply.
 	Mode string `json:"mode"`
 	// Confidential keeps the mission off connected providers: its data may
 	// leave no local host.
@@ -169,7 +169,8 @@ type AttemptStopped struct {
 	MissionID string `json:"mission_id"`
 	// Attempt is the attempt's number within the mission, from 1.
 	Attempt int `json:"attempt"`
-	// Reason is why the attempt stopped (one of the listed values).
+	// Reason is why the attempt stopped: resource_guard, timeout,
+	// worker_exited or cancelled.
 	Reason string `json:"reason"`
 	// Detail says more, in words; empty when there is nothing to add.
 	Detail string `json:"detail,omitempty"`

@@ -14,7 +14,7 @@ type SubmitMission struct {
 	// TaskClass is the class of task (matched against the providers'
 	// task_classes).
 	TaskClass string `json:"task_class" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	// Mode is the mission's mode (one of the listed values).
+	// Mode is the mission's mode: one of the values its schema lists.
 	Mode string `json:"mode" jsonschema:"enum=proposal,enum=qualification,enum=direct_reply"`
 	// Confidential keeps the mission off connected providers: its data may
 	// leave no local host.
@@ -126,7 +126,7 @@ func (c *SubmitMission) Decide(in Inputs) ([]NewEvent, error) {
 type StopMission struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
 	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	// Reason is why the mission stops (one of the listed values).
+	// Reason is why the mission stops: one of the values its schema lists.
 	Reason string `json:"reason" jsonschema:"enum=cancelled,enum=authority_refused,enum=checks_failed,enum=budget_exhausted"`
 	// Detail says more, in words; empty when there is nothing to add.
 	Detail string `json:"detail" jsonschema:"maxLength=4096,optional"`

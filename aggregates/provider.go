@@ -96,7 +96,8 @@ const (
 type ProviderDeclared struct {
 	// Name is the provider's name (its stream is provider-<name>).
 	Name string `json:"name"`
-	// Kind is the kind (one of the listed values).
+	// Kind is local (a runtime on a host of this deployment) or connected
+	// (a remote service or agent client).
 	Kind string `json:"kind"`
 	// Profile is the provider's profile (e.g. a local server or a connected
 	// API), which decides what its activation requires.
@@ -281,7 +282,8 @@ const (
 type DeclareProvider struct {
 	// Name is the provider's name (its stream is provider-<name>).
 	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	// Kind is the kind (one of the listed values).
+	// Kind is local (a runtime on a host of this deployment) or connected
+	// (a remote service or agent client).
 	Kind string `json:"kind" jsonschema:"enum=local,enum=connected"`
 	// Profile is the provider's profile (e.g. a local server or a connected
 	// API), which decides what its activation requires.
