@@ -19,7 +19,7 @@ import (
 	"github.com/greffe/greffe/events"
 )
 
-// Exit codes (docs/CLI.md). Stable.
+// Exit codes (README.md, "CLI exit codes"). Stable.
 const (
 	exitOK        = 0 // done; verify: verified
 	exitRefused   = 1 // the node refused (4xx), or verify found a fault
