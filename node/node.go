@@ -120,19 +120,43 @@ func Open(cfg Config) (*Node, error) {
 		}
 		cfg.API.Listener = ln
 	}
-	_, statErr := os.Stat(cfg.DataDir)
-	created := errors.Is(statErr, fs.ErrNotExist)
+	created, err := makeDataDir(cfg.DataDir)
+	if err != nil {
+		cfg.API.Listener.Close()
+		return nil, err
+	}
 	n, err := open(cfg)
 	if err != nil { // n is nil
 		// Never served, so no server closed it (http.Server closes only
 		// the listeners it serves).
 		cfg.API.Listener.Close()
-		if created {
+		// Only a folder this call made, and never one another process
+		// holds: two nodes started at once on a new folder both see it
+		// missing, and the one that loses the lock must not delete the
+		// ledger the other is writing.
+		if created && !errors.Is(err, pebblelog.ErrLocked) {
 			_ = os.RemoveAll(cfg.DataDir)
 		}
 		return nil, err
 	}
 	return n, nil
+}
+
+// makeDataDir makes dir (and its parents) and reports whether this call
+// made dir itself: os.Mkdir is atomic, so of several processes starting on
+// a new folder at once only one is told it created it.
+func makeDataDir(dir string) (created bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return false, fmt.Errorf("data dir: %w", err)
+	}
+	switch err := os.Mkdir(dir, 0o700); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("data dir: %w", err)
+	}
 }
 
 func open(cfg Config) (*Node, error) {
