@@ -82,10 +82,14 @@ func appendMany(t *testing.T, url string, stream string, count int) {
 // folder, docs/CLUSTER.md): a member that joins installs the seed's
 // history, and both hold the same head after new writes.
 func TestNode_BackupOfClusterMember(t *testing.T) {
-	fast := replicator.Config{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond, MaintainInterval: 100 * time.Millisecond}
+	// Calmer than the replicator tests' 300 ms / 150 ms lease: five raft
+	// nodes run in this one process, under -race in CI, and a leader that
+	// missed its 150 ms lease stepped down mid-test once on a loaded
+	// machine, failing an append with not_leader.
+	calm := replicator.Config{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond, MaintainInterval: 100 * time.Millisecond}
 	member := func(id string, bootstrap bool, join string) Config {
-		return Config{NodeID: id, Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Bootstrap: bootstrap, Join: join, Raft: fast}}
+		return Config{NodeID: id, Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Bootstrap: bootstrap, Join: join, Raft: calm}}
 	}
 	n1 := serveAt(t, t.TempDir(), member("n1", true, ""))
 	waitLeader(t, n1, "n1")
