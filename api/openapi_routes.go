@@ -36,7 +36,7 @@ type routeDoc struct {
 // slice is new on each call.
 func routeDocs() []routeDoc {
 	qConsistency := [2]string{"consistency", "local (default), leader or linearizable: where a GET is answered (docs/CLUSTER.md)"}
-	qProve := [2]string{"prove", "1 or true: add a proof of the answer (docs/API.md, Proven answers)"}
+	qProve := [2]string{"prove", "1 or true: add a proof of the answer, one inclusion proof per event; range: prove an answer that is one run of consecutive positions by one range proof (docs/API.md, Proven answers)"}
 	qTrusted := [2]string{"trusted", "with prove: the size of the newest checkpoint the client verified"}
 	qQuorum := [2]string{"witness_quorum", "with prove (or on /v1/checkpoint): a checkpoint that this many witnesses cosigned"}
 	page := [][2]string{{"from", "the first position (or version) to read"}, {"limit", "at most this many events (default and maximum 1,000)"},

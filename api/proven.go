@@ -57,10 +57,14 @@ const maxWitnessWait = 10 * time.Second
 // signatures).
 const maxWitnessQuorum = 100
 
-// proofRequest is what ?prove=1 asks for.
+// proofRequest is what ?prove=1 (or ?prove=range) asks for.
 type proofRequest struct {
 	trusted uint64
 	quorum  int
+	// ranged is ?prove=range: an answer whose events are one run of
+	// consecutive positions (a page of the global log) is proven by one
+	// range proof instead of an inclusion proof per event.
+	ranged bool
 }
 
 // parseProve reads prove, trusted and witness_quorum; ok is false without
@@ -71,8 +75,10 @@ func parseProve(r *http.Request) (p proofRequest, ok bool, err error) {
 	case "":
 		return p, false, nil
 	case "1", "true":
+	case "range":
+		p.ranged = true
 	default:
-		return p, false, &Error{Code: CodeInvalidQuery, Field: "prove", Message: "prove is 1 (or true) to add the proof to the answer"}
+		return p, false, &Error{Code: CodeInvalidQuery, Field: "prove", Message: "prove is 1 (or true) to add the proof to the answer, or range to prove a run of consecutive positions with one range proof"}
 	}
 	if p.trusted, err = queryUint(r, "trusted", 0, false); err != nil {
 		return p, false, err
@@ -180,6 +186,15 @@ func (s *Server) buildProof(ctx context.Context, p proofRequest, positions []uin
 	if err != nil {
 		return nil, err
 	}
+	if begin, end, ok := oneRun(positions); p.ranged && ok {
+		if out.Range, err = rangeProof(ctx, s.ledger, begin, end, cp.Size); err != nil {
+			return nil, err
+		}
+		for i, pos := range positions {
+			out.Entries[i] = client.ProvenEntry{Position: pos, Entry: raws[i], Hashes: [][]byte{}}
+		}
+		return out, nil
+	}
 	for i, pos := range positions {
 		hashes, err := events.InclusionProof(ctx, s.ledger, pos, cp.Size)
 		if err != nil {
@@ -218,6 +233,43 @@ func (s *Server) proofCheckpoint(ctx context.Context, p proofRequest, positions 
 			Message: fmt.Sprintf("no checkpoint of at least %d events was cosigned by %d of the node's witnesses within %s (GET /metrics: greffe_witness_*); retry later", need, p.quorum, maxWitnessWait)}
 	}
 	return cp, err
+}
+
+// oneRun reports whether positions are one run of consecutive positions,
+// ascending or descending, and returns the run as [begin, end).
+func oneRun(positions []uint64) (begin, end uint64, ok bool) {
+	if len(positions) == 0 {
+		return 0, 0, false
+	}
+	first, last := positions[0], positions[len(positions)-1]
+	step := uint64(1)
+	if last < first {
+		step = ^uint64(0) // -1
+	}
+	for i := 1; i < len(positions); i++ {
+		if positions[i] != positions[i-1]+step {
+			return 0, 0, false
+		}
+	}
+	return min(first, last), max(first, last) + 1, true
+}
+
+// rangeProof is the proof of the leaves [begin, end) in the tree of size:
+// the compact ranges of [0, begin) and [end, size), the perfect subtrees a
+// verifier merges with the range of the leaves it hashes itself to reach
+// the root (transparency-dev/merkle's compact ranges). Two ranges of at
+// most log2(size) hashes each, where a page of n events proven one by one
+// carries n inclusion proofs of about log2(size) hashes.
+func rangeProof(ctx context.Context, r events.HashReader, begin, end, size uint64) (*client.RangeProof, error) {
+	out := &client.RangeProof{Begin: begin, End: end}
+	var err error
+	if out.Left, err = events.RangeHashes(ctx, r, 0, begin); err != nil {
+		return nil, err
+	}
+	if out.Right, err = events.RangeHashes(ctx, r, end, size); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // maxEnd returns the smallest tree size that holds every position.

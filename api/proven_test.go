@@ -34,6 +34,21 @@ func TestAPI_Proven(t *testing.T) {
 			t.Fatalf("entry %d: position %d, want %d with the event's leaf hash", i, p.Entries[i].Position, want)
 		}
 	}
+	// ?prove=range: the same page is one run, [2, 5), proven by the
+	// compact ranges [0, 2) (one node) and [5, 5) (none: the checkpoint's
+	// size is 5); the entries carry no hashes of their own.
+	rp, err := c.ReadAllProven(t.Context(), events.ReadOptions{From: 4, Limit: 3, Direction: events.Backward}, client.ProofQuery{Range: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rp.Proof.Range; r == nil || r.Begin != 2 || r.End != 5 || len(r.Left) != 1 || len(r.Right) != 0 {
+		t.Fatalf("range proof %+v, want [2, 5) with one left hash and no right one", r)
+	}
+	for i, e := range rp.Proof.Entries {
+		if len(e.Hashes) != 0 || e.Position != 4-uint64(i) {
+			t.Fatalf("entry %d of a range-proven page: position %d, %d hashes", i, e.Position, len(e.Hashes))
+		}
+	}
 	ap, err := c.AppendProven(t.Context(), "a", events.ExpectAny, []client.EventIn{{Type: "T"}}, client.ProofQuery{})
 	if err != nil || ap.Proof == nil || ap.ProofError != nil || len(ap.Proof.Entries) != 1 || ap.Proof.Entries[0].Position != 5 {
 		t.Fatalf("proven append: %+v, %v", ap, err)

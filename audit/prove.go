@@ -226,6 +226,45 @@ func VerifyInclusionProof(index, size uint64, leafHash []byte, hashes [][]byte, 
 	return nil
 }
 
+// VerifyRangeProof checks that leafHashes are the leaves [begin, end) of
+// the tree of size whose root is root, given left, the compact range [0,
+// begin), and right, the compact range [end, size) (client.RangeProof):
+// the leaves appended to left's range, then right's range merged, must
+// reach root. A range of the wrong shape (hashes that do not match the
+// decomposition of their range) fails as well as a wrong hash.
+func VerifyRangeProof(begin, end, size uint64, leafHashes, left, right [][]byte, root []byte) error {
+	if begin >= end || end > size {
+		return fmt.Errorf("the range proof covers [%d, %d), which is not a non-empty range within the tree of size %d", begin, end, size)
+	}
+	if uint64(len(leafHashes)) != end-begin {
+		return fmt.Errorf("the range proof covers %d leaves, [%d, %d), and %d were given", end-begin, begin, end, len(leafHashes))
+	}
+	rng, err := events.RangeFactory.NewRange(0, begin, left)
+	if err != nil {
+		return fmt.Errorf("the range proof's left part, [0, %d): %w", begin, err)
+	}
+	for _, h := range leafHashes {
+		if err := rng.Append(h, nil); err != nil {
+			return fmt.Errorf("the range proof's leaves: %w", err)
+		}
+	}
+	rightRange, err := events.RangeFactory.NewRange(end, size, right)
+	if err != nil {
+		return fmt.Errorf("the range proof's right part, [%d, %d): %w", end, size, err)
+	}
+	if err := rng.AppendRange(rightRange, nil); err != nil {
+		return fmt.Errorf("the range proof's right part, [%d, %d): %w", end, size, err)
+	}
+	got, err := rng.GetRootHash(nil)
+	if err != nil {
+		return fmt.Errorf("the range proof's root: %w", err)
+	}
+	if !bytes.Equal(got, root) {
+		return fmt.Errorf("the range proof of [%d, %d) at size %d does not verify: it leads to root %x, not %x", begin, end, size, got, root)
+	}
+	return nil
+}
+
 // rootMismatch restates proof.RootMismatchError on one line, in hex (its
 // own message prints byte slices over several lines).
 type rootMismatch struct{ proof.RootMismatchError }

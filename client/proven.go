@@ -30,6 +30,23 @@ type Proof struct {
 	Consistency [][]byte `json:"consistency"`
 	// Entries are the answer's events, in the answer's order.
 	Entries []ProvenEntry `json:"entries"`
+	// Range, asked for with ?prove=range and given when the answer's
+	// events are one run of consecutive positions, proves all of them at
+	// once; the entries then carry no hashes of their own.
+	Range *RangeProof `json:"range,omitempty"`
+}
+
+// RangeProof proves the leaves [Begin, End) of the checkpoint's tree: Left
+// holds the compact range [0, Begin) and Right the compact range [End,
+// size), each the roots of its perfect subtrees from left to right (the
+// decomposition of transparency-dev/merkle's compact.RangeNodes). A
+// verifier appends the leaf hashes of the entries, in position order, to
+// Left's range, merges Right's, and compares the root with the checkpoint's.
+type RangeProof struct {
+	Begin uint64   `json:"begin"`
+	End   uint64   `json:"end"`
+	Left  [][]byte `json:"left"`
+	Right [][]byte `json:"right"`
 }
 
 // ProvenEntry is one event of a proven answer: its stored bytes (the
@@ -52,6 +69,10 @@ type ProofQuery struct {
 	// not). The node waits for one (up to 10 s) when none covers the
 	// answer yet.
 	WitnessQuorum int
+	// Range asks that an answer whose events are one run of consecutive
+	// positions (a page of the global log) be proven by one range proof
+	// (Proof.Range) rather than an inclusion proof per event.
+	Range bool
 }
 
 func (q ProofQuery) values(v url.Values) url.Values {
@@ -59,6 +80,9 @@ func (q ProofQuery) values(v url.Values) url.Values {
 		v = url.Values{}
 	}
 	v.Set("prove", "1")
+	if q.Range {
+		v.Set("prove", "range")
+	}
 	if q.Trusted > 0 {
 		v.Set("trusted", strconv.FormatUint(q.Trusted, 10))
 	}

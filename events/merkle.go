@@ -80,6 +80,19 @@ func buildProof(ctx context.Context, r HashReader, nodes proof.Nodes) ([][]byte,
 	return nodes.Rehash(hashes, HashChildren)
 }
 
+// RangeHashes returns the hashes of the compact range [begin, end): the
+// roots of its perfect subtrees, left to right (compact.RangeNodes), read
+// from stored nodes. Empty when begin == end.
+func RangeHashes(ctx context.Context, r HashReader, begin, end uint64) ([][]byte, error) {
+	if begin > end {
+		return nil, fmt.Errorf("range [%d, %d): begin after end", begin, end)
+	}
+	if begin == end {
+		return [][]byte{}, nil
+	}
+	return r.ReadHashes(ctx, compact.RangeNodes(begin, end, nil))
+}
+
 // RootAt computes the root of the first size leaves from stored nodes.
 func RootAt(ctx context.Context, r HashReader, size uint64) ([32]byte, error) {
 	if size == 0 {

@@ -2,7 +2,9 @@
 // (an event by id, a stream page, a page of the global log, the event a
 // projection cites) and every append or command it sends comes back with
 // RFC 6962 inclusion proofs against a signed C2SP checkpoint (the API's
-// ?prove=1, one round trip), and the client believes the answer only once
+// ?prove=range, one round trip: an answer that is one run of consecutive
+// positions, such as a page of the global log, is proven by one range
+// proof, audit.VerifyRangeProof), and the client believes the answer only once
 // it has checked, itself:
 //
 //   - the checkpoint's signature by the log's keys, and, when asked, the

@@ -100,7 +100,7 @@ func (v *Client) State() *audit.State {
 func (v *Client) query() (client.ProofQuery, *audit.State) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	q := client.ProofQuery{WitnessQuorum: v.policy.Quorum}
+	q := client.ProofQuery{WitnessQuorum: v.policy.Quorum, Range: true}
 	if v.st != nil {
 		q.Trusted = v.st.Size
 	}
@@ -210,17 +210,28 @@ func proven(cp events.Checkpoint, p *client.Proof, want []uint64) ([]events.Even
 		return nil, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the answer names %d event(s), its proof carries %d", len(want), len(p.Entries))}
 	}
 	out := make([]events.Event, len(want))
+	leaves := make([][32]byte, len(want))
 	for i, pe := range p.Entries {
 		if pe.Position != want[i] {
 			return nil, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the event at position %d of the answer is proven at position %d", want[i], pe.Position)}
 		}
-		leaf := events.LeafHash(pe.Entry)
+		leaves[i] = events.LeafHash(pe.Entry)
 		if pe.Position >= cp.Size {
 			return nil, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the event at position %d is beyond the checkpoint of size %d", pe.Position, cp.Size)}
 		}
-		if err := audit.VerifyInclusionProof(pe.Position, cp.Size, leaf[:], pe.Hashes, cp.Root[:]); err != nil {
+		if p.Range != nil {
+			continue // proven together below
+		}
+		if err := audit.VerifyInclusionProof(pe.Position, cp.Size, leaves[i][:], pe.Hashes, cp.Root[:]); err != nil {
 			return nil, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the event at position %d: its inclusion proof in the checkpoint of size %d does not verify: %v", pe.Position, cp.Size, err)}
 		}
+	}
+	if p.Range != nil {
+		if err := provenRange(cp, p, leaves); err != nil {
+			return nil, err
+		}
+	}
+	for i, pe := range p.Entries {
 		e, err := events.Decode(pe.Entry)
 		if err != nil {
 			return nil, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the event at position %d: its proven bytes do not decode: %v", pe.Position, err)}
@@ -229,6 +240,37 @@ func proven(cp events.Checkpoint, p *client.Proof, want []uint64) ([]events.Even
 		out[i] = e
 	}
 	return out, nil
+}
+
+// provenRange checks p.Range, the one proof of all of p's entries: they
+// must be the run [Begin, End) of positions, in ascending or descending
+// order, and their leaf hashes must lead to the checkpoint's root.
+func provenRange(cp events.Checkpoint, p *client.Proof, leaves [][32]byte) error {
+	r := p.Range
+	n := uint64(len(p.Entries))
+	if n == 0 || r.End < r.Begin || r.End-r.Begin != n {
+		return &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the range proof covers [%d, %d) and the answer holds %d event(s)", r.Begin, r.End, n)}
+	}
+	ordered := make([][]byte, n)
+	descending := n > 1 && p.Entries[0].Position > p.Entries[1].Position
+	for i, pe := range p.Entries {
+		k := uint64(i)
+		if descending {
+			k = n - 1 - uint64(i)
+		}
+		if pe.Position != r.Begin+k {
+			return &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the event at place %d of the answer is at position %d, outside the order of the range proof of [%d, %d)", i, pe.Position, r.Begin, r.End)}
+		}
+		ordered[k] = leaves[i][:]
+	}
+	if err := audit.VerifyRangeProof(r.Begin, r.End, cp.Size, ordered, r.Left, r.Right, cp.Root[:]); err != nil {
+		what := fmt.Sprintf("the events at positions %d to %d", r.Begin, r.End-1)
+		if n == 1 {
+			what = fmt.Sprintf("the event at position %d", r.Begin)
+		}
+		return &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("%s: %v", what, err)}
+	}
+	return nil
 }
 
 // same checks that the answer's event a is the proven one (e): a node

@@ -227,10 +227,31 @@ func TestClient_RefusesTampering(t *testing.T) {
 		kind    string
 		detail  string
 	}{
-		{"flipped proof hash", func(p map[string]any) {
-			e := p["entries"].([]any)[0].(map[string]any)
-			h := e["hashes"].([]any)
+		// The client asks for range proofs (?prove=range); a page of the
+		// global log is one run, proven by the compact ranges [0, 2) and
+		// [3, 6) of the tree of size 6 (one hash and two).
+		{"flipped hash of the range's left part", func(p map[string]any) {
+			h := p["range"].(map[string]any)["left"].([]any)
 			h[0] = flipB64(h[0].(string))
+		}, audit.KindProofInvalid, "position 2"},
+		{"flipped hash of the range's right part", func(p map[string]any) {
+			h := p["range"].(map[string]any)["right"].([]any)
+			h[len(h)-1] = flipB64(h[len(h)-1].(string))
+		}, audit.KindProofInvalid, "position 2"},
+		{"a hash of the range dropped", func(p map[string]any) {
+			r := p["range"].(map[string]any)
+			r["right"] = r["right"].([]any)[1:]
+		}, audit.KindProofInvalid, "position 2"},
+		{"the range moved to another position", func(p map[string]any) {
+			r := p["range"].(map[string]any)
+			r["begin"], r["end"] = 3, 4
+		}, audit.KindProofInvalid, "position 2"},
+		{"the range widened", func(p map[string]any) {
+			r := p["range"].(map[string]any)
+			r["end"] = 4
+		}, audit.KindProofInvalid, "1 event"},
+		{"the range removed", func(p map[string]any) {
+			delete(p, "range")
 		}, audit.KindProofInvalid, "position 2"},
 		{"altered stored bytes", func(p map[string]any) {
 			e := p["entries"].([]any)[0].(map[string]any)
@@ -289,6 +310,39 @@ func TestClient_RefusesTampering(t *testing.T) {
 				t.Fatalf("the state file moved to %d on a refused checkpoint", st.Size)
 			}
 		})
+	}
+}
+
+// TestClient_RefusesTamperedInclusionProofs: a page whose positions are
+// not one run (a stream's events among others) is proven event by event,
+// even when the client asks for a range proof; a forged hash of one of
+// them is refused, naming the event.
+func TestClient_RefusesTamperedInclusionProofs(t *testing.T) {
+	k := newLogKey(t)
+	n := startNode(t, k)
+	n.appendN(t, "a", "s", 0, 3)
+	n.appendN(t, "a", "t", 3, 2)
+	n.appendN(t, "a", "s", 5, 2) // stream s: positions 0, 1, 2, 5, 6
+	honest, err := newVerified(t, n.url, k, "").ReadStream(t.Context(), "s", events.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := positions(honest.Events); fmt.Sprint(got) != "[0 1 2 5 6]" {
+		t.Fatalf("stream page %v, want [0 1 2 5 6]", got)
+	}
+	var sawHashes bool
+	proxy := tamperingProxy(t, n.url, func(p map[string]any) {
+		if _, ok := p["range"]; ok {
+			t.Errorf("a page of positions 0, 1, 2, 5, 6 was given a range proof")
+		}
+		e := p["entries"].([]any)[3].(map[string]any) // position 5
+		h := e["hashes"].([]any)
+		sawHashes = len(h) > 0
+		h[0] = flipB64(h[0].(string))
+	})
+	_, err = newVerified(t, proxy, k, "").ReadStream(t.Context(), "s", events.ReadOptions{})
+	if !sawHashes || proofKind(err) != audit.KindProofInvalid || !strings.Contains(err.Error(), "position 5") {
+		t.Fatalf("got %v (inclusion proof seen: %v), want a %s naming position 5", err, sawHashes, audit.KindProofInvalid)
 	}
 }
 
