@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -343,6 +344,53 @@ func TestClient_RefusesTamperedInclusionProofs(t *testing.T) {
 	_, err = newVerified(t, proxy, k, "").ReadStream(t.Context(), "s", events.ReadOptions{})
 	if !sawHashes || proofKind(err) != audit.KindProofInvalid || !strings.Contains(err.Error(), "position 5") {
 		t.Fatalf("got %v (inclusion proof seen: %v), want a %s naming position 5", err, sawHashes, audit.KindProofInvalid)
+	}
+}
+
+// countingVerifier is a real note verifier that counts its checks.
+type countingVerifier struct {
+	note.Verifier
+	n *atomic.Int64
+}
+
+func (c countingVerifier) Verify(msg, sig []byte) bool {
+	c.n.Add(1)
+	return c.Verifier.Verify(msg, sig)
+}
+
+// TestClient_ChecksEachCheckpointOnce: reads answered against the
+// checkpoint already verified do not verify its signature again; a new
+// checkpoint is verified, once.
+func TestClient_ChecksEachCheckpointOnce(t *testing.T) {
+	k := newLogKey(t)
+	n := startNode(t, k)
+	n.appendN(t, "a", "s", 0, 4)
+	vs, err := audit.ParseVerifiers([]string{k.vkey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks atomic.Int64
+	v, err := verified.New(t.Context(), client.New(n.url, ""), verified.Config{Verifiers: []note.Verifier{countingVerifier{vs[0], &checks}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() {
+		t.Helper()
+		if _, err := v.ReadAll(t.Context(), events.ReadOptions{From: 1, Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		read()
+	}
+	if got := checks.Load(); got != 1 {
+		t.Fatalf("%d signature checks for five reads against one checkpoint, want 1", got)
+	}
+	n.appendN(t, "a", "s", 4, 1)
+	read()
+	read()
+	if got := checks.Load(); got != 2 {
+		t.Fatalf("%d signature checks after the log grew once, want 2", got)
 	}
 }
 
