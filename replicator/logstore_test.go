@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 )
@@ -215,5 +218,85 @@ func TestLogStore_PowerLoss(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// walSyncFault fails the next sync of raft's Pebble write-ahead log once
+// armed, and nothing after that one.
+type walSyncFault struct {
+	armed, fired atomic.Bool
+}
+
+func (f *walSyncFault) MaybeError(op errorfs.Op) error {
+	switch op.Kind {
+	case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+	default:
+		return nil
+	}
+	if !strings.HasSuffix(op.Path, ".log") || !f.armed.Load() || !f.fired.CompareAndSwap(false, true) {
+		return nil
+	}
+	return errorfs.ErrInjected
+}
+
+func (f *walSyncFault) String() string { return "raft WAL sync fault" }
+
+// TestLogStore_SyncErrorIsFinal: a failed sync of raft's log ends the
+// node (Pebble calls Fatalf on a failed commit, and the store's logger
+// panics, naming the raft log and the error), so raft never counts an
+// entry as persisted on a disk that lost a write, and nothing is retried
+// on it (fsyncgate: a sync that succeeds after a failed one proves nothing
+// about the pages the failed one dropped). The entries stored before the
+// fault survive a power loss.
+func TestLogStore_SyncErrorIsFinal(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fault := &walSyncFault{}
+	s, err := OpenLogStore("/raft/log", errorfs.Wrap(mem, fault), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(lo, hi uint64) []*raft.Log {
+		var out []*raft.Log
+		for i := lo; i <= hi; i++ {
+			out = append(out, entry(i))
+		}
+		return out
+	}
+	if err := s.StoreLogs(batch(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	fault.armed.Store(true)
+	stored, ended := func() (stored bool, ended string) {
+		defer func() {
+			if r := recover(); r != nil {
+				ended = fmt.Sprint(r)
+			}
+		}()
+		return s.StoreLogs(batch(11, 12)) == nil, ""
+	}()
+	if !fault.fired.Load() {
+		t.Fatal("the fault never fired")
+	}
+	if stored || !strings.Contains(ended, "raft log") || !strings.Contains(ended, "injected") {
+		t.Fatalf("StoreLogs with a failed sync: stored %v, ended with %q; want the node ended, naming the raft log and the error", stored, ended)
+	}
+	// The node is gone (the panic); what its disk kept is what a restart
+	// reads. s is not closed: Pebble's commit pipeline is broken.
+	c, err := OpenLogStore("/raft/log", mem.CrashClone(vfs.CrashCloneCfg{}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if first, _ := c.FirstIndex(); first != 1 {
+		t.Fatalf("after a power loss, FirstIndex %d, want 1", first)
+	}
+	for i := uint64(1); i <= 10; i++ {
+		var got raft.Log
+		if err := c.GetLog(i, &got); err != nil {
+			t.Fatalf("after a power loss, GetLog(%d): %v", i, err)
+		}
+		if diff := cmp.Diff(entry(i), &got); diff != "" {
+			t.Fatalf("after a power loss, entry %d (-want +got):\n%s", i, diff)
+		}
 	}
 }
