@@ -199,6 +199,11 @@ func checkVerifyNames(t *testing.T, data, file string, offset int64) {
 	if code != exitRefused || !strings.Contains(out, "FAULT       store: storage_corrupt in "+file) || strings.Contains(out, "events      0 in 0 streams") {
 		t.Errorf("verify --data: exit %d, want %d naming %s\n%s\n%s", code, exitRefused, file, out, errs)
 	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "storage_corrupt") && strings.Count(line, filepath.Base(file)) != 1 {
+			t.Errorf("verify --data names %s more than once in its fault:\n%s", filepath.Base(file), line)
+		}
+	}
 	code, out, _ = runCLI(t, "", "verify", "--data", data, "--json")
 	var rep audit.Report
 	if err := json.Unmarshal([]byte(out), &rep); code != exitRefused || err != nil || rep.First == nil ||

@@ -188,7 +188,10 @@ func (in *Inspector) checkStorage() error {
 			}
 			var wd *wal.DamageError
 			if errors.As(err, &wd) {
-				return &DamageError{File: wd.File, Offset: int64(wd.Offset), Err: err}
+				// The file and the offset are the DamageError's own; its
+				// error says only what is wrong there (as walstore.go's
+				// does), or the path and offset would be said twice.
+				return &DamageError{File: wd.File, Offset: int64(wd.Offset), Err: fmt.Errorf("%w: %s", wal.ErrCorrupt, wd.What)}
 			}
 			return &DamageError{File: walDir(in.fs, in.dir), Offset: -1, Err: err}
 		}
