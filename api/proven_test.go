@@ -3,8 +3,10 @@ package api_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
+	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 )
@@ -64,5 +66,54 @@ func TestAPI_Proven(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Code != "invalid_query" || ae.Status != 400 || ae.Field != tc.field {
 			t.Fatalf("%s: %v, want 400 invalid_query on %s", tc.path, err, tc.field)
 		}
+	}
+}
+
+// TestAPI_RangeProofsOfEveryRange: on a log of 37 events (a tree with
+// perfect subtrees of every height up to 5 and a ragged right edge), the
+// range proof of every page the global log serves, forward, verifies
+// against the checkpoint's root with the store's own node hashes
+// (audit.VerifyRangeProof), and so does a backward page.
+func TestAPI_RangeProofsOfEveryRange(t *testing.T) {
+	n := startNode(t, nil)
+	c := client.New(n.url, "")
+	const size = 37
+	for range size {
+		if _, err := c.Append(t.Context(), "r", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := n.store.Head().Root
+	leaves := func(p *client.Proof) [][]byte {
+		out := make([][]byte, len(p.Entries))
+		for i, e := range p.Entries {
+			h := events.LeafHash(e.Entry)
+			out[i] = h[:]
+		}
+		return out
+	}
+	for begin := uint64(0); begin < size; begin++ {
+		for end := begin + 1; end <= size; end++ {
+			out, err := c.ReadAllProven(t.Context(), events.ReadOptions{From: begin, Limit: int(end - begin)}, client.ProofQuery{Range: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := out.Proof.Range
+			if r == nil || r.Begin != begin || r.End != end {
+				t.Fatalf("page [%d, %d): range %+v", begin, end, r)
+			}
+			if err := audit.VerifyRangeProof(begin, end, size, leaves(out.Proof), r.Left, r.Right, root[:]); err != nil {
+				t.Fatalf("page [%d, %d): %v", begin, end, err)
+			}
+		}
+	}
+	back, err := c.ReadAllProven(t.Context(), events.ReadOptions{From: 20, Limit: 7, Direction: events.Backward}, client.ProofQuery{Range: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := leaves(back.Proof)
+	slices.Reverse(l)
+	if r := back.Proof.Range; r == nil || r.Begin != 14 || r.End != 21 || audit.VerifyRangeProof(14, 21, size, l, r.Left, r.Right, root[:]) != nil {
+		t.Fatalf("backward page of 7 from 20: range %+v does not prove [14, 21)", r)
 	}
 }
