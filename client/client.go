@@ -42,6 +42,11 @@ type Client struct {
 	HTTP *http.Client
 
 	eps endpointState // which endpoint answers now (client/endpoints.go)
+
+	// direct sends POSTs to http:// nodes on connections of its own
+	// (client/direct.go) while HTTP is still the client New made.
+	direct      *directPool
+	defaultHTTP *http.Client
 }
 
 // New returns a client of base with an optional token. base is one URL or
@@ -56,7 +61,8 @@ func New(base, token string) *Client {
 	if len(eps) > 0 {
 		first = eps[0]
 	}
-	return &Client{Base: first, Endpoints: eps, Token: token, HTTP: &http.Client{Transport: tr}}
+	hc := &http.Client{Transport: tr}
+	return &Client{Base: first, Endpoints: eps, Token: token, HTTP: hc, direct: newDirectPool(), defaultHTTP: hc}
 }
 
 // Insecure makes the client accept any TLS certificate (self-signed test
@@ -144,7 +150,12 @@ func (c *Client) rawAt(ctx context.Context, base, method, path string, b []byte,
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	resp, err := hc.Do(req)
+	var resp *http.Response
+	if method == http.MethodPost && hc == c.defaultHTTP && c.direct.usable(req) {
+		resp, err = c.direct.do(req) // client/direct.go
+	} else {
+		resp, err = hc.Do(req)
+	}
 	if err != nil {
 		return nil, err
 	}
