@@ -151,7 +151,7 @@ func (c *Client) rawAt(ctx context.Context, base, method, path string, b []byte,
 		hc = http.DefaultClient
 	}
 	var resp *http.Response
-	if method == http.MethodPost && hc == c.defaultHTTP && c.direct.usable(req) {
+	if method == http.MethodPost && len(b) <= directMaxBody && hc == c.defaultHTTP && c.direct.usable(req) {
 		resp, err = c.direct.do(req) // client/direct.go
 	} else {
 		resp, err = hc.Do(req)

@@ -49,6 +49,14 @@ const (
 	// directDrain is how much of an answer's unread end Close reads to
 	// keep the connection (more, and the connection is closed instead).
 	directDrain = 64 << 10
+	// directMaxBody is the largest request body sent this way. A node's
+	// net/http server reads at least this much of a body its handler left
+	// unread (its maxPostHandlerReadBytes, 256 KiB) before it answers on a
+	// kept connection, so a request written whole before its answer is
+	// read never waits on a node that stopped reading. Larger bodies go
+	// through the Transport, which reads an early answer (a refusal sent
+	// before the body was read) while it still writes.
+	directMaxBody = 256 << 10
 	// directMaxIdle bounds the connections kept per node, as
 	// Transport.MaxIdleConnsPerHost does for the other requests.
 	directMaxIdle = 64
@@ -185,8 +193,7 @@ func (b *directBody) Close() error {
 		// A decoder that stopped at the end of the JSON value has not read
 		// the end of the body: read what little is left, as a caller that
 		// wants the connection kept would.
-		_, err := io.Copy(io.Discard, io.LimitReader(b, directDrain))
-		b.eof = b.eof || err == nil && b.keep
+		_, _ = io.Copy(io.Discard, io.LimitReader(b, directDrain)) // sets b.eof at the end
 	}
 	err := b.ReadCloser.Close()
 	if b.stop() && b.keep && b.eof && err == nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,6 +75,14 @@ func TestDirect_Connections(t *testing.T) {
 				}
 			}
 		}, 1},
+		{"an answer whose unread end is too long to drain closes the connection", answer(200, `{"ok":true}`+strings.Repeat(" ", 2*directDrain)), func(t *testing.T, _ *connCountingServer, c *Client) {
+			for range 2 {
+				var out struct{ OK bool }
+				if err := c.Do(t.Context(), http.MethodPost, "/v1/commands", map[string]int{}, &out); err != nil || !out.OK {
+					t.Fatalf("Do: %+v, %v", out, err)
+				}
+			}
+		}, 2},
 		{"a connection the node closed while idle is not used", answer(200, appendAnswer), func(t *testing.T, s *connCountingServer, c *Client) {
 			for range 3 {
 				if err := appendOnce(t.Context(), c); err != nil {
@@ -170,6 +179,32 @@ func TestDirect_OnlyPlainHTTPPosts(t *testing.T) {
 	}
 	if viaTransport.Load() != 1 {
 		t.Errorf("a client with its own HTTP sent %d appends through it, want 1", viaTransport.Load())
+	}
+}
+
+// TestDirect_LargeBodiesGoThroughTheTransport: a body above directMaxBody
+// is sent by net/http's Transport (which reads a refusal the node sends
+// before reading the body while it still writes); smaller ones are sent
+// directly. The Transport marks its requests: it asks for gzip.
+func TestDirect_LargeBodiesGoThroughTheTransport(t *testing.T) {
+	var gzip atomic.Value
+	s := newConnCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		gzip.Store(r.Header.Get("Accept-Encoding") == "gzip")
+		answer(413, `{"error":{"code":"body_too_large","message":"too large"}}`)(w, r) // the body left unread
+	})
+	c := New(s.URL, "")
+	for _, tc := range []struct {
+		size         int
+		viaTransport bool
+	}{{1 << 10, false}, {directMaxBody, false}, {directMaxBody + 1, true}, {4 << 20, true}} {
+		// tc.size bytes in all: {"x":"…"}
+		err := c.Do(t.Context(), http.MethodPost, "/v1/append", jsonBody(`{"x":"`+strings.Repeat("x", tc.size-8)+`"}`), nil)
+		if CodeOf(err) != "body_too_large" {
+			t.Fatalf("a body of %d bytes: %v, want the node's body_too_large", tc.size, err)
+		}
+		if got := gzip.Load(); got != tc.viaTransport {
+			t.Errorf("a body of %d bytes: through the Transport %v, want %v", tc.size, got, tc.viaTransport)
+		}
 	}
 }
 
