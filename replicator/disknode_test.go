@@ -38,6 +38,14 @@ func (g *powerGate) MaybeError(errorfs.Op) error {
 
 func (g *powerGate) String() string { return "power gate" }
 
+// Hold keeps cut from cloning while a Link or a ReuseForWrite runs
+// (faultfs.Holder: Pebble's MemFS deadlocks a CrashClone that starts
+// inside one of them).
+func (g *powerGate) Hold(errorfs.Op) func() {
+	g.mu.RLock()
+	return g.mu.RUnlock
+}
+
 // cut clones every disk at one instant, keeping only what was synced.
 func (g *powerGate) cut(mems []*vfs.MemFS) []*vfs.MemFS {
 	g.mu.Lock()

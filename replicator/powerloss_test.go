@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/faultfs"
 )
 
 // The power-loss suite of the cluster (issue #13). Each member keeps all
@@ -243,17 +244,18 @@ func TestReplicator_ClusterPowerLoss(t *testing.T) {
 // match selects: clone is what the disk kept, and done is closed then. The
 // member goes on on the old disk until it is stopped.
 type crashAt struct {
-	match func(errorfs.Op) bool
-	n     int64
-	mem   *vfs.MemFS
-	seen  atomic.Int64
-	clone *vfs.MemFS // set before done is closed
-	done  chan struct{}
+	faultfs.CloneGate // cuts outside Pebble MemFS's Link and ReuseForWrite
+	match             func(errorfs.Op) bool
+	n                 int64
+	mem               *vfs.MemFS
+	seen              atomic.Int64
+	clone             *vfs.MemFS // set before done is closed
+	done              chan struct{}
 }
 
 func (c *crashAt) MaybeError(op errorfs.Op) error {
 	if c.match(op) && c.seen.Add(1) == c.n {
-		c.clone = c.mem.CrashClone(vfs.CrashCloneCfg{})
+		c.clone = c.CrashClone(c.mem, vfs.CrashCloneCfg{})
 		close(c.done)
 	}
 	return nil

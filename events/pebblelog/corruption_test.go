@@ -418,12 +418,13 @@ func TestStore_ZeroedTail(t *testing.T) {
 // disk keeping only synced data, then freezes the goroutine that was about
 // to write, as if the machine had stopped there.
 type crashAt struct {
-	mem     *vfs.MemFS
-	n       int64
-	count   atomic.Int64
-	armed   atomic.Bool
-	clone   atomic.Pointer[vfs.MemFS]
-	crashed chan struct{}
+	faultfs.CloneGate // cuts outside Pebble MemFS's Link and ReuseForWrite
+	mem               *vfs.MemFS
+	n                 int64
+	count             atomic.Int64
+	armed             atomic.Bool
+	clone             atomic.Pointer[vfs.MemFS]
+	crashed           chan struct{}
 }
 
 func newCrashAt(mem *vfs.MemFS, n int64) *crashAt {
@@ -435,7 +436,7 @@ func (c *crashAt) MaybeError(op errorfs.Op) error {
 		return nil
 	}
 	if c.count.Add(1) == c.n {
-		c.clone.Store(c.mem.CrashClone(vfs.CrashCloneCfg{}))
+		c.clone.Store(c.CrashClone(c.mem, vfs.CrashCloneCfg{}))
 		close(c.crashed)
 		select {} // the machine stopped
 	}

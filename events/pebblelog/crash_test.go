@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/internal/faultfs"
 )
 
 // TestStore_PowerLossKeepsAcknowledged simulates power loss: writers append
@@ -41,7 +42,10 @@ func TestStore_PowerLossKeepsAcknowledged(t *testing.T) {
 
 func powerLoss(t *testing.T, cfg pebblelog.Config) {
 	fs := vfs.NewCrashableMem()
-	cfg.Dir, cfg.FS, cfg.CheckpointInterval = "/ledger", fs, -1
+	// The power is cut while writers run: never inside a Link or a
+	// ReuseForWrite of the log's segments (faultfs.Holder).
+	gate := &faultfs.CloneGate{}
+	cfg.Dir, cfg.FS, cfg.CheckpointInterval = "/ledger", faultfs.Wrap(fs, gate), -1
 	s, err := pebblelog.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +79,7 @@ func powerLoss(t *testing.T, cfg pebblelog.Config) {
 		for k, v := range acked {
 			snapshot[k] = v
 		}
-		clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(50), RNG: rng})
+		clone := gate.CrashClone(fs, vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(50), RNG: rng})
 		mu.Unlock()
 		in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: "/ledger", FS: clone})
 		if err != nil {
