@@ -38,7 +38,7 @@ func (g *powerGate) MaybeError(errorfs.Op) error {
 
 func (g *powerGate) String() string { return "power gate" }
 
-// Hold keeps cut from cloning while a Link or a ReuseForWrite runs
+// Hold keeps cut from cloning while a Link, ReuseForWrite or Lock runs
 // (faultfs.Holder: Pebble's MemFS deadlocks a CrashClone that starts
 // inside one of them).
 func (g *powerGate) Hold(errorfs.Op) func() {

@@ -244,7 +244,7 @@ func TestReplicator_ClusterPowerLoss(t *testing.T) {
 // match selects: clone is what the disk kept, and done is closed then. The
 // member goes on on the old disk until it is stopped.
 type crashAt struct {
-	faultfs.CloneGate // cuts outside Pebble MemFS's Link and ReuseForWrite
+	faultfs.CloneGate // cuts outside Pebble MemFS's Link, ReuseForWrite, Lock
 	match             func(errorfs.Op) bool
 	n                 int64
 	mem               *vfs.MemFS

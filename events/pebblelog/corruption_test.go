@@ -418,7 +418,7 @@ func TestStore_ZeroedTail(t *testing.T) {
 // disk keeping only synced data, then freezes the goroutine that was about
 // to write, as if the machine had stopped there.
 type crashAt struct {
-	faultfs.CloneGate // cuts outside Pebble MemFS's Link and ReuseForWrite
+	faultfs.CloneGate // cuts outside Pebble MemFS's Link, ReuseForWrite, Lock
 	mem               *vfs.MemFS
 	n                 int64
 	count             atomic.Int64

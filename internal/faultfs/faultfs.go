@@ -57,9 +57,10 @@ func (f *FS) maybe(kind errorfs.OpKind, path string) error {
 
 // Holder is an optional interface of an Injector: Hold is called once an
 // operation is let through, and what it returns once the operation ended.
-// FS uses it around Link and ReuseForWrite only. Pebble's crashable MemFS
-// (v2.1.7) takes its clone lock for reading twice, nested, in those two
-// (Link, then its walk's callback; ReuseForWrite, then Rename): a
+// FS uses it around Link, ReuseForWrite and Lock only. Pebble's crashable
+// MemFS (v2.1.7) takes its clone lock for reading twice, nested, in those
+// three (Link, then its walk's callback; ReuseForWrite, then Rename; Lock,
+// then Create; cockroachdb/pebble#5993, fixed upstream after v2.1.7): a
 // CrashClone whose write lock comes between the two waits for the outer
 // read lock while the inner one waits behind it, for ever. Seen as a
 // ten-minute hang of TestReplicator_ClusterPowerLoss: a snapshot's Pebble
@@ -174,6 +175,7 @@ func (f *FS) Lock(name string) (io.Closer, error) {
 	if err := f.maybe(errorfs.OpLock, name); err != nil {
 		return nil, err
 	}
+	defer f.held(errorfs.OpLock, name)()
 	return f.FS.Lock(name)
 }
 
@@ -259,7 +261,7 @@ func (f *faultFile) SyncTo(length int64) (bool, error) {
 }
 
 // CloneGate lets a test cut the power (MemFS.CrashClone) while the store
-// runs, never inside a Link or a ReuseForWrite (see Holder). Embed it in
+// runs, never inside a Link, a ReuseForWrite or a Lock (see Holder). Embed it in
 // an Injector, or use it as one: it injects nothing.
 type CloneGate struct{ mu sync.RWMutex }
 
@@ -274,8 +276,9 @@ func (g *CloneGate) Hold(errorfs.Op) func() {
 	return g.mu.RUnlock
 }
 
-// CrashClone clones mem (crashable) once no Link or ReuseForWrite through
-// an FS of this gate is running, and holds new ones off while it does.
+// CrashClone clones mem (crashable) once no Link, ReuseForWrite or Lock
+// through an FS of this gate is running, and holds new ones off while it
+// does.
 func (g *CloneGate) CrashClone(mem *vfs.MemFS, cfg vfs.CrashCloneCfg) *vfs.MemFS {
 	g.mu.Lock()
 	defer g.mu.Unlock()
