@@ -193,7 +193,7 @@ func (p *Replicator) refreshPeers() (removed bool) {
 	if err != nil || len(servers) == 0 {
 		return false // not a member yet (a joining node before its first entry)
 	}
-	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == p.cfg.NodeID }) {
+	if selfRemoved(servers, p.cfg.NodeID, &p.wasMember) {
 		return true
 	}
 	answers := p.queryMembers(p.ctx, servers)
@@ -211,6 +211,23 @@ func (p *Replicator) refreshPeers() (removed bool) {
 		}
 	}
 	return removed
+}
+
+// selfRemoved reports, from this node's own view of the configuration,
+// whether it was removed: only once it has seen itself in it
+// (*wasMember, set here). A joining node's first configuration may lack
+// it: the snapshot the leader sends a new member holds the configuration
+// of the snapshot's index, from before the entry that added the member,
+// which the member applies right after. Taking that for a removal stopped
+// a joiner that had just installed the snapshot of a cluster seeded from a
+// backup (TestNode_BackupOfClusterMember, under -race). The leader's own
+// answer (refreshPeers) still tells a joiner that was never added.
+func selfRemoved(servers []raft.Server, self string, wasMember *bool) bool {
+	if slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == self }) {
+		*wasMember = true
+		return false
+	}
+	return *wasMember
 }
 
 // Verifiers returns the checkpoint verifier keys of every node this node

@@ -46,6 +46,9 @@ type Replicator struct {
 	// lastEntries and lastBytes are the FSM's counters at the last
 	// adaptTrailingLogs; owned by the maintain loop.
 	lastEntries, lastBytes uint64
+	// wasMember is whether this node has seen itself in its own view of
+	// the configuration (selfRemoved); owned by the maintain loop.
+	wasMember bool
 
 	pending chan *proposal
 	fatalCh chan error
