@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,40 +21,6 @@ import (
 
 // Members on crashable disks, for the power-loss suite (powerloss_test.go)
 // and the tests that hold a member's disk.
-
-// powerGate lets the test stop every member's disk at one instant: every
-// file-system operation of every member passes it (faultfs), and cut holds
-// it while the disks are cloned, so that the clones are the disks of one
-// moment of the whole cluster (operations already past the gate land, or
-// not, as a power cut lets them), not of three moments.
-type powerGate struct{ mu sync.RWMutex }
-
-func (g *powerGate) MaybeError(errorfs.Op) error {
-	g.mu.RLock()
-	g.mu.RUnlock() //nolint:staticcheck // an empty critical section: waiting for cut is the point
-	return nil
-}
-
-func (g *powerGate) String() string { return "power gate" }
-
-// Hold keeps cut from cloning while a Link, ReuseForWrite or Lock runs
-// (faultfs.Holder: Pebble's MemFS deadlocks a CrashClone that starts
-// inside one of them).
-func (g *powerGate) Hold(errorfs.Op) func() {
-	g.mu.RLock()
-	return g.mu.RUnlock
-}
-
-// cut clones every disk at one instant, keeping only what was synced.
-func (g *powerGate) cut(mems []*vfs.MemFS) []*vfs.MemFS {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]*vfs.MemFS, len(mems))
-	for i, m := range mems {
-		out[i] = m.CrashClone(vfs.CrashCloneCfg{})
-	}
-	return out
-}
 
 // diskNode is a member whose disk is a crashable in-memory file system.
 type diskNode struct {

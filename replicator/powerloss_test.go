@@ -121,7 +121,9 @@ func write(ctx context.Context, nodes []*diskNode, w int, viaFollower bool, a *a
 // rounds chain: each crashes the cluster the previous one restarted, with
 // its earlier snapshots and leftovers. Seeds are fixed per round.
 func TestReplicator_ClusterPowerLoss(t *testing.T) {
-	gate := &powerGate{}
+	// Every member's disk passes one gate, so that a cut clones the disks
+	// of one moment of the whole cluster, not of three moments.
+	gate := &faultfs.CloneGate{}
 	nodes := diskCluster(t, gate, nil)
 	a := &acks{required: map[uuid.UUID]uint64{}, late: map[uuid.UUID]uint64{}}
 	const rounds = 4
@@ -170,7 +172,7 @@ func TestReplicator_ClusterPowerLoss(t *testing.T) {
 			for i, n := range nodes {
 				mems[i] = n.mem
 			}
-			clones := gate.cut(mems)
+			clones := gate.CrashCloneAll(vfs.CrashCloneCfg{}, mems...)
 			acked := a.count.Load()
 			// The old members are gone: they run on on their old disks until
 			// stopped, and nothing they do reaches the clones.

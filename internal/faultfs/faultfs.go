@@ -261,14 +261,22 @@ func (f *faultFile) SyncTo(length int64) (bool, error) {
 }
 
 // CloneGate lets a test cut the power (MemFS.CrashClone) while the store
-// runs, never inside a Link, a ReuseForWrite or a Lock (see Holder). Embed it in
-// an Injector, or use it as one: it injects nothing.
+// runs, never inside a Link, a ReuseForWrite or a Lock (see Holder), and
+// of several disks at one instant (CrashCloneAll). Embed it in an
+// Injector, or use it as one: it injects nothing, and every operation
+// waits while a clone is taken, so that the clones are the disks of one
+// moment (operations already past the gate land, or not, as a power cut
+// lets them).
 type CloneGate struct{ mu sync.RWMutex }
 
 var _ Holder = (*CloneGate)(nil)
 
-// MaybeError injects nothing.
-func (g *CloneGate) MaybeError(errorfs.Op) error { return nil }
+// MaybeError injects nothing; it waits while a clone is taken.
+func (g *CloneGate) MaybeError(errorfs.Op) error {
+	g.mu.RLock()
+	g.mu.RUnlock() //nolint:staticcheck // an empty critical section: waiting for the clone is the point
+	return nil
+}
 
 // Hold keeps CrashClone waiting until the operation ends.
 func (g *CloneGate) Hold(errorfs.Op) func() {
@@ -276,13 +284,22 @@ func (g *CloneGate) Hold(errorfs.Op) func() {
 	return g.mu.RUnlock
 }
 
-// CrashClone clones mem (crashable) once no Link, ReuseForWrite or Lock
-// through an FS of this gate is running, and holds new ones off while it
-// does.
+// CrashClone clones mem (crashable); see CrashCloneAll.
 func (g *CloneGate) CrashClone(mem *vfs.MemFS, cfg vfs.CrashCloneCfg) *vfs.MemFS {
+	return g.CrashCloneAll(cfg, mem)[0]
+}
+
+// CrashCloneAll clones every mem (crashable) at one instant, once no Link,
+// ReuseForWrite or Lock through an FS of this gate is running, and holds
+// every operation through the gate off while it does.
+func (g *CloneGate) CrashCloneAll(cfg vfs.CrashCloneCfg, mems ...*vfs.MemFS) []*vfs.MemFS {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return mem.CrashClone(cfg)
+	out := make([]*vfs.MemFS, len(mems))
+	for i, m := range mems {
+		out[i] = m.CrashClone(cfg)
+	}
+	return out
 }
 
 func (g *CloneGate) String() string { return "clone gate" }
