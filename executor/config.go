@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +19,8 @@ import (
 // validation.
 
 // Config configures an Executor. Zero values mean the defaults of
-// DefaultConfig; Client, ExecutorID, Host and Key are required. None of it
+// DefaultConfig; Client, ExecutorID, Host and Key are required, and
+// Policy says what the executor may do (nothing when zero). None of it
 // changes while the executor runs.
 type Config struct {
 	// Client talks to the node. Required. Its token needs the executor role
@@ -75,6 +77,16 @@ type Config struct {
 	Version string
 	// Logger receives the executor's logs. Default: discard.
 	Logger *slog.Logger
+	// Policy is this host's own policy (hostpolicy.go): the argv templates
+	// a run must match, the path prefixes a hash may read, the hosts and
+	// address classes a probe may reach, and whether runs may execute as
+	// root. The zero value allows nothing: every request is answered with
+	// a signed refused_by_host result. cmd/greffe loads it from
+	// --host-policy (LoadHostPolicy).
+	Policy HostPolicy
+	// Resolver resolves the names of probe targets before their addresses
+	// are checked against Policy (dial.go). Default net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
 // DefaultConfig returns the defaults; the caller sets Client, ExecutorID,
@@ -177,6 +189,13 @@ func (c Config) Validate() error {
 	}
 	if c.SmokeMaxTokens < 1 {
 		p = append(p, fmt.Sprintf("smoke_max_tokens is %d; must be positive", c.SmokeMaxTokens))
+	}
+	pol := c.Policy
+	var pe *PolicyError
+	if err := pol.Validate(); errors.As(err, &pe) {
+		for _, q := range pe.Problems {
+			p = append(p, "policy."+q)
+		}
 	}
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}

@@ -5,20 +5,29 @@
 // An Executor follows a node's log over HTTP (Server-Sent Events filtered to
 // the measurement and executor-key event types, resumed from a persisted
 // position), picks the measurement requests addressed to its host, claims
-// each with a lease it renews while working, does exactly what the request
-// approved, and reports a MeasurementRecorded whose data is a DSSE envelope
-// signed with its ed25519 key:
+// each with a lease it renews while working, does what the request asks if
+// its host's own policy allows it (hostpolicy.go: a writer's request is
+// never enough), and reports a MeasurementRecorded whose data is a DSSE
+// envelope signed with its ed25519 key:
 //
-//   - run: the approved argv, without a shell, in a fresh temporary
-//     directory, with the environment cleared to an allowlist, bounded by
-//     the request's timeout (the whole process group is killed) and output
-//     cap (truncation is recorded, never hidden); metrics are parsed from
-//     stdout lines "metric NAME VALUE [UNIT]";
+//   - run: an argv matching one of the policy's templates, without a
+//     shell, in a fresh temporary directory, with the environment cleared
+//     to an allowlist, bounded by the request's timeout (the whole process
+//     group is killed) and output cap (truncation is recorded, never
+//     hidden); metrics are parsed from stdout lines "metric NAME VALUE
+//     [UNIT]"; never as root unless the policy says so;
 //   - probe: an OpenAI-compatible endpoint's GET /v1/models, and for smoke
-//     one bounded chat completion; the node records it as the provider's
-//     ProbeRecorded;
-//   - hash: artifact files hashed with a bounded buffer; the node records
-//     them as the binding's ArtifactHashed events.
+//     one bounded chat completion, to a host the policy lists, through a
+//     dialer that checks every address after DNS (dial.go); statuses and
+//     model ids are recorded, never bodies; the node records it as the
+//     provider's ProbeRecorded;
+//   - hash: artifact files under the policy's path prefixes (symlinks
+//     resolved, read through an os.Root), hashed with a bounded buffer;
+//     the node records them as the binding's ArtifactHashed events.
+//
+// A request the policy refuses is answered at once with a signed result of
+// outcome refused_by_host, its error naming the refusal's code and the
+// policy's rule; nothing is done for it.
 //
 // Every result carries a resource snapshot taken before and after the work
 // (nvidia-smi where present, MemAvailable, CPU count, hostname, executor

@@ -37,7 +37,13 @@ type Executor struct {
 	env          []string
 	snap         *snapshotter
 	probe        *prober
-	revoked      atomic.Bool
+	// policy is Config.Policy, validated; never changed.
+	policy *HostPolicy
+	// euid is the executor's effective user id, read once: runs as root
+	// need the policy's allow_root_runs. A field so that a test can play
+	// root.
+	euid    int
+	revoked atomic.Bool
 	// reportGrace is Config.ReportGrace, narrowed by Run to the node's
 	// policy.measurement.lease_grace so that no lease asks for more than
 	// the node grants. Written before the workers start.
@@ -51,13 +57,19 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	env := allowedEnv(cfg.EnvAllowlist)
+	pol := cfg.Policy
+	if err := pol.Validate(); err != nil { // accepted by cfg.Validate; this prepares its parsed forms
+		return nil, err
+	}
 	x := &Executor{
 		cfg:          cfg,
 		keyID:        events.KeyID(cfg.Key.Public().(ed25519.PublicKey)),
 		hostIdentity: hostIdentity(),
 		env:          env,
 		snap:         &snapshotter{nvidiaSMI: cfg.NvidiaSMI, timeout: cfg.SnapshotTimeout, meminfo: cfg.Meminfo, env: env, version: cfg.Version},
-		probe:        newProber(cfg.SmokeMaxTokens),
+		probe:        newProber(cfg.SmokeMaxTokens, newGuardedDialer(&pol, cfg.Resolver)),
+		policy:       &pol,
+		euid:         os.Geteuid(),
 		reportGrace:  cfg.ReportGrace,
 	}
 	return x, nil
@@ -109,7 +121,9 @@ func (x *Executor) Run(ctx context.Context) error {
 			x.reportGrace = p.Measurement.LeaseGrace.Duration
 		}
 	}
-	x.cfg.Logger.Info("following", "executor", x.cfg.ExecutorID, "host", x.cfg.Host, "key_id", x.keyID, "from", from)
+	x.warnPolicy()
+	x.cfg.Logger.Info("following", "executor", x.cfg.ExecutorID, "host", x.cfg.Host, "key_id", x.keyID, "from", from,
+		"run_templates", len(x.policy.Runs), "hash_paths", len(x.policy.HashPaths), "probe_hosts", len(x.policy.ProbeHosts))
 	// The probe schedules of this host (schedule.go) are asked for while
 	// the executor follows; they stop with it.
 	sctx, stopSchedules := context.WithCancel(ctx)
@@ -123,6 +137,24 @@ func (x *Executor) Run(ctx context.Context) error {
 		<-scheduled
 	}()
 	return x.follow(ctx, from)
+}
+
+// warnPolicy says loudly what an operator may not expect: a policy that
+// allows nothing, and running as root.
+func (x *Executor) warnPolicy() {
+	log := x.cfg.Logger
+	if x.policy.Empty() {
+		log.Warn("the host policy allows nothing: every run, hash and probe requested of this host is answered refused_by_host; " +
+			"give the executor a policy (greffe executor --host-policy FILE, docs/EXECUTOR.md \"Host policy\")")
+	}
+	switch {
+	case x.euid == 0 && x.policy.AllowRootRuns:
+		log.Warn("RUNNING AS ROOT (uid 0) and the host policy sets allow_root_runs: every allowed run executes with full privileges over this host; " +
+			"run the executor as an unprivileged user")
+	case x.euid == 0:
+		log.Warn("running as root (uid 0): every run is refused (root_run_not_allowed) unless the host policy sets allow_root_runs; " +
+			"probes and hashes still work; run the executor as an unprivileged user")
+	}
 }
 
 // hostIdentity names the machine without exposing its machine-id: a

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,18 @@ type harness struct {
 	node    *node.Node
 	c       *client.Client
 	meminfo string
+	// policy is the host policy of the executors config makes: runs of
+	// "true" and of what allow adds, hashes under the temporary folder,
+	// probes of 127.0.0.1 (the tests' runtimes), and runs as root when the
+	// tests run as root.
+	policy executor.HostPolicy
+}
+
+// allow adds a run template of exactly argv to the harness's policy, for
+// the executors config makes from now on.
+func (h *harness) allow(argv ...string) []string {
+	h.policy.Runs = append(h.policy.Runs, executor.Exact("", argv...))
+	return argv
 }
 
 // newHarness starts a node (policy nil: the default) and puts the fake
@@ -83,7 +96,9 @@ func newHarnessWith(t *testing.T, gpu string, cfg node.Config, token string) *ha
 	if err := os.WriteFile(mem, []byte("MemTotal:       131072000 kB\nMemAvailable:   8388608 kB\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, node: n, c: client.New(n.URL(), token), meminfo: mem}
+	pol := executor.HostPolicy{Runs: []executor.RunTemplate{executor.Exact("true", "true")}, HashPaths: []string{filepath.Clean(os.TempDir())},
+		ProbeHosts: []string{"127.0.0.1"}, AllowLoopbackProbeTargets: true, AllowRootRuns: os.Geteuid() == 0}
+	return &harness{t: t, node: n, c: client.New(n.URL(), token), meminfo: mem, policy: pol}
 }
 
 // send sends a command under a fresh id.
@@ -125,6 +140,8 @@ func (h *harness) config(id string, key ed25519.PrivateKey) executor.Config {
 	cfg := executor.DefaultConfig()
 	cfg.Client, cfg.ExecutorID, cfg.Host, cfg.Key = client.New(h.node.URL(), ""), id, host, key
 	cfg.Meminfo, cfg.SnapshotTimeout, cfg.TempRoot, cfg.Version = h.meminfo, 2*time.Second, h.t.TempDir(), "test"
+	cfg.Policy = h.policy
+	cfg.Policy.Runs = slices.Clone(h.policy.Runs)
 	return cfg
 }
 
@@ -232,10 +249,14 @@ func (h *harness) refused(command, measurementID string) commands.CommandRefused
 	return d
 }
 
-// stream returns a stream's event types in order.
+// stream returns a stream's event types in order (none for a stream that
+// does not exist).
 func (h *harness) stream(name string) []string {
 	h.t.Helper()
 	out, err := h.c.ReadStream(h.t.Context(), name, events.ReadOptions{Limit: 1000})
+	if client.CodeOf(err) == "not_found" {
+		return nil
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -265,10 +286,11 @@ func (h *harness) result(id string, key ed25519.PrivateKey) aggregates.Measureme
 }
 
 // gate is a file a run waits for: the test decides when the run ends,
-// without sleeping.
-func gate(t *testing.T) (path string, argv []string) {
-	path = filepath.Join(t.TempDir(), "go")
-	return path, []string{"sh", "-c", "while [ ! -e " + path + " ]; do sleep 0.02; done; echo released"}
+// without sleeping. Its argv is allowed for the executors config makes
+// from now on.
+func (h *harness) gate() (path string, argv []string) {
+	path = filepath.Join(h.t.TempDir(), "go")
+	return path, h.allow("sh", "-c", "while [ ! -e "+path+" ]; do sleep 0.02; done; echo released")
 }
 
 func touch(t *testing.T, path string) {
@@ -314,10 +336,14 @@ const tag = "qwen3-coder:30b"
 func TestExecutor_Kinds(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
+	bench := h.allow("sh", "-c", "echo warm; echo 'metric tflops 41.5 TFLOP/s'; echo oops >&2")
+	sleeper := h.allow("sh", "-c", "sleep 60 & echo $!; wait")
+	chatty := h.allow("sh", "-c", "head -c 5000 /dev/zero | tr '\\000' x")
+	missing := h.allow("greffe-no-such-benchmark")
 	h.start(h.config("gpu1", key))
 
 	t.Run("a run with metrics and a snapshot before and after", func(t *testing.T) {
-		argv := []string{"sh", "-c", "echo warm; echo 'metric tflops 41.5 TFLOP/s'; echo oops >&2"}
+		argv := bench
 		id := h.request(aggregates.RequestMeasurement{Argv: argv, Purpose: "benchmark"})
 		r := h.result(id, key)
 		got := []any{r.Argv, r.Outcome, r.ExitCode, r.StdoutExcerpt, r.StderrExcerpt, r.Metrics, r.MetricUnits, r.StdoutTruncated}
@@ -342,7 +368,7 @@ func TestExecutor_Kinds(t *testing.T) {
 	})
 
 	t.Run("a timeout kills the process group, grandchild too", func(t *testing.T) {
-		id := h.request(aggregates.RequestMeasurement{Argv: []string{"sh", "-c", "sleep 60 & echo $!; wait"}, Timeout: aggregates.D(500 * time.Millisecond)})
+		id := h.request(aggregates.RequestMeasurement{Argv: sleeper, Timeout: aggregates.D(500 * time.Millisecond)})
 		r := h.result(id, key)
 		if r.Outcome != aggregates.ResultTimeout || r.ExitCode != -1 {
 			t.Fatalf("got %s %d %q", r.Outcome, r.ExitCode, r.Error)
@@ -355,7 +381,7 @@ func TestExecutor_Kinds(t *testing.T) {
 	})
 
 	t.Run("output past the cap is recorded truncated", func(t *testing.T) {
-		id := h.request(aggregates.RequestMeasurement{Argv: []string{"sh", "-c", "head -c 5000 /dev/zero | tr '\\000' x"}, OutputCapBytes: 1024})
+		id := h.request(aggregates.RequestMeasurement{Argv: chatty, OutputCapBytes: 1024})
 		r := h.result(id, key)
 		got := []any{len(r.StdoutExcerpt), r.StdoutBytes, r.StdoutTruncated, r.StderrTruncated}
 		if diff := cmp.Diff([]any{1024, int64(5000), true, false}, got); diff != "" {
@@ -364,7 +390,7 @@ func TestExecutor_Kinds(t *testing.T) {
 	})
 
 	t.Run("a program that is not there", func(t *testing.T) {
-		r := h.result(h.request(aggregates.RequestMeasurement{Argv: []string{"greffe-no-such-benchmark"}}), key)
+		r := h.result(h.request(aggregates.RequestMeasurement{Argv: missing}), key)
 		if r.Outcome != aggregates.ResultStartFailed || !strings.Contains(r.Error, "not found") {
 			t.Fatalf("got %s %q", r.Outcome, r.Error)
 		}
@@ -572,8 +598,8 @@ func TestNode_RefusesMeasurements(t *testing.T) {
 func TestExecutor_KeyRevokedBetweenClaimAndReport(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
+	release, argv := h.gate()
 	x := h.start(h.config("gpu1", key))
-	release, argv := gate(t)
 	id := h.request(aggregates.RequestMeasurement{Argv: argv})
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementClaimed, nil)
 	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: events.KeyID(key.Public().(ed25519.PublicKey)), Reason: "key leaked"})
@@ -593,10 +619,10 @@ func TestExecutor_KeyRevokedBetweenClaimAndReport(t *testing.T) {
 func TestExecutor_StoppedMidRunIsUncertain(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
+	_, argv := h.gate() // never released: only the executor's end ends it
 	cfg := h.config("gpu1", key)
 	cfg.Lease = 600 * time.Millisecond
 	x := h.start(cfg)
-	_, argv := gate(t) // never released: only the executor's end ends it
 	id := h.request(aggregates.RequestMeasurement{Argv: argv, Timeout: aggregates.D(30 * time.Second)})
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementClaimed, nil)
 	if err := x.stop(); err != nil {
@@ -624,10 +650,10 @@ func TestExecutor_StoppedMidRunIsUncertain(t *testing.T) {
 func TestExecutor_RenewsItsLease(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
+	release, argv := h.gate()
 	cfg := h.config("gpu1", key)
 	cfg.Lease = 300 * time.Millisecond
 	h.start(cfg)
-	release, argv := gate(t)
 	id := h.request(aggregates.RequestMeasurement{Argv: argv})
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementLeaseRenewed, nil)
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementLeaseRenewed, func(e events.Event) bool { return e.Version >= 3 })
@@ -873,6 +899,18 @@ func TestConfig_Validate(t *testing.T) {
 	if diff := cmp.Diff(want, ve.Problems); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	// The host policy's problems are the config's, under "policy.".
+	h := newHarness(t, nil, "present")
+	cfg := h.config("gpu1", h.register("gpu1"))
+	cfg.Policy = executor.HostPolicy{HashPaths: []string{"models"}, ProbeHosts: []string{"x:0"}}
+	_, err = executor.New(cfg)
+	want = []string{`policy.hash_paths[0] "models": not an absolute path`, `policy.probe_hosts[0] "x:0": port "0": want 1 to 65535`}
+	if !errors.As(err, &ve) {
+		t.Fatalf("got %v", err)
+	}
+	if diff := cmp.Diff(want, ve.Problems); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
 }
 
 // TestVerifyRecorded: a stored result verifies against the keys its
@@ -943,6 +981,7 @@ func TestExecutor_ExecutorToken(t *testing.T) {
 	}
 	h := newHarnessWith(t, "present", node.Config{API: api.Config{Tokens: tokens}}, writer)
 	key := h.register("gpu1")
+	release, argv := h.gate()
 	cfg := h.config("gpu1", key)
 	cfg.Client, cfg.Lease = client.New(h.node.URL(), exec), 300*time.Millisecond
 	x, err := executor.New(cfg)
@@ -954,7 +993,6 @@ func TestExecutor_ExecutorToken(t *testing.T) {
 		t.Fatalf("an executor token registering a key: %v", err)
 	}
 	h.start(cfg)
-	release, argv := gate(t)
 	id := h.request(aggregates.RequestMeasurement{Argv: argv})
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementLeaseRenewed, nil)
 	touch(t, release)

@@ -25,8 +25,21 @@ const jobQueue = 16
 // saveEvery throttles writes of the state file while following.
 const saveEvery = time.Second
 
+// job is one request for a worker.
 type job struct {
 	req aggregates.MeasurementRequested
+	// approvedByNonWriter says that a principal who is not a writer (the
+	// node's approver role) approved this exact request. It stands in for
+	// the host policy's allowlists (runs, hash_paths, probe_hosts), never
+	// for its address classes nor allow_root_runs, and not at all when
+	// the policy sets ignore_approvals (HostPolicy.approvalCovers).
+	//
+	// TODO(#20): always false until the node records approvals of
+	// measurements (MeasurementApproved{measurement_id, approver, at} on
+	// the measurement's stream, appended by ApproveMeasurement only for an
+	// approver-role principal). Then follow sets it: see docs/EXECUTOR.md
+	// "Approvals" for what is to be wired.
+	approvedByNonWriter bool
 }
 
 // tracker keeps the requests of this host not yet settled, to compute the
@@ -117,7 +130,7 @@ func (x *Executor) follow(ctx context.Context, from uint64) error {
 			}
 			t.add(req.MeasurementID, e.Position)
 			select {
-			case jobs <- job{req: req}:
+			case jobs <- job{req: req, approvedByNonWriter: false}: // TODO(#20): see job
 			case <-ctx.Done():
 				return ctx.Err()
 			}

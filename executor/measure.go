@@ -17,9 +17,12 @@ import (
 	"github.com/greffe/greffe/events"
 )
 
-// One measurement: claim the request, renew its lease while the work
-// runs, do what the request approved (run.go, probe.go, hash.go, between
-// two snapshots: snapshot.go), then sign and report the result.
+// One measurement: decide it under the host policy (hostpolicy.go), claim
+// the request, renew its lease while the work runs, do what the request
+// asked and the host allows (run.go, probe.go, hash.go, between two
+// snapshots: snapshot.go), then sign and report the result. A request the
+// policy refuses is claimed and answered refused_by_host at once, with
+// nothing done for it.
 
 // measure claims, runs and reports one request. Nothing is retried: a
 // request whose claim is refused is someone else's or no one's, and a run
@@ -37,6 +40,7 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 		t.settle(req.MeasurementID)
 		return
 	}
+	d := x.decide(req, j.approvedByNonWriter)
 	claimed := time.Now()
 	hardCap := claimed.Add(req.Timeout.Duration + x.reportGrace)
 	lease := earlier(claimed.Add(x.cfg.Lease), hardCap)
@@ -59,7 +63,12 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 		}
 		return
 	}
-	log.Info("claimed", "lease_until", lease)
+	if d.refusal != nil {
+		log.Warn("refused by the host policy: nothing done", "code", d.refusal.Code, "rule", d.refusal.Rule, "reason", d.refusal.Reason)
+		x.report(ctx, x.refused(req, d), log)
+		return
+	}
+	log.Info("claimed", "lease_until", lease, "allowed_by", d.allowedBy)
 	renewCtx, stopRenew := context.WithCancel(ctx)
 	var rwg sync.WaitGroup
 	rwg.Add(1)
@@ -67,7 +76,7 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 		defer rwg.Done()
 		x.renew(renewCtx, req, lease, hardCap, log)
 	}()
-	res, err := x.work(ctx, req)
+	res, err := x.work(ctx, req, d)
 	stopRenew()
 	rwg.Wait()
 	if err != nil {
@@ -115,15 +124,78 @@ func (x *Executor) renew(ctx context.Context, req aggregates.MeasurementRequeste
 	}
 }
 
-// work takes the snapshots and does what the request approved. It returns
-// errStopped when ctx ended first.
-func (x *Executor) work(ctx context.Context, req aggregates.MeasurementRequested) (*aggregates.MeasurementResult, error) {
+// decision is what the host policy made of one request, before anything
+// is done for it.
+type decision struct {
+	// refusal is set when the policy refuses the request.
+	refusal *Refusal
+	// allowedBy names what allowed it (a run template's name, "approved"),
+	// for the log.
+	allowedBy string
+	// probe is a probe's parsed argv; hash a hash's sources, or (refused)
+	// its targets and the index of the one at fault.
+	probe     aggregates.ProbeSpec
+	hash      []hashSource
+	targets   []aggregates.HashTarget
+	refusedAt int
+	// argvErr is an argv the node should not have accepted for its kind:
+	// recorded start_failed, as before the policy existed.
+	argvErr error
+}
+
+// decide applies the host policy to req. approvedByNonWriter is the
+// follow loop's job.approvedByNonWriter.
+func (x *Executor) decide(req aggregates.MeasurementRequested, approvedByNonWriter bool) decision {
+	var d decision
+	switch req.Kind {
+	case aggregates.MeasurementRun:
+		d.allowedBy, d.refusal = x.policy.checkRun(req.Argv, approvedByNonWriter, x.euid)
+	case aggregates.MeasurementProbe:
+		if d.probe, d.argvErr = aggregates.ParseProbeArgv(req.Argv); d.argvErr == nil {
+			d.refusal = x.policy.checkProbe(d.probe, approvedByNonWriter)
+			d.allowedBy = "probe_hosts"
+		}
+	case aggregates.MeasurementHash:
+		if d.targets, d.argvErr = aggregates.ParseHashArgv(req.Argv); d.argvErr == nil {
+			d.hash, d.refusedAt, d.refusal = x.policy.planHash(d.targets, approvedByNonWriter)
+			d.allowedBy = "hash_paths"
+		}
+	}
+	if approvedByNonWriter && d.refusal == nil && !x.policy.IgnoreApprovals {
+		d.allowedBy = "approved"
+	}
+	return d
+}
+
+// refused is the signed answer to a request the policy refused: nothing
+// was run, read or dialled, and no snapshot taken (a refused measurement
+// grounds no admission). A probe's and a hash's readings are present, as
+// the node requires of their kinds, each carrying the refusal.
+func (x *Executor) refused(req aggregates.MeasurementRequested, d decision) *aggregates.MeasurementResult {
+	now := time.Now().UTC()
+	r := &aggregates.MeasurementResult{MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, Host: x.cfg.Host,
+		HostIdentity: x.hostIdentity, Argv: req.Argv, ExitCode: -1, StartedAt: now, EndedAt: now,
+		Outcome: OutcomeRefusedByHost, Error: d.refusal.Error()}
+	switch req.Kind {
+	case aggregates.MeasurementProbe:
+		r.Probe = &aggregates.ProbeReading{Kind: d.probe.Kind, Endpoint: d.probe.Endpoint, Outcome: aggregates.ProbeFailed, Error: d.refusal.Error()}
+	case aggregates.MeasurementHash:
+		r.Artifacts = refusedHash(d.targets, d.refusedAt, d.refusal)
+	}
+	return r
+}
+
+// work takes the snapshots and does what the request asked and d
+// allowed. It returns errStopped when ctx ended first.
+func (x *Executor) work(ctx context.Context, req aggregates.MeasurementRequested, d decision) (*aggregates.MeasurementResult, error) {
 	r := &aggregates.MeasurementResult{MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, Host: x.cfg.Host,
 		HostIdentity: x.hostIdentity, Argv: req.Argv, ExitCode: -1}
 	before := x.snap.take(ctx)
 	r.StartedAt = before.At
-	switch req.Kind {
-	case aggregates.MeasurementRun:
+	switch {
+	case d.argvErr != nil:
+		r.Outcome, r.Error = aggregates.ResultStartFailed, d.argvErr.Error()
+	case req.Kind == aggregates.MeasurementRun:
 		rr, err := runProcess(ctx, runSpec{Argv: req.Argv, Env: x.env, Timeout: req.Timeout.Duration, OutputCap: req.OutputCapBytes,
 			TempRoot: x.cfg.TempRoot, Metrics: true, KillGrace: x.cfg.KillGrace})
 		if err != nil {
@@ -143,29 +215,26 @@ func (x *Executor) work(ctx context.Context, req aggregates.MeasurementRequested
 		if rr.Metrics.dropped > 0 {
 			r.Error = strings.TrimPrefix(r.Error+fmt.Sprintf("; %d metrics beyond the first %d were dropped", rr.Metrics.dropped, maxMetrics), "; ")
 		}
-	case aggregates.MeasurementProbe:
-		spec, err := aggregates.ParseProbeArgv(req.Argv)
-		if err != nil {
-			r.Outcome, r.Error = aggregates.ResultStartFailed, err.Error()
-			break
-		}
+	case req.Kind == aggregates.MeasurementProbe:
 		pctx, cancel := context.WithTimeout(ctx, req.Timeout.Duration)
 		start := time.Now()
-		r.Probe = x.probe.probe(pctx, spec)
+		var ref *Refusal
+		r.Probe, ref = x.probe.probe(pctx, d.probe)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, errStopped
 		}
 		r.Outcome, r.ExitCode, r.Duration = aggregates.ResultCompleted, 0, aggregates.D(time.Since(start))
-	case aggregates.MeasurementHash:
-		targets, err := aggregates.ParseHashArgv(req.Argv)
-		if err != nil {
-			r.Outcome, r.Error = aggregates.ResultStartFailed, err.Error()
-			break
+		if ref != nil {
+			// Refused at the dial, once the target's name was resolved.
+			x.cfg.Logger.Warn("refused by the host policy at the dial: nothing connected", "measurement", req.MeasurementID,
+				"code", ref.Code, "rule", ref.Rule, "reason", ref.Reason)
+			r.Outcome, r.ExitCode, r.Error = OutcomeRefusedByHost, -1, ref.Error()
 		}
+	case req.Kind == aggregates.MeasurementHash:
 		hctx, cancel := context.WithTimeout(ctx, req.Timeout.Duration)
 		start := time.Now()
-		r.Artifacts = hashFiles(hctx, targets)
+		r.Artifacts = hashFiles(hctx, d.hash)
 		timedOut := hctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {

@@ -97,6 +97,7 @@ func TestProbe(t *testing.T) {
 		endpoint string // overrides the fake server
 		want     aggregates.ProbeReading
 		wantErr  string // substring of Error
+		notErr   string // never in Error
 		calls    []string
 	}{
 		{name: "Ollama lists the exact tag", models: answer{200, ollamaModels}, kind: aggregates.ProbeModels,
@@ -108,7 +109,8 @@ func TestProbe(t *testing.T) {
 		{name: "llama.cpp lists its file, an alias: recorded as listed, judged by the node", models: answer{200, llamaCppModels}, kind: aggregates.ProbeModels,
 			want: aggregates.ProbeReading{Kind: "models", Outcome: "ok", Models: []string{"qwen3-coder-30b-a3b-q4_k_m.gguf"}, HTTPStatus: 200}},
 		{name: "a 500", models: answer{500, `{"error":"model runner crashed"}`}, kind: aggregates.ProbeModels,
-			want: aggregates.ProbeReading{Kind: "models", Outcome: "failed", HTTPStatus: 500}, wantErr: "HTTP 500: {\"error\":\"model runner crashed\"}"},
+			// The status only: never the body (issue #20; it used to quote it).
+			want: aggregates.ProbeReading{Kind: "models", Outcome: "failed", HTTPStatus: 500}, wantErr: "/v1/models: HTTP 500", notErr: "crashed"},
 		{name: "not the OpenAI shape", models: answer{200, `{"tags":["x"]}`}, kind: aggregates.ProbeModels,
 			want: aggregates.ProbeReading{Kind: "models", Outcome: "failed", HTTPStatus: 200}, wantErr: "no \"data\" list"},
 		{name: "no answer in time", models: answer{0, ""}, kind: aggregates.ProbeModels,
@@ -141,14 +143,17 @@ func TestProbe(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			defer cancel()
-			got := newProber(16).probe(ctx, spec)
+			got, ref := newProber(16, newGuardedDialer(&HostPolicy{AllowLoopbackProbeTargets: true}, nil)).probe(ctx, spec)
+			if ref != nil {
+				t.Fatalf("refused: %v", ref)
+			}
 			want := tc.want
 			want.Endpoint = endpoint
 			if diff := cmp.Diff(want, *got, cmpopts.IgnoreFields(aggregates.ProbeReading{}, "Latency", "Error")); diff != "" {
 				t.Errorf("reading (-want +got):\n%s", diff)
 			}
-			if !strings.Contains(got.Error, tc.wantErr) || (tc.wantErr == "") != (got.Error == "") {
-				t.Errorf("error %q, want it to contain %q", got.Error, tc.wantErr)
+			if !strings.Contains(got.Error, tc.wantErr) || (tc.wantErr == "") != (got.Error == "") || tc.notErr != "" && strings.Contains(got.Error, tc.notErr) {
+				t.Errorf("error %q, want it to contain %q (and not %q)", got.Error, tc.wantErr, tc.notErr)
 			}
 			if got.Latency.Duration <= 0 || got.Latency.Duration > time.Second {
 				t.Errorf("latency %s", got.Latency)

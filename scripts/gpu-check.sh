@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # gpu-check.sh: one short end-to-end check of the executor on a GPU host
-# (issue #6). It builds greffe, starts a node and an executor here, registers
+# (issue #6). It builds greffe, starts a node and an executor here (with a
+# host policy allowing exactly the two runs below: issue #20), registers
 # the executor's key under an approval, requests
 #   1. a run of a small GPU benchmark (a bf16 matrix product with the
 #      Python/PyTorch found here, printing "metric tflops ..."; without
-#      PyTorch or CUDA it says so and exits non-zero, which is recorded), and
-#   2. a resource snapshot (a run of nvidia-smi's GPU query),
+#      PyTorch or CUDA it says so and exits non-zero, which is recorded),
+#   2. a resource snapshot (a run of nvidia-smi's GPU query), and
+#   3. a run the policy does not list (/bin/sh -c id: what any writer ran
+#      as root before issue #20), which must come back refused_by_host,
 # then verifies each signed result against the executor's registered key
 # (`greffe executor verify`, plus `greffe verify` of the whole log when that
 # command exists) and prints a summary. It must finish in under 3 minutes.
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--out) out="$2"; shift ;;
 	--bin) bin="$2"; shift ;;
 	--keep) keep=1 ;;
-	-h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,26p' "$0"; exit 0 ;;
 	*) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -100,9 +103,6 @@ send GrantApproval "{\"approval_id\":\"reg-$host\",\"approver\":\"gpu-check\",\"
 "$greffe" executor register "${exec_flags[@]}" --approval "reg-$host" >>"$work/key.log"
 say "key registered under approval reg-$host"
 
-"$greffe" executor "${exec_flags[@]}" --lease 20s --log-level info >"$work/executor.log" 2>&1 &
-pids+=($!)
-
 python="$(command -v python3 || command -v python || true)"
 if [ -n "$python" ]; then
 	python="$("$python" -c 'import sys; print(sys.executable)')" # the real interpreter, not a shim
@@ -142,16 +142,40 @@ print(f"metric matmul_ms {1000 * dt / iters:.4f} ms")
 print(f"metric torch_max_allocated_mib {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB")
 EOF
 
-bench_id="bench-$(date +%s)"
-snap_id="snapshot-$(date +%s)"
 if [ -n "$python" ]; then
 	bench_argv="[\"$python\", \"$work/bench.py\"]"
 else
 	bench_argv='["python3", "-c", "print(1)"]' # recorded as start_failed: no Python here
 fi
+smi_argv='["nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.used,utilization.gpu", "--format=csv,noheader,nounits"]'
+
+# The host's policy: exactly these two runs; nothing hashed, nothing
+# probed. Runs as root only when this script runs as root, said loudly.
+root_runs=false
+if [ "$(id -u)" = 0 ]; then
+	root_runs=true
+	say "running as root: the host policy sets allow_root_runs (its two runs execute as root)"
+fi
+cat >"$work/host-policy.json" <<EOF
+{
+  "runs": [
+    {"name": "bench", "argv": $bench_argv},
+    {"name": "snapshot", "argv": $smi_argv}
+  ],
+  "allow_root_runs": $root_runs
+}
+EOF
+chmod 600 "$work/host-policy.json" # a policy others may write is refused
+"$greffe" executor "${exec_flags[@]}" --host-policy "$work/host-policy.json" --lease 20s --log-level info >"$work/executor.log" 2>&1 &
+pids+=($!)
+
+bench_id="bench-$(date +%s)"
+snap_id="snapshot-$(date +%s)"
+shell_id="shell-$(date +%s)"
 send RequestMeasurement "{\"measurement_id\":\"$bench_id\",\"host\":\"$host\",\"kind\":\"run\",\"argv\":$bench_argv,\"timeout\":\"120s\",\"output_cap_bytes\":16384,\"purpose\":\"gpu-check benchmark\"}"
-send RequestMeasurement "{\"measurement_id\":\"$snap_id\",\"host\":\"$host\",\"kind\":\"run\",\"argv\":[\"nvidia-smi\",\"--query-gpu=name,driver_version,memory.total,memory.used,utilization.gpu\",\"--format=csv,noheader,nounits\"],\"timeout\":\"30s\",\"output_cap_bytes\":16384,\"purpose\":\"gpu-check resource snapshot\"}"
-say "requested $bench_id (python: ${python:-none}) and $snap_id"
+send RequestMeasurement "{\"measurement_id\":\"$snap_id\",\"host\":\"$host\",\"kind\":\"run\",\"argv\":$smi_argv,\"timeout\":\"30s\",\"output_cap_bytes\":16384,\"purpose\":\"gpu-check resource snapshot\"}"
+send RequestMeasurement "{\"measurement_id\":\"$shell_id\",\"host\":\"$host\",\"kind\":\"run\",\"argv\":[\"/bin/sh\",\"-c\",\"id > $work/pwned; id\"],\"timeout\":\"30s\",\"output_cap_bytes\":16384,\"purpose\":\"gpu-check: a run the host policy does not list\"}"
+say "requested $bench_id (python: ${python:-none}), $snap_id and $shell_id (not in the host policy)"
 
 # wait_verified ID: poll (an external process) until the result is recorded
 # and verified, within the deadline.
@@ -174,6 +198,12 @@ wait_verified() {
 }
 wait_verified "$bench_id" || true
 wait_verified "$snap_id" || true
+wait_verified "$shell_id" || true
+if grep -q '"outcome": *"refused_by_host"' "$work/$shell_id.json" 2>/dev/null && [ ! -e "$work/pwned" ]; then
+	say "$shell_id: refused by the host policy, not run (signed, verified)"
+else
+	say "$shell_id: NOT refused by the host policy: $(cat "$work/$shell_id.txt" 2>/dev/null)"; status=1
+fi
 
 if "$greffe" verify --help >/dev/null 2>&1; then
 	if "$greffe" verify --server "$url" >"$work/verify.log" 2>&1; then
@@ -185,7 +215,7 @@ fi
 
 echo
 echo "== gpu-check summary ($(( $(date +%s) - start_s ))s, fake GPU: $([ "$fake" = 1 ] && echo yes || echo no)) =="
-for id in "$bench_id" "$snap_id"; do
+for id in "$bench_id" "$snap_id" "$shell_id"; do
 	echo "-- $id"
 	cat "$work/$id.txt" 2>/dev/null || echo "(no result)"
 done

@@ -162,9 +162,21 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 	if err != nil {
 		return nil, err
 	}
+	// The executor's host policy (issue #20): probes of the two stand-ins,
+	// on loopback, and nothing else; written where an operator can read it
+	// and loaded as `greffe executor --host-policy` loads one.
+	policyFile := filepath.Join(dir, "demo-host-policy.json")
+	if err := executor.WriteHostPolicy(policyFile, executor.HostPolicy{
+		ProbeHosts: []string{l.standIns["ollama"].Addr(), l.standIns["llama.cpp"].Addr()}, AllowLoopbackProbeTargets: true}); err != nil {
+		return nil, err
+	}
+	policy, err := executor.LoadHostPolicy(policyFile)
+	if err != nil {
+		return nil, err
+	}
 	cfg := executor.DefaultConfig()
 	cfg.Client, cfg.ExecutorID, cfg.Host, cfg.Key, cfg.Version = c, demoExecutor, demoHost, key, node.Version
-	cfg.TempRoot = dir
+	cfg.TempRoot, cfg.Policy = dir, policy
 	x, err := executor.New(cfg)
 	if err != nil {
 		return nil, err
@@ -203,6 +215,7 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 	fmt.Fprintf(w, "  stand-in runtime ollama     %s  lists qwen3:8b, llama3.2:3b\n", ol.URL())
 	fmt.Fprintf(w, "  stand-in runtime llama.cpp  %s  lists only the alias Qwen3-8B\n", lc.URL())
 	fmt.Fprintf(w, "  executor %s on host %s, key %s (%s)\n", demoExecutor, demoHost, x.KeyID(), registered)
+	fmt.Fprintf(w, "  its host policy %s: probes of the two stand-ins only; no run, no hash\n", policyFile)
 	names := make([]string, len(liveProviders))
 	for i, p := range liveProviders {
 		names[i] = p.name

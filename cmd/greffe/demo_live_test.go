@@ -86,7 +86,7 @@ func TestDemo_Lives(t *testing.T) {
 	d := startDemo(t, data, 300*time.Millisecond)
 	out := d.out.String()
 	for _, want := range []string{"stand-in runtime ollama", "stand-in runtime llama.cpp", "executor demo-gpu on host demo-host",
-		"probe schedules: live-qwen3, live-llama3, live-llamacpp", "history (the seeds' providers", "greffe matrix --server " + d.url} {
+		"probe schedules: live-qwen3, live-llama3, live-llamacpp", "its host policy ", "history (the seeds' providers", "greffe matrix --server " + d.url} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}
@@ -101,6 +101,19 @@ func TestDemo_Lives(t *testing.T) {
 	}
 	if r, ok := rows["glm-local"]; !ok || r.Schedule != nil || r.LiveProven.Ready {
 		t.Errorf("the seeds' glm-local should stay, without a schedule, not live now: %+v", r)
+	}
+	// The demo's executor probes its stand-ins and runs nothing (issue
+	// #20): a writer's run on its host is answered refused_by_host.
+	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "demo-shell", Host: demoHost, Kind: aggregates.MeasurementRun,
+		Argv: []string{"/bin/sh", "-c", "id"}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+	executorWaitFor(t, c, "measurement-demo-shell", aggregates.TypeMeasurementRecorded)
+	page, err := c.ReadStream(t.Context(), "measurement-demo-shell", events.ReadOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res aggregates.MeasurementResult
+	if err := json.Unmarshal(page.Events[len(page.Events)-1].Data, &res); err != nil || res.Outcome != "refused_by_host" || res.StdoutExcerpt != "" {
+		t.Errorf("a run on the demo's host: %+v %v", res, err)
 	}
 	stop := regexp.MustCompile(`curl -X POST (http://127\.0\.0\.1:\d+/demo/stop)`).FindStringSubmatch(out)
 	if stop == nil {
@@ -134,7 +147,7 @@ func TestDemo_Lives(t *testing.T) {
 	waitRows(t, c2, "a scheduled probe of the second run", func(r map[string]projections.ReadinessRow) bool {
 		return r["live-llama3"].ActivationReady.Ready
 	})
-	page, err := c2.ReadAll(t.Context(), events.ReadOptions{From: firstHead, Limit: 1000})
+	page, err = c2.ReadAll(t.Context(), events.ReadOptions{From: firstHead, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

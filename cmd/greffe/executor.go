@@ -68,12 +68,13 @@ func (f *executorFlags) config(key ed25519.PrivateKey) executor.Config {
 
 func newExecutorCmd() *cobra.Command {
 	var (
-		f        executorFlags
-		state    string
-		approval string
-		level    string
-		env      []string
-		cfgFlags executor.Config
+		f          executorFlags
+		state      string
+		approval   string
+		level      string
+		env        []string
+		policyFile string
+		cfgFlags   executor.Config
 	)
 	c := &cobra.Command{
 		Use:   "executor --server URL --key FILE --host-id NAME",
@@ -85,8 +86,16 @@ RegisterExecutorKey, which needs an owner's "activation" approval for
 executor-<id>: see "greffe executor register". Until it is, the executor
 waits (or, with --approval, registers itself under that approval).
 
+What it does is this host's decision, not a writer's: --host-policy FILE
+lists the argv templates it runs, the path prefixes it hashes, the hosts
+(and address classes: loopback, private, link-local, cloud metadata) it
+probes, and whether runs may execute as root. Without a policy it refuses
+every request, each with a signed refused_by_host result
+(docs/EXECUTOR.md, "Host policy").
+
 Exit codes: 0 stopped by a signal; 1 refused by the node, or the key was
-revoked; 2 could not run (usage, key file, node unreachable).`,
+revoked; 2 could not run (usage, key file, host policy file, node
+unreachable).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
@@ -96,11 +105,18 @@ revoked; 2 could not run (usage, key file, node unreachable).`,
 			if err != nil {
 				return err
 			}
+			var pol executor.HostPolicy
+			if policyFile != "" {
+				if pol, err = executor.LoadHostPolicy(policyFile); err != nil {
+					return usageError{err}
+				}
+			}
 			key, err := f.loadKey(c)
 			if err != nil {
 				return err
 			}
 			cfg := f.config(key)
+			cfg.Policy = pol
 			cfg.Logger = slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
 			if f.r.json {
 				cfg.Logger = slog.New(slog.NewJSONHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: lv}))
@@ -117,12 +133,14 @@ revoked; 2 could not run (usage, key file, node unreachable).`,
 				return usageError{err}
 			}
 			if f.r.json {
-				err = printJSON(c.OutOrStdout(), map[string]any{"executor_id": f.id, "host": f.hostID, "key_id": x.KeyID(), "public_key": x.PublicKey()})
+				err = printJSON(c.OutOrStdout(), map[string]any{"executor_id": f.id, "host": f.hostID, "key_id": x.KeyID(), "public_key": x.PublicKey(),
+					"host_policy": policyFile, "run_templates": len(pol.Runs), "hash_paths": len(pol.HashPaths), "probe_hosts": len(pol.ProbeHosts)})
 				if err != nil {
 					return err
 				}
 			} else {
 				printIdentity(c, f, x)
+				printPolicy(c, policyFile, pol)
 			}
 			err = x.Run(c.Context())
 			if errors.Is(err, executor.ErrKeyRevoked) {
@@ -137,6 +155,7 @@ revoked; 2 could not run (usage, key file, node unreachable).`,
 	fl.StringVar(&approval, "approval", "", "register an unregistered key under this activation approval (needs a writer token)")
 	fl.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	fl.StringArrayVar(&env, "env", nil, "another environment variable runs may inherit (repeatable; the allowlist is in docs/EXECUTOR.md)")
+	fl.StringVar(&policyFile, "host-policy", "", "this host's policy (JSON): the runs, hash paths and probe targets it allows (docs/EXECUTOR.md); without one every request is refused")
 	d := executor.DefaultConfig()
 	fl.DurationVar(&cfgFlags.Lease, "lease", d.Lease, "how long a claim or renewal holds a request (renewed every third of it)")
 	fl.IntVar(&cfgFlags.Concurrency, "concurrency", d.Concurrency, "requests run at once")
@@ -159,6 +178,15 @@ func printIdentity(c *cobra.Command, f executorFlags, x *executor.Executor) {
 		"  greffe cmd GrantApproval --data '{\"approval_id\":\"reg-%[1]s\",\"approver\":\"<owner>\",\"action\":\"activation\",\"subject\":\"%[2]s\",\"uses\":1,\"expires_at\":\"%[3]s\"}'\n"+
 		"  greffe executor register --key %[4]s --host-id %[5]s --id %[1]s --approval reg-%[1]s\n",
 		f.id, aggregates.ExecutorStream(f.id), time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339), f.key, f.hostID)
+}
+
+// printPolicy says what the host policy allows, or that it allows nothing.
+func printPolicy(c *cobra.Command, file string, p executor.HostPolicy) {
+	if file == "" {
+		c.Printf("policy   none: every run, hash and probe is refused (refused_by_host); give one with --host-policy FILE\n")
+		return
+	}
+	c.Printf("policy   %s: %d run templates, %d hash paths, %d probe hosts\n", file, len(p.Runs), len(p.HashPaths), len(p.ProbeHosts))
 }
 
 func newExecutorKeyCmd() *cobra.Command {

@@ -20,6 +20,7 @@ import (
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/executor"
 )
 
 // TestExecutorCmd_KilledMidRun drives the executor as an operator would,
@@ -72,8 +73,24 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The host's policy: exactly the two runs below (and runs as root when
+	// the test runs as root); anything else is refused.
+	pidFile := filepath.Join(dir, "pid")
+	argv := []string{"sh", "-c", "echo $$ > " + pidFile + "; while [ ! -e " + filepath.Join(dir, "never") + " ]; do sleep 0.02; done"}
+	policy := filepath.Join(dir, "host-policy.json")
+	if err := executor.WriteHostPolicy(policy, executor.HostPolicy{Runs: []executor.RunTemplate{executor.Exact("wait", argv...),
+		executor.Exact("metric", "sh", "-c", "echo metric ok 1")}, AllowRootRuns: os.Geteuid() == 0}); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad-policy.json")
+	if err := os.WriteFile(bad, []byte(`{"runs": [{"argv": [{"one_of": ["sh"]}, "-c", "id"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := executorCLI(t, append([]string{"executor", "--host-policy", bad}, flags...)...); code != exitCannot || !strings.Contains(out, "runs[0].argv[0] must be the program itself") {
+		t.Fatalf("an invalid host policy: exit %d\n%s", code, out)
+	}
 	start := func() *exec.Cmd {
-		cmd := exec.Command(greffeBin, append([]string{"executor", "--lease", "600ms", "--log-level", "warn"}, flags...)...)
+		cmd := exec.Command(greffeBin, append([]string{"executor", "--lease", "600ms", "--log-level", "warn", "--host-policy", policy}, flags...)...)
 		cmd.Env = append(os.Environ(), "PATH="+fake+":"+os.Getenv("PATH"))
 		cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 		if err := cmd.Start(); err != nil {
@@ -83,8 +100,6 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 		return cmd
 	}
 	x := start()
-	pidFile := filepath.Join(dir, "pid")
-	argv := []string{"sh", "-c", "echo $$ > " + pidFile + "; while [ ! -e " + filepath.Join(dir, "never") + " ]; do sleep 0.02; done"}
 	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m1", Host: "spark-1", Kind: aggregates.MeasurementRun,
 		Argv: argv, Timeout: aggregates.D(time.Minute), OutputCapBytes: 1024})
 	executorWaitFor(t, c, "measurement-m1", aggregates.TypeMeasurementClaimed)
@@ -116,6 +131,19 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 	}
 	if out, code := executorCLI(t, "executor", "verify", "m1", "--server", srv.url); code != exitCannot || !strings.Contains(out, "no recorded result") {
 		t.Errorf("verify m1 (uncertain, no result): exit %d\n%s", code, out)
+	}
+	// A run the policy does not list (issue #20: a writer's root shell):
+	// not run, answered refused_by_host, signed.
+	marker := filepath.Join(dir, "pwned")
+	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m3", Host: "spark-1", Kind: aggregates.MeasurementRun,
+		Argv: []string{"/bin/sh", "-c", "id > " + marker}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+	executorWaitFor(t, c, "measurement-m3", aggregates.TypeMeasurementRecorded)
+	if out, code := executorCLI(t, "executor", "verify", "m3", "--server", srv.url); code != exitOK || !strings.Contains(out, "outcome     refused_by_host, exit -1") ||
+		!strings.Contains(out, "error       run_not_allowed: ") {
+		t.Errorf("verify m3: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the refused run ran: %s exists", marker)
 	}
 	// The first signal stops the executor gracefully: exit 0.
 	if err := x.Process.Signal(syscall.SIGTERM); err != nil {
