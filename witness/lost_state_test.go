@@ -66,7 +66,11 @@ func openKeyed(t *testing.T, dir, keyFile, skey string, logOut *lockedBuffer, ac
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := witness.ServerConfig{Dir: dir, Signer: signer, KeyFile: keyFile, Logs: map[string][]note.Verifier{},
+	marker := ""
+	if keyFile != "" {
+		marker = keyFile + ".state" // as greffe witness puts it
+	}
+	cfg := witness.ServerConfig{Dir: dir, Signer: signer, Marker: marker, Logs: map[string][]note.Verifier{},
 		Logger: slog.New(slog.NewTextHandler(logOut, nil)), Unsafe: witness.ServerUnsafe{AcceptLostState: accept}}
 	for _, k := range logs {
 		cfg.Logs[k.verifier.Name()] = append(cfg.Logs[k.verifier.Name()], k.verifier)

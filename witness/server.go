@@ -38,16 +38,16 @@ type ServerConfig struct {
 	// each verifier must be named after its origin. Checkpoints of other
 	// origins are answered 404. Required: at least one log.
 	Logs map[string][]note.Verifier
-	// KeyFile is the file Signer was read from (LoadCosigner), or "". The
-	// witness keeps beside it, in KeyFile+".state", a copy of its state
-	// record (which logs it cosigned, and the id of its folder's state), so
-	// that a folder lost whole while the key survived is noticed at start
-	// (OpenServer refuses with a *StateLostError) instead of a witness
-	// that trusts every log anew and cosigns a fork of what it cosigned.
-	// The file's folder must be writable. Empty: only a log's file lost
-	// from a folder that kept its record is noticed. `greffe witness`
-	// sets it to --key.
-	KeyFile string
+	// Marker is a file outside Dir, kept with the witness's key (`greffe
+	// witness` puts it beside --key, as KEY.state), where the witness keeps
+	// a copy of its state record (which logs it cosigned, and the id of
+	// its folder's state), so that a folder lost whole while the key
+	// survived is noticed at start (OpenServer refuses with a
+	// *StateLostError) instead of a witness that trusts every log anew and
+	// cosigns a fork of what it cosigned. Rewritten at every start, so its
+	// folder must be writable. "": only a log's file lost from a folder
+	// that kept its record is noticed.
+	Marker string
 	// Logger receives refused checkpoints that may be evidence of a log's
 	// misbehaviour (422), failures to persist, and a start that accepted a
 	// lost state. Default: discard.
@@ -105,7 +105,7 @@ func (e *StaleError) Unwrap() error { return ErrStale }
 //
 //	<Dir>/LOCK                    held while a witness uses the folder
 //	<Dir>/STATE                   which logs it cosigned (stateRecord), also
-//	                              kept beside its key (ServerConfig.KeyFile)
+//	                              kept with its key (ServerConfig.Marker)
 //	<Dir>/logs/<origin hash>      the newest cosigned checkpoint of one log
 //
 // where <origin hash> is the lowercase hex SHA-256 of the log's origin (the

@@ -25,8 +25,7 @@ import (
 // twice, the same JSON in both places:
 //
 //	<Dir>/STATE              beside the logs' files
-//	<KeyFile>.state          beside the witness's key (the marker), when
-//	                         ServerConfig.KeyFile is set
+//	ServerConfig.Marker      with the witness's key (the marker), when set
 //
 //	{"id": "<32 hex>", "witness": "witness.example.org/w1",
 //	 "created_at": "2026-…Z",
@@ -48,12 +47,8 @@ type stateRecord struct {
 	Logs      map[string]string `json:"logs"`
 }
 
-// stateFileName is the folder's copy of the record; markerSuffix is added
-// to ServerConfig.KeyFile's path for the marker's.
-const (
-	stateFileName = "STATE"
-	markerSuffix  = ".state"
-)
+// stateFileName is the folder's copy of the record.
+const stateFileName = "STATE"
 
 // ErrStateLost is what OpenServer returns (as a *StateLostError) when
 // state the witness had is missing.
@@ -63,8 +58,8 @@ var ErrStateLost = errors.New("witness: state lost")
 // newest cosigned checkpoint is gone, or a folder that is not the one the
 // key cosigned with. It matches ErrStateLost.
 type StateLostError struct {
-	// Dir is the witness's folder; Marker the record beside its key ("" when
-	// none).
+	// Dir is the witness's folder; Marker the record kept with its key
+	// ("" when none).
 	Dir, Marker string
 	// Logs are the origins, sorted, whose newest cosigned checkpoint is
 	// missing from Dir/logs although the witness cosigned them.
@@ -98,7 +93,7 @@ func (e *StateLostError) Unwrap() error { return ErrStateLost }
 // Safe for concurrent use.
 type stateBook struct {
 	folder string // <Dir>/STATE
-	marker string // <KeyFile>.state, "" when none
+	marker string // ServerConfig.Marker, "" when none
 
 	mu  sync.Mutex
 	rec stateRecord // guarded by mu
@@ -113,10 +108,7 @@ type stateBook struct {
 // cfg.Unsafe.AcceptLostState, which logs each loss at error level and
 // starts without it. REQUIRES: the folder's lock held.
 func openState(cfg ServerConfig) (*stateBook, error) {
-	b := &stateBook{folder: filepath.Join(cfg.Dir, stateFileName)}
-	if cfg.KeyFile != "" {
-		b.marker = cfg.KeyFile + markerSuffix
-	}
+	b := &stateBook{folder: filepath.Join(cfg.Dir, stateFileName), marker: cfg.Marker}
 	folder, err := readState(b.folder)
 	if err != nil {
 		return nil, err
@@ -223,7 +215,7 @@ func (b *stateBook) writeLocked() error {
 	}
 	if b.marker != "" {
 		if err := atomicfile.WriteFile(b.marker, j); err != nil {
-			return fmt.Errorf("witness state marker beside the key (the witness keeps it there so that a lost folder is noticed): %w", err)
+			return fmt.Errorf("witness state marker (kept with the key, so that a lost folder is noticed; --state-marker): %w", err)
 		}
 	}
 	return nil

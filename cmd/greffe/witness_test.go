@@ -258,6 +258,9 @@ func TestCLI_WitnessLostState(t *testing.T) {
 		t.Fatalf("the first checkpoint: %d", got)
 	}
 	stop()
+	if _, err := os.Stat(key + ".state"); err != nil {
+		t.Fatalf("the state marker beside the key: %v", err)
+	}
 	if err := os.RemoveAll(data); err != nil {
 		t.Fatal(err)
 	}
