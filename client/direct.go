@@ -3,6 +3,8 @@ package client
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -60,6 +62,12 @@ const (
 	// directMaxIdle bounds the connections kept per node, as
 	// Transport.MaxIdleConnsPerHost does for the other requests.
 	directMaxIdle = 64
+	// directMaxInterim bounds the interim (1xx) answers read before a
+	// final one. net/http bounds them by their header bytes instead (its
+	// MaxResponseHeaderBytes), which http.ReadResponse has no way to do;
+	// a node sends at most 100 Continue and 103 Early Hints, a proxy in
+	// front of it perhaps a 102 Processing more.
+	directMaxInterim = 8
 )
 
 func newDirectPool() *directPool {
@@ -108,13 +116,51 @@ func (p *directPool) do(req *http.Request) (*http.Response, error) {
 	if err := dc.bw.Flush(); err != nil {
 		return fail(err)
 	}
-	resp, err := http.ReadResponse(dc.br, req)
+	resp, err := readFinal(dc.br, req)
 	if err != nil {
 		return fail(err)
 	}
 	resp.Body = &directBody{ReadCloser: resp.Body, p: p, host: host, dc: dc, stop: stop, keep: !resp.Close}
 	return resp, nil
 }
+
+// readFinal reads the answer to req from br, past the interim (1xx)
+// answers before it, as net/http's Transport does (persistConn.
+// readResponse): http.ReadResponse returns a 1xx as it comes, and taking
+// it as final leaves the real answer unread on the connection, where the
+// next request on it would read it as its own (#20: an append to s-B got
+// s-A's answer). Interim answers have no body (RFC 9110 §15.2), so each is
+// only its status line and headers, which are dropped: the client asks
+// for nothing an interim answer offers (Early Hints' preload links).
+//
+// 101 Switching Protocols is final, in net/http too, but the client never
+// asks to switch: it is an error, and the connection, now in an unknown
+// protocol, is closed by the caller. More than directMaxInterim interim
+// answers is an error too: a node sends one or two (100, 103), and a
+// peer that never stops sending them must not hold the request forever.
+func readFinal(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for range directMaxInterim + 1 {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			_ = resp.Body.Close()
+			return nil, errSwitchingProtocols
+		case resp.StatusCode >= 100 && resp.StatusCode <= 199:
+			_ = resp.Body.Close() // http.NoBody
+			continue
+		}
+		return resp, nil
+	}
+	return nil, errTooManyInterim
+}
+
+var (
+	errSwitchingProtocols = errors.New("client: the node answered 101 Switching Protocols, which was not asked for")
+	errTooManyInterim     = fmt.Errorf("client: more than %d interim (1xx) answers before the final one", directMaxInterim)
+)
 
 // get returns a pooled connection to host that is still open, or dials one.
 func (p *directPool) get(ctx context.Context, host string) (*directConn, error) {

@@ -38,9 +38,34 @@ type ServerConfig struct {
 	// each verifier must be named after its origin. Checkpoints of other
 	// origins are answered 404. Required: at least one log.
 	Logs map[string][]note.Verifier
+	// Marker is a file outside Dir, kept with the witness's key (`greffe
+	// witness` puts it beside --key, as KEY.state), where the witness keeps
+	// a copy of its state record (which logs it cosigned, and the id of
+	// its folder's state), so that a folder lost whole while the key
+	// survived is noticed at start (OpenServer refuses with a
+	// *StateLostError) instead of a witness that trusts every log anew and
+	// cosigns a fork of what it cosigned. Rewritten at every start, so its
+	// folder must be writable. "": only a log's file lost from a folder
+	// that kept its record is noticed.
+	Marker string
 	// Logger receives refused checkpoints that may be evidence of a log's
-	// misbehaviour (422) and failures to persist. Default: discard.
+	// misbehaviour (422), failures to persist, and a start that accepted a
+	// lost state. Default: discard.
 	Logger *slog.Logger
+	// Unsafe holds switches that weaken what the witness guarantees.
+	Unsafe ServerUnsafe
+}
+
+// ServerUnsafe holds the witness's risky switches.
+type ServerUnsafe struct {
+	// AcceptLostState starts a witness whose state is missing (the
+	// *StateLostError OpenServer returns otherwise), logging each loss at
+	// error level: the logs whose newest cosigned checkpoint is gone are
+	// trusted on first use again, so the witness may cosign a fork of what
+	// it cosigned before. For an operator who knows the state is gone for
+	// good and will tell the logs' operators and auditors (greffe witness
+	// --accept-lost-state). Default false.
+	AcceptLostState bool
 }
 
 // Errors of AddCheckpoint, one per answer of tlog-witness (the status is in
@@ -79,6 +104,8 @@ func (e *StaleError) Unwrap() error { return ErrStale }
 // the first one it sees), and remembers that newest one in its folder:
 //
 //	<Dir>/LOCK                    held while a witness uses the folder
+//	<Dir>/STATE                   which logs it cosigned (stateRecord), also
+//	                              kept with its key (ServerConfig.Marker)
 //	<Dir>/logs/<origin hash>      the newest cosigned checkpoint of one log
 //
 // where <origin hash> is the lowercase hex SHA-256 of the log's origin (the
@@ -88,12 +115,20 @@ func (e *StaleError) Unwrap() error { return ErrStale }
 // fsynced and renamed) before the cosignature is answered, and checking a
 // request against it and replacing it happen under the log's lock, so two
 // requests can never roll a log's state back. Files of logs no longer
-// configured stay untouched.
+// configured stay untouched. A log's file that is missing although the
+// state record lists the log, or a folder lost while the record beside the
+// key survived, is refused at start (ErrStateLost): the witness would
+// otherwise trust the log's next checkpoint on first use and could cosign
+// a fork of what it had cosigned. A folder restored from an older backup
+// is not noticed: it holds older checkpoints, from which the witness
+// accepts only consistent extensions, but what it cosigned after the
+// backup is forgotten.
 //
 // Safe for concurrent use: requests for different logs run in parallel.
 type Server struct {
 	cfg    ServerConfig
 	logs   map[string]*followedLog // fixed at OpenServer
+	state  *stateBook
 	unlock func() error
 	once   sync.Once
 }
@@ -121,7 +156,9 @@ func OriginHash(origin string) string {
 }
 
 // OpenServer opens (or creates) the witness's folder, locks it and reads
-// what it remembers of each configured log.
+// what it remembers of each configured log. State it had that is missing
+// is refused with a *StateLostError (see Server), unless
+// cfg.Unsafe.AcceptLostState.
 func OpenServer(cfg ServerConfig) (*Server, error) {
 	var errs []error
 	if cfg.Dir == "" {
@@ -156,7 +193,12 @@ func OpenServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logs: make(map[string]*followedLog, len(cfg.Logs)), unlock: unlock}
+	state, err := openState(cfg)
+	if err != nil {
+		_ = unlock()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, logs: make(map[string]*followedLog, len(cfg.Logs)), state: state, unlock: unlock}
 	for origin, vs := range cfg.Logs {
 		l := &followedLog{origin: origin, verifiers: note.VerifierList(vs...), file: filepath.Join(cfg.Dir, "logs", OriginHash(origin))}
 		if err := l.load(); err != nil {
@@ -284,6 +326,13 @@ func (s *Server) AddCheckpoint(ctx context.Context, req AddCheckpointRequest) ([
 		return nil, err
 	}
 	l.cosigned, l.size, l.root, l.note = true, cp.Size, cp.Hash, stored.Bytes()
+	// Listed once its file is on disk (stateRecord says why in this order).
+	if h := OriginHash(origin); !s.state.has(h) {
+		if err := s.state.add(h, origin); err != nil {
+			s.cfg.Logger.Error("witness: cannot record that a log was cosigned; its cosignature is withheld", "origin", origin, "size", cp.Size, "err", err)
+			return nil, err
+		}
+	}
 	return lines, nil
 }
 

@@ -16,17 +16,26 @@
 //   - each event's stored bytes against its inclusion proof, and that they
 //     are the event the answer names (position, id, stream, version, type,
 //     leaf hash). The events it returns are decoded from the proven bytes,
-//     never taken from the answer's JSON.
+//     never taken from the answer's JSON;
+//   - that the answer holds what the checkpoint proves exists
+//     (omission.go): a page of the global log every position from where it
+//     was read up to its limit or the checkpoint's size (or a "next" where
+//     it stops); a stream page consecutive versions, and, where it claims
+//     the stream's end (its newest version, or none), that no later event
+//     of the checkpoint is of the stream, which the client reads, proven,
+//     up to Config.MaxStreamEndScan events. An omission is an
+//     *OmissionError (event_omitted); an end it cannot prove within the
+//     bound, an *UnprovenEndError (stream_end_unproven), never an end
+//     presented unproven.
 //
 // Its trusted state (the newest checkpoint verified) is kept in memory or
 // in a file, the same audit.State file `greffe verify --state` keeps, so
 // that a fork or a rollback between two visits is caught too. A failure is
 // an *audit.ProofError whose detail names the event or the checkpoint.
 //
-// What a proof cannot show: that a page holds every event that matches
-// (a node may leave events out). The client checks what a page's shape
-// allows (consecutive positions in the global log, consecutive versions in
-// a stream page); completeness of a whole ledger is `greffe verify`'s.
+// What it cannot show: events newer than the checkpoint the node chose,
+// and that an event id the node says it does not know is absent.
+// Completeness of a whole ledger is `greffe verify`'s.
 //
 // The package may import client, events, aggregates (the event references
 // projections cite), audit (the checkpoint policy and Advance) and x/mod's

@@ -32,15 +32,23 @@ type Config struct {
 	// replaced (atomically) each time the state moves forward. "": the
 	// state lives in memory and starts empty.
 	StateFile string
+	// MaxStreamEndScan bounds the events of the global log a stream read
+	// reads, proven, after the page's newest event to prove that the
+	// stream has no later one, where the page claims the stream's end
+	// (omission.go); a claim that would need more is refused with an
+	// *UnprovenEndError. 0: DefaultMaxStreamEndScan (10,000). Negative:
+	// none; an end is then proven only when the checkpoint ends with it.
+	MaxStreamEndScan int
 }
 
 // Client is a client whose answers are proven. Safe for concurrent use:
 // concurrent calls each check their own answer, and the trusted state moves
 // only forward.
 type Client struct {
-	c      *client.Client
-	policy audit.CheckpointPolicy
-	file   string
+	c       *client.Client
+	policy  audit.CheckpointPolicy
+	file    string
+	maxScan int // Config.MaxStreamEndScan, 0 for none
 
 	// persistMu serializes writes of the state file, each of the state
 	// read after it is held; taken before mu, never while holding it.
@@ -90,7 +98,14 @@ func New(ctx context.Context, c *client.Client, cfg Config) (*Client, error) {
 	if st != nil && st.Origin != origin {
 		return nil, fmt.Errorf("%w: state file %s remembers ledger %q, these keys are for %q", audit.ErrConfig, cfg.StateFile, st.Origin, origin)
 	}
-	return &Client{c: c, policy: p, file: cfg.StateFile, st: st}, nil
+	maxScan := cfg.MaxStreamEndScan
+	switch {
+	case maxScan == 0:
+		maxScan = DefaultMaxStreamEndScan
+	case maxScan < 0:
+		maxScan = 0
+	}
+	return &Client{c: c, policy: p, file: cfg.StateFile, maxScan: maxScan, st: st}, nil
 }
 
 // State returns a copy of the trusted state (nil: nothing verified yet).

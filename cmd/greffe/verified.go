@@ -43,15 +43,17 @@ func (w *witnessFlags) parse() ([]note.Verifier, error) {
 // verifiedFlags are the flags of a command's verified mode: --verified,
 // --state, the log's verifier keys and the witness policy.
 type verifiedFlags struct {
-	on    bool
-	state string
-	vf    verifierFlags
-	wf    witnessFlags
+	on      bool
+	state   string
+	endScan int
+	vf      verifierFlags
+	wf      witnessFlags
 }
 
 func (v *verifiedFlags) register(c *cobra.Command) {
 	c.Flags().BoolVar(&v.on, "verified", false, "prove the answer: inclusion proofs against a signed checkpoint checked against the trusted state (docs/AUDIT.md, Verified reads); a proof that fails, a rollback or a fork exits 1")
 	c.Flags().StringVar(&v.state, "state", "", "with --verified: the trusted state file (greffe verify --state's format), read and moved forward; default: trust on this run only")
+	c.Flags().IntVar(&v.endScan, "max-end-scan", verified.DefaultMaxStreamEndScan, "with --verified: the most events after a stream's newest one read (proven) to prove that it is the newest; a stream page that claims its end beyond that exits 2 (stream_end_unproven; docs/AUDIT.md, What a verified read proves)")
 	v.vf.register(c)
 	v.wf.register(c)
 }
@@ -59,8 +61,8 @@ func (v *verifiedFlags) register(c *cobra.Command) {
 // client returns the verified client, or nil without --verified.
 func (v *verifiedFlags) client(ctx context.Context, c *client.Client) (*verified.Client, error) {
 	if !v.on {
-		if v.state != "" || v.wf.quorum > 0 {
-			return nil, usageError{errors.New("--state and --witness-quorum apply with --verified")}
+		if v.state != "" || v.wf.quorum > 0 || v.endScan != verified.DefaultMaxStreamEndScan {
+			return nil, usageError{errors.New("--state, --witness-quorum and --max-end-scan apply with --verified")}
 		}
 		return nil, nil
 	}
@@ -72,7 +74,11 @@ func (v *verifiedFlags) client(ctx context.Context, c *client.Client) (*verified
 	if err != nil {
 		return nil, err
 	}
-	vc, err := verified.New(ctx, c, verified.Config{Verifiers: vs, Witnesses: ws, WitnessQuorum: v.wf.quorum, StateFile: v.state})
+	endScan := v.endScan
+	if endScan == 0 {
+		endScan = -1 // --max-end-scan 0: read nothing after a stream's newest event
+	}
+	vc, err := verified.New(ctx, c, verified.Config{Verifiers: vs, Witnesses: ws, WitnessQuorum: v.wf.quorum, StateFile: v.state, MaxStreamEndScan: endScan})
 	if errors.Is(err, audit.ErrConfig) {
 		return nil, usageError{err}
 	}

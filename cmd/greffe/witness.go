@@ -16,9 +16,9 @@ import (
 
 func newWitnessCmd() *cobra.Command {
 	var (
-		dir, keyFile, addr, newKey string
-		logs                       []string
-		asJSON                     bool
+		dir, keyFile, addr, newKey, marker string
+		logs                               []string
+		asJSON, acceptLost                 bool
 	)
 	c := &cobra.Command{
 		Use:   "witness --data DIR --key FILE --http ADDR --log ORIGIN=VKEY ...",
@@ -40,6 +40,16 @@ is accepted). It prints its cosignature/v1 verifier key: give it to the
 logs' operators (greffe serve --witness URL=VKEY) and to auditors (greffe
 verify --witness VKEY).
 
+A witness that lost state it had refuses to start (exit 2), naming what is
+missing: a log's newest cosigned checkpoint gone from --data, or --data lost
+whole while FILE.state, the record it keeps beside --key (or
+--state-marker), says the key cosigned (keep it with the key, on other
+storage than --data, in a writable folder). Started
+empty, it would trust each log's next checkpoint on first use and could
+cosign a fork of what it cosigned before. Restore --data from its backup,
+or start anew deliberately with --accept-lost-state (logged at error
+level; tell the logs' operators and auditors).
+
 Exit codes: 0 stopped by a signal, 2 could not start.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -60,7 +70,11 @@ Exit codes: 0 stopped by a signal, 2 could not start.`,
 				return usageError{err}
 			}
 			logger := slog.New(slog.NewTextHandler(c.ErrOrStderr(), nil))
-			s, err := witness.OpenServer(witness.ServerConfig{Dir: dir, Signer: signer, Logs: followed, Logger: logger})
+			if marker == "" {
+				marker = keyFile + ".state"
+			}
+			s, err := witness.OpenServer(witness.ServerConfig{Dir: dir, Signer: signer, Marker: marker, Logs: followed, Logger: logger,
+				Unsafe: witness.ServerUnsafe{AcceptLostState: acceptLost}})
 			if err != nil {
 				return &exitError{exitCannot, err}
 			}
@@ -88,6 +102,8 @@ Exit codes: 0 stopped by a signal, 2 could not start.`,
 	f.StringVar(&addr, "http", "127.0.0.1:7380", "HTTP listen address (add-checkpoint is public: the logs' signatures authenticate what is cosigned)")
 	f.StringArrayVar(&logs, "log", nil, "a log to witness: ORIGIN=VKEY, its checkpoint origin and note verifier key (repeatable; a key rotation gives the origin twice)")
 	f.BoolVar(&asJSON, "json", false, "print the start line as JSON")
+	f.StringVar(&marker, "state-marker", "", "the file, kept with the key and outside --data, where the witness records which logs it cosigned, so that a lost --data is noticed (default: KEY.state beside --key; its folder must be writable)")
+	f.BoolVar(&acceptLost, "accept-lost-state", false, "UNSAFE: start although state the witness had is missing (it trusts those logs anew and may cosign a fork of what it cosigned); logged at error level")
 	return c
 }
 

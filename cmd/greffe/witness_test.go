@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/audit"
@@ -175,5 +183,99 @@ func TestCLI_BenchReads(t *testing.T) {
 		if f.ReadsPerSec <= 0 || f.VerifiedPerSec <= 0 {
 			t.Errorf("%s of %d: %+v", f.What, f.Events, f)
 		}
+	}
+}
+
+// TestCLI_WitnessLostState (#20, finding 15): greffe witness cosigns a
+// checkpoint, stops, and loses its --data folder while its key (and the
+// record beside it, KEY.state) survives: the next start exits 2 naming the
+// log and --accept-lost-state, where it used to start empty and cosign a
+// fork of what it had cosigned. With --accept-lost-state it starts and
+// logs the loss at error level.
+func TestCLI_WitnessLostState(t *testing.T) {
+	skey, vkey, err := note.GenerateKey(rand.Reader, events.Origin("00000000-0000-4000-8000-0000000000e1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logSigner, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := logSigner.Name()
+	cp, err := events.SignCheckpoint(origin, 1, events.LeafHash([]byte("a")), logSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := events.SignCheckpoint(origin, 1, events.LeafHash([]byte("fork")), logSigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdir := t.TempDir()
+	key, data := filepath.Join(wdir, "witness.key"), filepath.Join(wdir, "state")
+	args := []string{"witness", "--data", data, "--key", key, "--new-key", "witness.test/w1", "--http", "127.0.0.1:0", "--log", vkey, "--json"}
+
+	// start runs greffe witness until the returned stop is called, and
+	// returns its URL, or "" and its exit code when it did not start.
+	start := func(extra ...string) (url string, code int, stderr *syncBuffer, stop func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		var wout syncBuffer
+		werr := &syncBuffer{}
+		done := make(chan int, 1)
+		go func() { done <- run(ctx, append(slices.Clone(args), extra...), strings.NewReader(""), &wout, werr) }()
+		var started struct{ URL string }
+		exited := -1
+		waitUntil(t, "greffe witness to start or exit", 15*time.Second, func() bool {
+			select {
+			case exited = <-done:
+				return true
+			default:
+			}
+			return json.Unmarshal([]byte(wout.String()), &started) == nil && started.URL != ""
+		})
+		if exited >= 0 {
+			cancel()
+			return "", exited, werr, func() {}
+		}
+		return started.URL, exitOK, werr, func() {
+			cancel()
+			if code := <-done; code != exitOK {
+				t.Errorf("greffe witness exited %d: %s", code, werr.String())
+			}
+		}
+	}
+	add := func(url string, old uint64, n []byte) int {
+		resp, err := http.Post(url+witness.AddCheckpointPath, "text/plain", bytes.NewReader(witness.AddCheckpointRequest{OldSize: old, Checkpoint: n}.Marshal()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	url, _, _, stop := start()
+	if got := add(url, 0, cp.Note); got != http.StatusOK {
+		t.Fatalf("the first checkpoint: %d", got)
+	}
+	stop()
+	if _, err := os.Stat(key + ".state"); err != nil {
+		t.Fatalf("the state marker beside the key: %v", err)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	url, code, errs, _ := start()
+	if e := errs.String(); url != "" || code != exitCannot || !strings.Contains(e, "state lost") || !strings.Contains(e, origin) || !strings.Contains(e, "--accept-lost-state") {
+		t.Fatalf("a witness whose --data was lost: started %q, exit %d, %s", url, code, e)
+	}
+
+	url, _, errs, stop = start("--accept-lost-state")
+	defer stop()
+	if e := errs.String(); !strings.Contains(e, "level=ERROR") || !strings.Contains(e, "STARTING WITH LOST STATE") || !strings.Contains(e, origin) {
+		t.Errorf("--accept-lost-state did not log the loss at error level: %s", e)
+	}
+	// Trusted on first use again, as the operator accepted.
+	if got := add(url, 0, fork.Note); got != http.StatusOK {
+		t.Fatalf("the first checkpoint after starting anew: %d", got)
 	}
 }
