@@ -208,9 +208,14 @@ func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request, b Backuper,
 // backupAborted is the message logged when a backup stream is cut.
 const backupAborted = "backup stream aborted: connection dropped"
 
-// deadlineChunk is the most a deadlineWriter writes under one deadline: a
-// client must take 32 KiB per stall timeout (half a KiB a second at the
-// default), however large the stream's own writes (256 KiB).
+// deadlineChunk is the most a deadlineWriter writes under one deadline, so
+// that the stream's own 256 KiB writes need not go out whole within one
+// stall timeout. The kernel still wakes a blocked writer only once a good
+// part of the socket's send buffer drained (about half, up to 2 MiB on
+// Linux's defaults): a client reading slower than that per stall timeout
+// (some 35 KB/s at the default minute) is dropped as stalled
+// (writing TestAPI_BackupStalledClientDropped, a 200 KB/s reader was
+// cut by a 1 s stall timeout).
 const deadlineChunk = 32 << 10
 
 // deadlineWriter sets the connection's write deadline before each chunk
