@@ -85,6 +85,7 @@ var statuses = map[statusKey]int{
 	// 401, 403, 404, 405, 408, 413, 415.
 	{CodeUnauthorized, anyKind}:                  http.StatusUnauthorized,
 	{CodeForbidden, anyKind}:                     http.StatusForbidden,
+	{CodeBackupKeysAdminOnly, anyKind}:           http.StatusForbidden,
 	{events.CodeReservedStream, anyKind}:         http.StatusForbidden,
 	{events.CodeReservedStreamName, anyKind}:     http.StatusForbidden,
 	{events.CodeNotFound, anyKind}:               http.StatusNotFound,

@@ -112,7 +112,7 @@ func TestStatuses_Kinds(t *testing.T) {
 func TestStatuses_EveryDeclaredCode(t *testing.T) {
 	for _, code := range []string{CodeMalformedJSON, CodeUnknownField, CodeBodyTooLarge, CodeBodyTimeout, CodeInvalidQuery,
 		CodeUnauthorized, CodeForbidden, CodeMethodNotAllowed, CodeUnsupportedMedia, CodeInternal, CodeUnavailable, CodeCorrupt,
-		CodeBackupInProgress, CodeNotClustered, CodeLeaderChanged, CodeLeaderUnreachable, CodeSignatureInvalid} {
+		CodeBackupInProgress, CodeBackupKeysAdminOnly, CodeNotClustered, CodeLeaderChanged, CodeLeaderUnreachable, CodeSignatureInvalid} {
 		if _, ok := statuses[statusKey{code, anyKind}]; !ok {
 			t.Errorf("%s has no row in the status table", code)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/api"
-	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/backup"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
@@ -98,7 +98,7 @@ var errInjected = errors.New("injected failure")
 // head with the original's keys.
 func TestRestore_FailureMidCopyLeavesNoDataFolder(t *testing.T) {
 	n := startNode(t, 3000)
-	bk := n.fetch(t, backup.FetchConfig{})
+	bk := n.fetch(t, backup.FetchConfig{IncludePrivateKeys: true})
 	tests := []struct {
 		name          string
 		failRemovals  bool
@@ -151,8 +151,9 @@ func TestRestore_FailureMidCopyLeavesNoDataFolder(t *testing.T) {
 }
 
 // TestReceive_DamagedStreamLeavesNoBackup: a stream cut short (the node
-// stopped mid-way) or with a changed byte never ends as a backup folder:
-// the folder is absent and the staging folder removed.
+// stopped mid-way, before the manifest or before its signature), with a
+// changed byte, or with the signature of another backup never ends as a
+// backup folder: the folder is absent and the staging folder removed.
 func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	n := startNode(t, 2000)
 	resp, err := n.client().Stream(t.Context(), backup.Route)
@@ -166,15 +167,31 @@ func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	}
 	flipped := bytes.Clone(stream)
 	flipped[len(flipped)/2] ^= 0x40
+	// Another backup of the same node: its signature entry, as long as
+	// this one's (one signature by the same key), signs another manifest.
+	resp, err = n.client().Stream(t.Context(), backup.Route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	another, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigAt := func(b []byte) int { return bytes.LastIndex(b, []byte(backup.ManifestSigFile)) }
+	swapped := append(bytes.Clone(stream[:sigAt(stream)]), another[sigAt(another):]...)
 	tests := []struct {
 		name   string
 		stream []byte
 		ok     bool
+		why    string // in the error, when not empty
 	}{
-		{"whole", stream, true},
-		{"cut in the middle", stream[:len(stream)/2], false},
-		{"cut in the manifest", stream[:bytes.LastIndex(stream, []byte(`"files"`))+10], false},
-		{"a byte changed", flipped, false},
+		{"whole", stream, true, ""},
+		{"cut in the middle", stream[:len(stream)/2], false, ""},
+		{"cut in the manifest", stream[:bytes.LastIndex(stream, []byte(`"files"`))+10], false, ""},
+		{"cut before the manifest's signature", stream[:sigAt(stream)], false, "before the manifest's signature"},
+		{"the signature of another manifest", swapped, false, "of another manifest"},
+		{"a byte changed", flipped, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,8 +203,8 @@ func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, backup.ErrBadStream) {
-				t.Fatalf("receive a damaged stream: %v", err)
+			if !errors.Is(err, backup.ErrBadStream) || !strings.Contains(err.Error(), tc.why) {
+				t.Fatalf("receive a damaged stream: %v (want %q in it)", err, tc.why)
 			}
 			if exists(dir) || exists(dir+".partial") {
 				t.Fatal("a damaged stream left a folder")
@@ -196,41 +213,46 @@ func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	}
 }
 
-// TestRestore_WithoutKeys: a backup taken without keys holds none; it is
-// verified with the ledger's verifier keys and restored with the
-// original key folder, which must be the one that signed its checkpoint.
+// TestRestore_WithoutKeys: a backup taken without the private keys (the
+// default) holds the verifier keys and no private key. It verifies on
+// first use (its verifier key signed its ledger's checkpoints) and with
+// the ledger's verifier key given. Restored alone, its key is published
+// retired and the node signs with a new one; restored with the original
+// key folder (which must be this ledger's), the node signs with the
+// original keys. Before issue #20 a backup without keys held none, could
+// not be verified without --verifier, and was not restored without --keys.
 func TestRestore_WithoutKeys(t *testing.T) {
 	n := startNode(t, 500)
 	other := startNode(t, 0)
-	bk := n.fetch(t, backup.FetchConfig{WithoutKeys: true})
-	if bk.Manifest.Keys || exists(filepath.Join(bk.Dir, backup.KeysDir)) {
-		t.Fatal("a backup without keys holds keys")
+	bk := n.fetch(t, backup.FetchConfig{})
+	pubs, _ := filepath.Glob(filepath.Join(bk.Dir, backup.KeysDir, "*.pub"))
+	privs, _ := filepath.Glob(filepath.Join(bk.Dir, backup.KeysDir, "*.key"))
+	if bk.Manifest.Keys || len(privs) > 0 || len(pubs) != 1 {
+		t.Fatalf("a backup without private keys holds %v and %v", privs, pubs)
 	}
-	if _, err := backup.Verify(t.Context(), bk.Dir, backup.VerifyConfig{}); !errors.Is(err, audit.ErrConfig) {
-		t.Fatalf("verify without any verifier key: %v", err)
+	rep, err := backup.Verify(t.Context(), bk.Dir, backup.VerifyConfig{})
+	if err != nil || !rep.Verified || rep.Trust.Mode != backup.TrustFirstUse || fmt.Sprint(rep.Trust.Keys) != fmt.Sprint(n.Keys.Verifiers) {
+		t.Fatalf("verify on first use: %+v %v", rep, err)
 	}
-	vs, err := audit.ParseVerifiers(n.Keys.Verifiers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep, err := backup.Verify(t.Context(), bk.Dir, backup.VerifyConfig{Verifiers: vs}); err != nil || !rep.Verified {
+	if rep, err := backup.Verify(t.Context(), bk.Dir, backup.VerifyConfig{Verifiers: n.Keys.Verifiers}); err != nil || !rep.Verified || rep.Trust.Mode != backup.TrustGiven {
 		t.Fatalf("verify with the node's keys: %+v %v", rep, err)
 	}
 
 	keysOf := func(n *testNode) string { return filepath.Join(n.data, backup.KeysDir) }
 	tests := []struct {
-		name string
-		keys string
-		ok   bool
+		name    string
+		keys    string
+		ok      bool
+		signing bool
 	}{
-		{"no keys", "", false},
-		{"another ledger's keys", keysOf(other), false},
-		{"the node's keys", keysOf(n), true},
+		{"no keys", "", true, false},
+		{"another ledger's keys", keysOf(other), false, false},
+		{"the node's keys", keysOf(n), true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			data := filepath.Join(t.TempDir(), "restored")
-			_, err := backup.Restore(t.Context(), bk.Dir, data, backup.RestoreConfig{Keys: tc.keys})
+			res, err := backup.Restore(t.Context(), bk.Dir, data, backup.RestoreConfig{Keys: tc.keys})
 			if !tc.ok {
 				if !errors.Is(err, backup.ErrKeys) || exists(data) {
 					t.Fatalf("restore with %s: %v", tc.name, err)
@@ -240,14 +262,27 @@ func TestRestore_WithoutKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if res.Signing != tc.signing || len(res.Keys) != 1 || res.Keys[0].Verifier != n.Keys.Verifiers[0] || res.Keys[0].Active != tc.signing {
+				t.Fatalf("restored keys %+v, signing %t", res.Keys, res.Signing)
+			}
 			r := openRestored(t, data)
-			if diff := cmp.Diff(n.Keys.Verifiers, r.Keys.Verifiers); diff != "" || r.Store.Head().Size != bk.Manifest.Size {
-				t.Fatalf("restored keys (-want +got):\n%s", diff)
+			if r.Store.Head().Size != bk.Manifest.Size {
+				t.Fatalf("restored head %d, backup %d", r.Store.Head().Size, bk.Manifest.Size)
+			}
+			if tc.signing {
+				if diff := cmp.Diff(n.Keys.Verifiers, r.Keys.Verifiers); diff != "" {
+					t.Fatalf("restored keys (-want +got):\n%s", diff)
+				}
+				return
+			}
+			// A new active key, the original one retired (still published).
+			if len(r.Keys.Active) != 1 || r.Keys.Active[0] == n.Keys.Verifiers[0] || len(r.Keys.Verifiers) != 2 || r.Keys.Verifiers[1] != n.Keys.Verifiers[0] {
+				t.Fatalf("restored without private keys: active %v, published %v", r.Keys.Active, r.Keys.Verifiers)
 			}
 		})
 	}
-	// A backup with its own keys takes no others.
-	full := n.fetch(t, backup.FetchConfig{})
+	// A backup with its private keys takes no others.
+	full := n.fetch(t, backup.FetchConfig{IncludePrivateKeys: true})
 	if _, err := backup.Restore(t.Context(), full.Dir, filepath.Join(t.TempDir(), "r"), backup.RestoreConfig{Keys: keysOf(n)}); !errors.Is(err, backup.ErrKeys) {
 		t.Fatalf("--keys with a backup that holds keys: %v", err)
 	}

@@ -1,12 +1,8 @@
 package backup
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -178,48 +174,4 @@ func syncDir(fsys vfs.FS, dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// listFiles returns the regular files under root as slash paths relative
-// to root (with prefix), sorted. Pebble's lock file is left out.
-func listFiles(root, prefix string) ([]string, error) {
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		name := filepath.ToSlash(rel)
-		if prefix != "" {
-			name = prefix + "/" + name
-		}
-		if name == pebbleLock {
-			return nil
-		}
-		out = append(out, name)
-		return nil
-	})
-	sort.Strings(out)
-	return out, err
-}
-
-// hashFile returns the size and hex SHA-256 of a file.
-func hashFile(p string) (int64, string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return n, "", err
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -14,13 +14,27 @@ import (
 // Format names the layout of a backup folder and of its stream; a backup of
 // another format is refused. A layout never changes once released; a new
 // one gets a new number.
-const Format = "greffe-backup/1"
+//
+// Format 2 (issue #20) adds ManifestSigFile, the node's signature of the
+// manifest, and always holds the node's verifier keys (keys/…/*.pub); the
+// private keys (keys/*.key) only when an admin asked for them. Format 1,
+// FormatUnsigned, had no signature: such a backup is still read, and
+// reported as unsigned.
+const Format = "greffe-backup/2"
+
+// FormatUnsigned is the format before the manifest was signed.
+const FormatUnsigned = "greffe-backup/1"
 
 // Names inside a backup folder (slash-separated, relative to it).
 const (
 	// ManifestFile is the manifest, written last: a folder without it is
 	// not a complete backup.
 	ManifestFile = "backup.json"
+	// ManifestSigFile is the manifest's signature (format 2): a note,
+	// signed by the node's checkpoint keys, naming the SHA-256 of
+	// backup.json's bytes (signature.go). Neither listed in the manifest
+	// nor hashed by it: it signs it.
+	ManifestSigFile = "backup.json.sig"
 	// CheckpointFile is the signed checkpoint note at the backup's size.
 	CheckpointFile = "checkpoint"
 	// LedgerDir is the Pebble folder of the ledger, KeysDir the node's key
@@ -60,8 +74,10 @@ type Manifest struct {
 	// NodeID is the node the backup was taken from; CreatedAt when.
 	NodeID    string    `json:"node_id"`
 	CreatedAt time.Time `json:"created_at"`
-	// Keys says whether the backup holds the node's key folder (with its
-	// private keys).
+	// Keys says whether the backup holds the node's private keys
+	// (keys/*.key). A backup of format 2 always holds the verifier keys
+	// (keys/*.pub, keys/retired/*.pub); one of format 1 held the whole key
+	// folder when Keys, nothing of it otherwise.
 	Keys bool `json:"keys"`
 	// Files lists every file of the backup but the manifest, sorted by
 	// path.
@@ -114,8 +130,8 @@ func decodeManifest(r io.Reader) (Manifest, error) {
 	if dec.More() {
 		return Manifest{}, fmt.Errorf("%w: data after the JSON document", ErrBadManifest)
 	}
-	if m.Format != Format {
-		return Manifest{}, fmt.Errorf("%w: format %q, this binary reads %q", ErrBadManifest, m.Format, Format)
+	if m.Format != Format && m.Format != FormatUnsigned {
+		return Manifest{}, fmt.Errorf("%w: format %q, this binary reads %q and %q", ErrBadManifest, m.Format, Format, FormatUnsigned)
 	}
 	seen := make(map[string]bool, len(m.Files))
 	for i, f := range m.Files {
@@ -132,6 +148,10 @@ func decodeManifest(r io.Reader) (Manifest, error) {
 	}
 	return m, nil
 }
+
+// Signed reports whether the manifest's format has a signature
+// (ManifestSigFile); a manifest of format 1 has none.
+func (m *Manifest) Signed() bool { return m.Format != FormatUnsigned }
 
 // encode returns the manifest as written to backup.json.
 func (m *Manifest) encode() []byte {

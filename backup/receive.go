@@ -33,12 +33,33 @@ const (
 	HeaderLedger = "Greffe-Backup-Ledger" // ledger id
 )
 
-// FetchConfig configures Fetch. The zero value takes a backup with keys to
-// the OS's filesystem.
+// Fetch's defaults for FetchConfig's bounds. The node's own bounds are the
+// same (api.DefaultBackupStallTimeout, api.DefaultBackupMaxDuration).
+const (
+	// DefaultStallTimeout: the node flushes and takes a checkpoint before
+	// its first byte (seconds on a busy node), then writes as fast as the
+	// disk reads; a minute without a byte is a node, or a network, that is
+	// gone.
+	DefaultStallTimeout = time.Minute
+	// DefaultTimeout: 12 hours stream a few terabytes at the speed of a
+	// disk; a backup still running then is stuck, not slow.
+	DefaultTimeout = 12 * time.Hour
+)
+
+// FetchConfig configures Fetch. The zero value takes a backup without the
+// private keys to the OS's filesystem, with the default bounds.
 type FetchConfig struct {
-	// WithoutKeys leaves the node's key folder out of the backup: a restore
-	// then needs the keys from elsewhere (RestoreConfig.Keys).
-	WithoutKeys bool
+	// IncludePrivateKeys asks for the node's private keys too (the admin
+	// role only: the node refuses the operator, 403
+	// backup_keys_admin_only). Without them a restore needs the keys from
+	// elsewhere (RestoreConfig.Keys) or makes the node a new key.
+	IncludePrivateKeys bool
+	// StallTimeout gives up when nothing arrived for this long (the
+	// headers included). Zero: DefaultStallTimeout; negative: never.
+	StallTimeout time.Duration
+	// Timeout gives up when the whole backup took longer. Zero:
+	// DefaultTimeout; negative: never.
+	Timeout time.Duration
 	// FS is where the backup folder is written. Nil: the OS.
 	FS vfs.FS
 	// Progress, when set, is called as bytes arrive with the bytes received
@@ -55,22 +76,46 @@ type FetchResult struct {
 	Elapsed time.Duration
 }
 
+// ErrStalled is returned by Fetch when nothing arrived from the node for
+// FetchConfig.StallTimeout, ErrTimedOut when the backup took longer than
+// FetchConfig.Timeout: nothing was left behind.
+var (
+	ErrStalled  = errors.New("backup: the node stopped sending")
+	ErrTimedOut = errors.New("backup: the backup took too long")
+)
+
 // Fetch takes an online backup of the node c talks to (GET /v1/backup,
 // operator or admin role) into dir, which must not exist or be empty
 // (ErrNotEmpty). It writes a staging folder next to dir and renames it into
-// place only once the stream ended with its manifest and every file
-// matched it and was synced.
+// place only once the stream ended with its manifest and signature and
+// every file matched it and was synced.
 func Fetch(ctx context.Context, c *client.Client, dir string, cfg FetchConfig) (*FetchResult, error) {
 	start := time.Now()
 	if cfg.FS == nil {
 		cfg.FS = vfs.Default
 	}
+	if cfg.StallTimeout == 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
 	if err := checkTarget(cfg.FS, dir); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if cfg.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, cfg.Timeout,
+			fmt.Errorf("%w: not complete after %s (--timeout); nothing was kept", ErrTimedOut, cfg.Timeout))
+		defer stop()
+	}
+	watch := newStallWatch(cfg.StallTimeout, cancel)
+	defer watch.stop()
 	q := url.Values{}
-	if cfg.WithoutKeys {
-		q.Set("keys", "false")
+	if cfg.IncludePrivateKeys {
+		q.Set("include_keys", "true")
 	}
 	p := Route
 	if len(q) > 0 {
@@ -78,19 +123,78 @@ func Fetch(ctx context.Context, c *client.Client, dir string, cfg FetchConfig) (
 	}
 	resp, err := c.Stream(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, causeOf(ctx, err)
 	}
 	defer resp.Body.Close()
+	watch.seen()
 	rc := ReceiveConfig{FS: cfg.FS}
 	if cfg.Progress != nil {
 		total, _ := strconv.ParseInt(resp.Header.Get(HeaderBytes), 10, 64)
 		rc.Progress = func(done int64) { cfg.Progress(done, total) }
 	}
-	m, err := Receive(ctx, resp.Body, dir, rc)
+	m, err := Receive(ctx, watch.reader(resp.Body), dir, rc)
 	if err != nil {
-		return nil, err
+		return nil, causeOf(ctx, err)
 	}
 	return &FetchResult{Dir: dir, Manifest: m, Elapsed: time.Since(start)}, nil
+}
+
+// causeOf returns why ctx ended when it did (a stall, the timeout), err
+// otherwise.
+func causeOf(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, ctx.Err()) {
+			return cause
+		}
+	}
+	return err
+}
+
+// stallWatch cancels a fetch when nothing arrived for its limit: a timer
+// reset by every read that returns bytes. Safe for concurrent use (the
+// timer's function runs on its own goroutine).
+type stallWatch struct {
+	limit time.Duration
+	t     *time.Timer // nil when there is no limit
+}
+
+func newStallWatch(limit time.Duration, cancel context.CancelCauseFunc) *stallWatch {
+	w := &stallWatch{limit: limit}
+	if limit > 0 {
+		w.t = time.AfterFunc(limit, func() {
+			cancel(fmt.Errorf("%w: nothing arrived from the node for %s (--stall-timeout); nothing was kept", ErrStalled, limit))
+		})
+	}
+	return w
+}
+
+// seen notes that something arrived.
+func (w *stallWatch) seen() {
+	if w.t != nil {
+		w.t.Reset(w.limit)
+	}
+}
+
+func (w *stallWatch) stop() {
+	if w.t != nil {
+		w.t.Stop()
+	}
+}
+
+// reader returns r, each read that returns bytes noted as seen.
+func (w *stallWatch) reader(r io.Reader) io.Reader { return stallReader{r, w} }
+
+type stallReader struct {
+	r io.Reader
+	w *stallWatch
+}
+
+func (s stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.w.seen()
+	}
+	return n, err
 }
 
 // ReceiveConfig configures Receive.
@@ -154,6 +258,9 @@ func receive(ctx context.Context, r io.Reader, st *staging, progress func(int64)
 			}
 			return finish(tr, st, raw, got)
 		}
+		if h.Name == ManifestSigFile {
+			return Manifest{}, fmt.Errorf("%w: the manifest's signature before the manifest", ErrBadStream)
+		}
 		if err := checkPath(h.Name); err != nil {
 			return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
 		}
@@ -203,11 +310,35 @@ func (p progressWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// finish checks the manifest against the files received and writes it.
+// finish checks the manifest against the files received, reads its
+// signature (format 2), and writes both. The signature is checked to be a
+// note of this manifest, not against a key: Verify and Restore do that,
+// with the keys they trust.
 func finish(tr *tar.Reader, st *staging, raw []byte, got map[string]File) (Manifest, error) {
 	m, err := decodeManifest(bytes.NewReader(raw))
 	if err != nil {
 		return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
+	}
+	var sig []byte
+	if m.Signed() {
+		h, err := tr.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return Manifest{}, fmt.Errorf("%w: the stream ended before the manifest's signature", ErrBadStream)
+		case err != nil:
+			return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
+		case h.Typeflag != tar.TypeReg || h.Name != ManifestSigFile:
+			return Manifest{}, fmt.Errorf("%w: entry %q after the manifest, not its signature", ErrBadStream, h.Name)
+		}
+		if sig, err = io.ReadAll(io.LimitReader(tr, maxSigBytes+1)); err != nil {
+			return Manifest{}, fmt.Errorf("%w: the manifest's signature: %w", ErrBadStream, err)
+		}
+		if len(sig) > maxSigBytes {
+			return Manifest{}, fmt.Errorf("%w: the manifest's signature is over %d bytes", ErrBadStream, maxSigBytes)
+		}
+		if err := sigBindsManifest(sig, m.Origin, raw); err != nil {
+			return Manifest{}, fmt.Errorf("%w: %w", ErrBadStream, err)
+		}
 	}
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 		return Manifest{}, fmt.Errorf("%w: entries after the manifest (%v)", ErrBadStream, err)
@@ -228,6 +359,11 @@ func finish(tr *tar.Reader, st *staging, raw []byte, got map[string]File) (Manif
 	}
 	if err := st.writeFile(ManifestFile, raw); err != nil {
 		return Manifest{}, fmt.Errorf("backup: write the manifest: %w", err)
+	}
+	if sig != nil {
+		if err := st.writeFile(ManifestSigFile, sig); err != nil {
+			return Manifest{}, fmt.Errorf("backup: write the manifest's signature: %w", err)
+		}
 	}
 	return m, nil
 }

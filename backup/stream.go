@@ -6,24 +6,30 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events/pebblelog"
 )
 
-// The stream (GET /v1/backup, version 1) is a POSIX tar archive
+// The stream (GET /v1/backup, format 2) is a POSIX tar archive
 // (archive/tar, USTAR or PAX headers) of regular files only, in this order:
 //
-//	checkpoint      the signed checkpoint note at the backup's size
-//	ledger/…        the files of the ledger copy, sorted by name
-//	keys/…          the node's key files, sorted (absent without keys)
-//	backup.json     the manifest, last, with the SHA-256 of every file above
+//	checkpoint       the signed checkpoint note at the backup's size
+//	ledger/…         the files of the ledger copy, sorted by name
+//	keys/…           the node's verifier keys (*.pub), and its private keys
+//	                 (*.key) only when asked for, sorted
+//	backup.json      the manifest, with the SHA-256 of every file above
+//	backup.json.sig  the node's signature of the manifest's bytes, last
 //
 // Every entry has mode 0600 and the backup's creation time. The manifest
 // comes last because the node hashes each file while it streams it (the
@@ -37,9 +43,14 @@ type Source struct {
 	// holds (pebblelog.Store.Backup).
 	Ledger string
 	Info   pebblelog.BackupInfo
-	// Keys is the node's key folder (<data>/keys); empty leaves the keys
-	// out of the backup.
-	Keys string
+	// Keys is the node's key folder (<data>/keys): its verifier keys are
+	// streamed, its private keys only with PrivateKeys. Empty leaves the
+	// whole folder out.
+	Keys        string
+	PrivateKeys bool
+	// Signers sign the manifest: the node's checkpoint signing keys (the
+	// ones that sign the backup's checkpoint). Required.
+	Signers []note.Signer
 	// NodeID names the node; CreatedAt is the backup's time.
 	NodeID    string
 	CreatedAt time.Time
@@ -52,6 +63,7 @@ type Stream struct {
 	manifest Manifest
 	entries  []entry
 	bytes    int64
+	signers  []note.Signer
 }
 
 type entry struct {
@@ -65,18 +77,26 @@ type entry struct {
 // until Write returns.
 func NewStream(src Source) (*Stream, error) {
 	info := src.Info
+	if len(src.Signers) == 0 {
+		return nil, errors.New("backup: no signing key to sign the manifest with")
+	}
 	s := &Stream{manifest: Manifest{
 		Format: Format, LedgerID: info.LedgerID, Origin: info.Origin, StoreFormat: info.Format,
 		Size: info.Head.Size, Root: append([]byte(nil), info.Head.Root[:]...), LastRecordedAt: info.Head.RecordedAt,
 		RaftIndex: info.Applied, Checkpoint: string(info.Checkpoint.Note),
-		NodeID: src.NodeID, CreatedAt: src.CreatedAt.UTC(), Keys: src.Keys != "",
-	}}
+		NodeID: src.NodeID, CreatedAt: src.CreatedAt.UTC(), Keys: src.Keys != "" && src.PrivateKeys,
+	}, signers: src.Signers}
 	s.entries = append(s.entries, entry{name: CheckpointFile, data: info.Checkpoint.Note, size: int64(len(info.Checkpoint.Note))})
-	if err := s.list(src.Ledger, LedgerDir); err != nil {
+	if err := s.list(src.Ledger, LedgerDir, func(string) bool { return true }); err != nil {
 		return nil, err
 	}
 	if src.Keys != "" {
-		if err := s.list(src.Keys, KeysDir); err != nil {
+		// The key folder's key files only (node/keys.go): verifier keys
+		// always, private keys when asked for.
+		keyFile := func(name string) bool {
+			return strings.HasSuffix(name, ".pub") || src.PrivateKeys && strings.HasSuffix(name, ".key")
+		}
+		if err := s.list(src.Keys, KeysDir, keyFile); err != nil {
 			return nil, err
 		}
 	}
@@ -86,8 +106,9 @@ func NewStream(src Source) (*Stream, error) {
 	return s, nil
 }
 
-// list adds the regular files under root, named prefix/<relative path>.
-func (s *Stream) list(root, prefix string) error {
+// list adds the regular files under root that keep accepts, named
+// prefix/<relative path>.
+func (s *Stream) list(root, prefix string, keep func(name string) bool) error {
 	var found []entry
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -101,7 +122,7 @@ func (s *Stream) list(root, prefix string) error {
 			return err
 		}
 		name := prefix + "/" + filepath.ToSlash(rel)
-		if name == pebbleLock {
+		if name == pebbleLock || !keep(name) {
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -151,11 +172,14 @@ func (s *Stream) Write(ctx context.Context, w io.Writer) (Manifest, error) {
 		m.Files = append(m.Files, File{Path: e.name, Size: e.size, SHA256: sum})
 	}
 	mb := m.encode()
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: ManifestFile, Mode: 0o600, Size: int64(len(mb)), ModTime: mtime}); err != nil {
+	sig, err := signManifest(m.Origin, mb, s.signers)
+	if err != nil {
 		return Manifest{}, err
 	}
-	if _, err := tw.Write(mb); err != nil {
-		return Manifest{}, err
+	for _, e := range []entry{{name: ManifestFile, data: mb, size: int64(len(mb))}, {name: ManifestSigFile, data: sig, size: int64(len(sig))}} {
+		if _, err := writeEntry(tw, e, mtime); err != nil {
+			return Manifest{}, fmt.Errorf("backup: %s: %w", e.name, err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return Manifest{}, err

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,6 +24,19 @@ const (
 	// KindManifestInvalid: backup.json does not parse, names another
 	// format, or lists an unsafe path.
 	KindManifestInvalid = "manifest_invalid"
+	// KindManifestSignature: the manifest's signature (backup.json.sig)
+	// is missing, is not a signed note of this manifest's bytes, or is not
+	// signed by a trusted key (given from outside, or on first use the
+	// keys the ledger committed to): the manifest, or a file it lists,
+	// was changed after the node signed it.
+	KindManifestSignature = "manifest_signature_invalid"
+	// KindManifestUnsigned: restore only, a backup of format 1 (no
+	// signature) without RestoreConfig.AllowUnsigned.
+	KindManifestUnsigned = "manifest_unsigned"
+	// KindFileNotRegular: a symlink, named pipe, device or socket in the
+	// backup folder (folder.go): a backup holds folders and regular files
+	// only.
+	KindFileNotRegular = "file_not_regular"
 	// KindFileMissing: a file the manifest lists is not there.
 	KindFileMissing = "file_missing"
 	// KindFileSizeMismatch / KindFileHashMismatch: a file's size or
@@ -34,6 +46,10 @@ const (
 	// KindFileUnexpected: a file the manifest does not list (Pebble's
 	// ledger/LOCK excepted).
 	KindFileUnexpected = "file_unexpected"
+	// KindKeyInvalid: a key file of keys/ that does not parse, is for
+	// another ledger, is not named after its key hash, or a private key
+	// that is not its verifier key's.
+	KindKeyInvalid = "key_invalid"
 	// KindStateMismatch: the ledger's identity, size or root (recomputed
 	// from its events) differs from the manifest's.
 	KindStateMismatch = "state_mismatch"
@@ -41,12 +57,32 @@ const (
 	// not the ledger's checkpoint at the backup's size.
 	KindCheckpointMismatch = "checkpoint_mismatch"
 	// KindCheckpointSignature: the checkpoint does not verify with the
-	// verifier keys (the backup's own keys by default).
+	// trusted keys.
 	KindCheckpointSignature = "checkpoint_signature_invalid"
 	// KindLedgerFault: `verify --data` finds a fault in the ledger copy;
 	// Report.Ledger has them all.
 	KindLedgerFault = "ledger_fault"
 )
+
+// How a backup's keys were trusted (Trust.Mode).
+const (
+	// TrustGiven: the verifier keys were given from outside (--verifier,
+	// --verifiers, restore's --keys).
+	TrustGiven = "given"
+	// TrustFirstUse: none was given; the backup was checked with the keys
+	// of its own key folder that the ledger committed to (keys.go). A
+	// forger who rewrote the whole folder, ledger included, passes that:
+	// compare the keys named with the ledger's published ones.
+	TrustFirstUse = "first_use"
+)
+
+// Trust says which keys a backup was checked with.
+type Trust struct {
+	// Mode is TrustGiven or TrustFirstUse.
+	Mode string `json:"mode"`
+	// Keys are the verifier keys trusted.
+	Keys []string `json:"keys"`
+}
 
 // Fault is one thing wrong with a backup folder.
 type Fault struct {
@@ -77,9 +113,12 @@ func (e *FaultError) Error() string {
 
 // VerifyConfig configures Verify.
 type VerifyConfig struct {
-	// Verifiers are the checkpoint verifier keys. Default: the keys of the
-	// backup's own key folder (required for a backup without keys).
-	Verifiers []note.Verifier
+	// Verifiers are checkpoint verifier keys (note verifier key text)
+	// given from outside: the manifest's signature and the checkpoint must
+	// verify with one of them, the ledger's stored checkpoints with them.
+	// Empty: trust on first use (TrustFirstUse), said in Report.Trust and
+	// Report.Warnings.
+	Verifiers []string
 	// Audit tunes the ledger's verification (Workers, MaxFaults,
 	// Progress); its Verifiers and StateFile are not used.
 	Audit audit.Config
@@ -97,69 +136,125 @@ type Report struct {
 	Root      []byte    `json:"root,omitempty"`
 	Files     int       `json:"files"`
 	Bytes     int64     `json:"bytes"`
-	Keys      bool      `json:"keys"`
+	// Keys is the manifest's: the backup holds the node's private keys.
+	Keys bool `json:"keys"`
+	// Signed is true when the manifest's signature verified; false for a
+	// backup of format 1, which has none (then Warnings says so).
+	Signed bool `json:"signed"`
+	// Trust says which keys the backup was checked with (zero when the
+	// check stopped before).
+	Trust Trust `json:"trust,omitzero"`
+	// KeyFiles are the checkpoint keys of the backup's key folder, and
+	// whether the ledger committed to each (only those are restored).
+	KeyFiles []Key `json:"key_files,omitempty"`
 	// Verified is true when no fault was found.
 	Verified bool    `json:"verified"`
 	Faults   []Fault `json:"faults,omitempty"`
+	// Warnings are what is no fault but must be said: trust on first use,
+	// an unsigned manifest, a key file a restore leaves out.
+	Warnings []string `json:"warnings,omitempty"`
 	// Ledger is the verification of the ledger copy (nil when its files
 	// already differ from the manifest: it is not run then).
 	Ledger  *audit.Report `json:"ledger,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
-// Verify checks a backup folder offline: the manifest (every file present
-// with its size and SHA-256, no other file), the ledger copy as `greffe
-// verify --data` does (leaves, tree, stored checkpoints and their
+// Verify checks a backup folder offline: the manifest's signature, the
+// manifest (every file present with its size and SHA-256, no other, and
+// only folders and regular files), the key files, the ledger copy as
+// `greffe verify --data` does (leaves, tree, stored checkpoints and their
 // signatures, indexes), that its identity, size and root are the
 // manifest's, and that the checkpoint file is a checkpoint of this ledger
-// at exactly that size, signed by a verifier key.
+// at exactly that size, signed by a trusted key.
+//
+// The trusted keys are cfg.Verifiers, given from outside; without them,
+// the keys of the backup that the ledger committed to (trust on first use,
+// keys.go), which Report.Trust names.
 //
 // A returned error means the verification could not run (exit code 2: no
-// such folder, no verifier key, a ledger that cannot be opened); faults are
-// in the report (exit code 1 when any).
+// such folder, no key to trust, a ledger that cannot be opened); faults
+// are in the report (exit code 1 when any).
 func Verify(ctx context.Context, dir string, cfg VerifyConfig) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Dir: dir}
 	defer func() { rep.Elapsed = time.Since(start) }()
-	fi, err := os.Stat(dir)
+	given, err := audit.ParseVerifiers(cfg.Verifiers)
 	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("backup: %s is not a folder", dir)
+	f, err := openFolder(dir)
+	if err != nil {
+		return nil, err
 	}
-	m, faults := readManifest(dir)
+	defer f.Close()
+	m, raw, faults := readManifest(f)
 	if len(faults) > 0 {
 		return rep.finish(faults), nil
 	}
 	rep.LedgerID, rep.NodeID, rep.CreatedAt, rep.Size, rep.Root = m.LedgerID, m.NodeID, m.CreatedAt, m.Size, m.Root
 	rep.Files, rep.Bytes, rep.Keys = len(m.Files), m.Bytes(), m.Keys
-	faults, err = checkFiles(dir, m)
+	if len(given) > 0 {
+		rep.Trust = Trust{Mode: TrustGiven, Keys: cfg.Verifiers}
+	}
+	if m.Signed() && len(given) > 0 {
+		// Keys from outside: the signature first, before anything the
+		// manifest lists is read.
+		if faults := checkSignature(f, m, raw, given); len(faults) > 0 {
+			return rep.finish(faults), nil
+		}
+		rep.Signed = true
+	}
+	faults, err = checkFiles(f, m)
 	if err != nil {
 		return nil, err
 	}
 	if len(faults) > 0 {
 		return rep.finish(faults), nil // the ledger is not opened: its files are not the ones backed up
 	}
-
-	vs := cfg.Verifiers
-	if len(vs) == 0 {
-		keys, err := readVerifierKeys(filepath.Join(dir, KeysDir))
-		if err != nil {
-			return nil, err
+	keys, faults, dropped, err := readKeys(f, m.paths(), KeysDir+"/", m.Origin)
+	if err != nil {
+		return nil, err
+	}
+	if err := markCommitted(ctx, f.path(LedgerDir), nil, keys, cfg.Verifiers); err != nil {
+		if len(given) == 0 {
+			return nil, fmt.Errorf("%w; give the ledger's verifier keys (--verifier)", err)
 		}
-		if len(keys) == 0 {
-			return nil, fmt.Errorf("%w: the backup holds no keys (taken without them): give the ledger's verifier keys", audit.ErrConfig)
-		}
-		if vs, err = audit.ParseVerifiers(keys); err != nil {
-			return nil, err
+		faults = append(faults, Fault{Kind: KindLedgerFault, File: LedgerDir, Detail: err.Error()})
+	}
+	for _, k := range keys {
+		rep.KeyFiles = append(rep.KeyFiles, k.Key)
+		if !k.Committed {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: no checkpoint of the ledger is signed by this key, and it was not given: a restore leaves it out (a planted key, or one added since the node last signed)", k.pub))
 		}
 	}
-	faults = append(faults, checkCheckpoint(dir, m, vs)...)
+	for _, d := range dropped {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %s: a restore leaves it out", d.Path, d.Reason))
+	}
+
+	vs := given
+	if len(given) == 0 {
+		var texts []string
+		vs, texts = committedVerifiers(keys)
+		if len(vs) == 0 {
+			return nil, fmt.Errorf("%w: no key to check the backup with: no key of the backup signed a checkpoint of its ledger (taken without keys?): give the ledger's verifier keys (--verifier)", audit.ErrConfig)
+		}
+		rep.Trust = Trust{Mode: TrustFirstUse, Keys: texts}
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no verifier key given: trust on first use of the backup's own key(s) that signed its ledger's checkpoints, %s: a backup rewritten whole, ledger included, passes this; compare them with the ledger's published keys, or give them (--verifier)", strings.Join(texts, ", ")))
+		if m.Signed() {
+			if sf := checkSignature(f, m, raw, vs); len(sf) > 0 {
+				return rep.finish(append(sf, faults...)), nil
+			}
+			rep.Signed = true
+		}
+	}
+	if !m.Signed() {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("unsigned manifest (format %s, before backups were signed): the ledger is checked against the signed checkpoint, but the key files only against the manifest", m.Format))
+	}
+	faults = append(faults, checkCheckpoint(f, m, vs)...)
 
 	ac := cfg.Audit
 	ac.Verifiers, ac.StateFile = vs, ""
-	lrep, err := audit.VerifyDir(ctx, filepath.Join(dir, LedgerDir), ac)
+	lrep, err := audit.VerifyDir(ctx, f.path(LedgerDir), ac)
 	if err != nil {
 		return nil, fmt.Errorf("verify the ledger copy: %w", err)
 	}
@@ -187,60 +282,119 @@ func (r *Report) finish(faults []Fault) *Report {
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-// readManifest reads backup.json, or says why it cannot.
-func readManifest(dir string) (Manifest, []Fault) {
-	f, err := os.Open(filepath.Join(dir, ManifestFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return Manifest{}, []Fault{{Kind: KindManifestMissing, File: ManifestFile,
-			Detail: "no manifest: not a backup folder, or a backup that never completed"}}
+// committedVerifiers returns the committed keys, and their text.
+func committedVerifiers(keys []*backupKey) ([]note.Verifier, []string) {
+	var vs []note.Verifier
+	var texts []string
+	for _, k := range keys {
+		if k.Committed {
+			vs, texts = append(vs, k.v), append(texts, k.Verifier)
+		}
 	}
-	if err != nil {
-		return Manifest{}, []Fault{{Kind: KindManifestInvalid, File: ManifestFile, Detail: err.Error()}}
-	}
-	defer f.Close()
-	m, err := decodeManifest(f)
-	if err != nil {
-		return Manifest{}, []Fault{{Kind: KindManifestInvalid, File: ManifestFile, Detail: err.Error()}}
-	}
-	return m, nil
+	return vs, texts
 }
 
-// checkFiles compares the folder with the manifest's file list. An error
-// means a file could not be read.
-func checkFiles(dir string, m Manifest) ([]Fault, error) {
-	present, err := listFiles(dir, "")
+// paths returns the paths the manifest lists.
+func (m *Manifest) paths() []string {
+	out := make([]string, len(m.Files))
+	for i, f := range m.Files {
+		out[i] = f.Path
+	}
+	return out
+}
+
+// readManifest reads backup.json, its bytes as stored, or says why it
+// cannot.
+func readManifest(f *folder) (Manifest, []byte, []Fault) {
+	raw, err := f.readFile(ManifestFile, maxManifestBytes)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Manifest{}, nil, []Fault{{Kind: KindManifestMissing, File: ManifestFile,
+			Detail: "no manifest: not a backup folder, or a backup that never completed"}}
+	case errors.Is(err, ErrNotRegular):
+		return Manifest{}, nil, []Fault{{Kind: KindFileNotRegular, File: ManifestFile, Detail: err.Error()}}
+	case err != nil:
+		return Manifest{}, nil, []Fault{{Kind: KindManifestInvalid, File: ManifestFile, Detail: err.Error()}}
+	}
+	m, err := decodeManifest(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("backup: list %s: %w", dir, err)
+		return Manifest{}, nil, []Fault{{Kind: KindManifestInvalid, File: ManifestFile, Detail: err.Error()}}
+	}
+	return m, raw, nil
+}
+
+// checkSignature checks the manifest's signature file against vs.
+func checkSignature(f *folder, m Manifest, raw []byte, vs []note.Verifier) []Fault {
+	sig, err := f.readFile(ManifestSigFile, maxSigBytes)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return []Fault{{Kind: KindManifestSignature, File: ManifestSigFile,
+			Detail: fmt.Sprintf("no signature: a backup of format %s is signed by the node that took it; this one's signature was removed", m.Format)}}
+	case errors.Is(err, ErrNotRegular):
+		return []Fault{{Kind: KindFileNotRegular, File: ManifestSigFile, Detail: err.Error()}}
+	case err != nil:
+		return []Fault{{Kind: KindManifestSignature, File: ManifestSigFile, Detail: err.Error()}}
+	}
+	if _, err := checkManifestSig(sig, m.Origin, raw, vs); err != nil {
+		return []Fault{{Kind: KindManifestSignature, File: ManifestSigFile,
+			Detail: err.Error() + ": the manifest, or a file it lists, was changed after the node signed it"}}
+	}
+	return nil
+}
+
+// checkFiles compares the folder with the manifest's file list: only
+// folders and regular files, every listed file with its size and SHA-256,
+// no other file. An error means a file could not be read.
+func checkFiles(f *folder, m Manifest) ([]Fault, error) {
+	present, faults, err := f.walk()
+	if err != nil {
+		return nil, fmt.Errorf("backup: list %s: %w", f.dir, err)
+	}
+	under := func(p string) bool { // p is, or is under, an entry already refused
+		for _, nr := range faults {
+			if p == nr.File || strings.HasPrefix(p, nr.File+"/") {
+				return true
+			}
+		}
+		return false
 	}
 	listed := make(map[string]bool, len(m.Files))
-	var faults []Fault
-	for _, f := range m.Files {
-		listed[f.Path] = true
-		size, sum, err := hashFile(filepath.Join(dir, filepath.FromSlash(f.Path)))
+	for _, lf := range m.Files {
+		listed[lf.Path] = true
+		if under(lf.Path) {
+			continue
+		}
+		size, sum, err := f.hash(lf.Path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			faults = append(faults, Fault{Kind: KindFileMissing, File: f.Path, Detail: fmt.Sprintf("listed with %d bytes, not in the folder", f.Size)})
+			faults = append(faults, Fault{Kind: KindFileMissing, File: lf.Path, Detail: fmt.Sprintf("listed with %d bytes, not in the folder", lf.Size)})
+		case errors.Is(err, ErrNotRegular):
+			faults = append(faults, Fault{Kind: KindFileNotRegular, File: lf.Path, Detail: err.Error()})
 		case err != nil:
-			return nil, fmt.Errorf("backup: read %s: %w", f.Path, err)
-		case size != f.Size:
-			faults = append(faults, Fault{Kind: KindFileSizeMismatch, File: f.Path, Detail: fmt.Sprintf("%d bytes, the manifest says %d", size, f.Size)})
-		case sum != f.SHA256:
-			faults = append(faults, Fault{Kind: KindFileHashMismatch, File: f.Path, Detail: fmt.Sprintf("SHA-256 %s, the manifest says %s", sum, f.SHA256)})
+			return nil, fmt.Errorf("backup: read %s: %w", lf.Path, err)
+		case size != lf.Size:
+			faults = append(faults, Fault{Kind: KindFileSizeMismatch, File: lf.Path, Detail: fmt.Sprintf("%d bytes, the manifest says %d", size, lf.Size)})
+		case sum != lf.SHA256:
+			faults = append(faults, Fault{Kind: KindFileHashMismatch, File: lf.Path, Detail: fmt.Sprintf("SHA-256 %s, the manifest says %s", sum, lf.SHA256)})
 		}
 	}
 	for _, p := range present {
-		if !listed[p] && p != ManifestFile {
+		if !listed[p] && p != ManifestFile && (p != ManifestSigFile || !m.Signed()) {
 			faults = append(faults, Fault{Kind: KindFileUnexpected, File: p, Detail: "in the folder, not in the manifest"})
 		}
 	}
 	return faults, nil
 }
 
+// maxCheckpointBytes bounds the checkpoint file: a note of three lines and
+// its signatures (witness cosignatures included).
+const maxCheckpointBytes = 64 << 10
+
 // checkCheckpoint checks the checkpoint file: the manifest's note, signed
-// by a verifier key, at the manifest's size and root (which the ledger's
+// by a trusted key, at the manifest's size and root (which the ledger's
 // check then compares with the events).
-func checkCheckpoint(dir string, m Manifest, vs []note.Verifier) []Fault {
-	raw, err := os.ReadFile(filepath.Join(dir, CheckpointFile))
+func checkCheckpoint(f *folder, m Manifest, vs []note.Verifier) []Fault {
+	raw, err := f.readFile(CheckpointFile, maxCheckpointBytes)
 	if err != nil {
 		return []Fault{{Kind: KindFileMissing, File: CheckpointFile, Detail: err.Error()}}
 	}
@@ -258,30 +412,4 @@ func checkCheckpoint(dir string, m Manifest, vs []note.Verifier) []Fault {
 				cp.Size, b64(cp.Root[:]), m.Size, b64(m.Root))})
 	}
 	return faults
-}
-
-// readVerifierKeys reads the verifier keys (*.pub) of a node's key folder
-// and of its retired/ folder (the layout of node/keys.go).
-func readVerifierKeys(keysDir string) ([]string, error) {
-	var out []string
-	for _, d := range []string{keysDir, filepath.Join(keysDir, "retired")} {
-		entries, err := os.ReadDir(d)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("backup: keys: %w", err)
-		}
-		for _, e := range entries {
-			if e.IsDir() || !strings.HasSuffix(e.Name(), ".pub") {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(d, e.Name()))
-			if err != nil {
-				return nil, fmt.Errorf("backup: keys: %w", err)
-			}
-			out = append(out, strings.TrimSpace(string(b)))
-		}
-	}
-	return out, nil
 }

@@ -27,6 +27,10 @@ type KeySet struct {
 	// retired keys.
 	Verifiers []string
 	Active    []string // verifier keys of active keys
+	// Created is the verifier key LoadOrCreateKeys made because no key
+	// could sign (a first start, or a folder restored without private
+	// keys: issue #20); empty otherwise.
+	Created string
 }
 
 // keysDir returns <data>/keys.
@@ -117,8 +121,9 @@ func KeysOrigin(data string) (string, error) {
 	return keys[0].Name, nil
 }
 
-// LoadOrCreateKeys loads the node's keys for origin, creating one when the
-// folder has none (first start).
+// LoadOrCreateKeys loads the node's keys for origin, creating one when
+// none can sign (a first start, or a folder restored from a backup without
+// private keys, whose verifier keys are retired); KeySet.Created says so.
 func LoadOrCreateKeys(data, origin string) (*KeySet, error) {
 	ks, err := LoadKeys(data, origin)
 	if err != nil {
@@ -127,10 +132,15 @@ func LoadOrCreateKeys(data, origin string) (*KeySet, error) {
 	if len(ks.Signers) > 0 {
 		return ks, nil
 	}
-	if _, err := AddKey(data, origin); err != nil {
+	vkey, err := AddKey(data, origin)
+	if err != nil {
 		return nil, err
 	}
-	return LoadKeys(data, origin)
+	if ks, err = LoadKeys(data, origin); err != nil {
+		return nil, err
+	}
+	ks.Created = vkey
+	return ks, nil
 }
 
 // AddKey creates a new signing key for origin and returns its verifier key.

@@ -190,6 +190,13 @@ func open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.Keys = ks
+	switch {
+	case ks.Created != "" && len(ks.Verifiers) > 1:
+		cfg.Logger.Warn("no key of the data folder could sign (restored without private keys?): created a new checkpoint signing key; give its verifier key to witnesses and auditors",
+			"verifier", ks.Created)
+	case ks.Created != "":
+		cfg.Logger.Info("created the node's checkpoint signing key", "verifier", ks.Created)
+	}
 	if err := st.SetSigners(ks.Signers); err != nil {
 		n.Close()
 		return nil, err
@@ -219,8 +226,10 @@ func open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.API = srv
-	// GET /v1/backup: a consistent copy of the ledger, and the keys.
-	srv.MountBackup(st, keysDir(cfg.DataDir))
+	// GET /v1/backup: a consistent copy of the ledger and the verifier
+	// keys, its manifest signed by the node's keys; the private keys only
+	// for an admin who asks (issue #20).
+	srv.MountBackup(st, api.BackupConfig{KeysDir: keysDir(cfg.DataDir), Signers: ks.Signers})
 	n.startKeyRing() // signed appends are checked against the key ring (keyring.go)
 	if err := n.openDomain(); err != nil {
 		n.Close()

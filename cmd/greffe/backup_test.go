@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/transparency-dev/merkle/proof"
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/audit"
@@ -75,7 +76,7 @@ func TestBackup_EndToEnd(t *testing.T) {
 	waitForHead(t, n, 3000)
 
 	dir := filepath.Join(t.TempDir(), "backup")
-	code, out, errs := runCLI(t, "", "backup", "--server="+n.URL(), "--out", dir, "--json")
+	code, out, errs := runCLI(t, "", "backup", "--server="+n.URL(), "--out", dir, "--json", "--include-private-keys")
 	if code != exitOK {
 		t.Fatalf("backup: exit %d: %s", code, errs)
 	}
@@ -83,18 +84,18 @@ func TestBackup_EndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("backup --json: %v\n%s", err, out)
 	}
-	if sum.Events < 3000 || sum.Checkpoint.Size != sum.Events || sum.Bytes == 0 || !sum.Keys || sum.LedgerID != n.Store.LedgerID() {
+	if sum.Events < 3000 || sum.Checkpoint.Size != sum.Events || sum.Bytes == 0 || !sum.Keys || !sum.Signed || sum.LedgerID != n.Store.LedgerID() {
 		t.Fatalf("backup summary %+v", sum)
 	}
 	// The node keeps taking writes after the backup.
 	waitForHead(t, n, n.Store.Head().Size+1000)
 
-	code, out, errs = runCLI(t, "", "backup", "verify", dir)
+	code, out, errs = runCLI(t, "", "backup", "verify", dir, "--verifier", n.Keys.Verifiers[0])
 	if code != exitOK || !strings.Contains(out, "VERIFIED") {
 		t.Fatalf("backup verify: exit %d\n%s%s", code, out, errs)
 	}
 	data := filepath.Join(t.TempDir(), "restored")
-	code, out, errs = runCLI(t, "", "restore", "--from", dir, "--data", data, "--json")
+	code, out, errs = runCLI(t, "", "restore", "--from", dir, "--data", data, "--json", "--verifier", n.Keys.Verifiers[0])
 	if code != exitOK {
 		t.Fatalf("restore: exit %d: %s", code, errs)
 	}
@@ -156,9 +157,12 @@ func TestBackup_EndToEnd(t *testing.T) {
 }
 
 // TestBackupVerify_Faults: a good backup verifies (exit 0); a flipped byte
-// in a file, a missing file, an extra file, a missing manifest and a
-// checkpoint of another size (with a manifest edited to match it) each
-// give exit 1, naming the fault's kind and the file.
+// in a file, a missing file, an extra file, a missing manifest, a
+// checkpoint of another size with the manifest edited to match it (the
+// manifest's signature no longer verifies: issue #20), the same in a
+// backup of format 1 (unsigned: the checkpoint is found wrong), and a
+// private key swapped in that backup each give exit 1, naming the fault's
+// kind and the file.
 func TestBackupVerify_Faults(t *testing.T) {
 	n := startNode(t)
 	c := client.New(n.URL(), "")
@@ -172,7 +176,7 @@ func TestBackupVerify_Faults(t *testing.T) {
 		}
 	}
 	good := filepath.Join(t.TempDir(), "backup")
-	if code, _, errs := runCLI(t, "", "backup", "--server="+n.URL(), "--out", good); code != exitOK {
+	if code, _, errs := runCLI(t, "", "backup", "--server="+n.URL(), "--out", good, "--include-private-keys"); code != exitOK {
 		t.Fatalf("backup: %d %s", code, errs)
 	}
 	m := readManifest(t, good)
@@ -192,6 +196,11 @@ func TestBackupVerify_Faults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v, err := note.NewVerifier(n.Keys.Verifiers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeKey := fmt.Sprintf("keys/%08x.key", v.KeyHash()) // node/keys.go's name
 
 	tests := []struct {
 		name       string
@@ -220,18 +229,17 @@ func TestBackupVerify_Faults(t *testing.T) {
 			}
 		}, exitRefused, backup.KindManifestMissing, backup.ManifestFile},
 		{"a wrong checkpoint", func(t *testing.T, dir string) {
-			writeFile(t, filepath.Join(dir, backup.CheckpointFile), other.Note)
-			m := readManifest(t, dir)
-			m.Checkpoint = string(other.Note)
-			for i, f := range m.Files {
-				if f.Path == backup.CheckpointFile {
-					sum := sha256.Sum256(other.Note)
-					m.Files[i].Size, m.Files[i].SHA256 = int64(len(other.Note)), hex.EncodeToString(sum[:])
-				}
-			}
-			b, _ := json.MarshalIndent(m, "", "  ")
-			writeFile(t, filepath.Join(dir, backup.ManifestFile), b)
+			wrongCheckpoint(t, dir, other.Note)
+		}, exitRefused, backup.KindManifestSignature, backup.ManifestSigFile},
+		{"a wrong checkpoint, unsigned", func(t *testing.T, dir string) {
+			wrongCheckpoint(t, dir, other.Note)
+			unsign(t, dir)
 		}, exitRefused, backup.KindCheckpointMismatch, backup.CheckpointFile},
+		{"a private key swapped, unsigned", func(t *testing.T, dir string) {
+			writeFile(t, filepath.Join(dir, filepath.FromSlash(nodeKey)), []byte(newPlantedKey(t, n.Store.Origin()).skey+"\n"))
+			listInManifest(t, dir, nodeKey)
+			unsign(t, dir)
+		}, exitRefused, backup.KindKeyInvalid, nodeKey},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,6 +310,34 @@ func TestRestore_Refusals(t *testing.T) {
 	code, _, errs = runCLI(t, "", "restore", "--from", damaged, "--data", data)
 	if code != exitRefused || !strings.Contains(errs, backup.KindFileSizeMismatch) || exists(data) {
 		t.Fatalf("restore of a damaged backup: exit %d %q", code, errs)
+	}
+}
+
+// wrongCheckpoint puts note in place of the backup's checkpoint, and in
+// the manifest.
+func wrongCheckpoint(t *testing.T, dir string, note []byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, backup.CheckpointFile), note)
+	m := readManifest(t, dir)
+	m.Checkpoint = string(note)
+	for i, f := range m.Files {
+		if f.Path == backup.CheckpointFile {
+			sum := sha256.Sum256(note)
+			m.Files[i].Size, m.Files[i].SHA256 = int64(len(note)), hex.EncodeToString(sum[:])
+		}
+	}
+	writeManifest(t, dir, m)
+}
+
+// unsign makes a backup one of format 1, before backups were signed: what
+// a forger does to be rid of the signature.
+func unsign(t *testing.T, dir string) {
+	t.Helper()
+	m := readManifest(t, dir)
+	m.Format = backup.FormatUnsigned
+	writeManifest(t, dir, m)
+	if err := os.Remove(filepath.Join(dir, backup.ManifestSigFile)); err != nil {
+		t.Fatal(err)
 	}
 }
 
