@@ -59,6 +59,10 @@ type SnapshotInfo struct {
 // truncation, a hash that does not match, a state that does not recompute.
 var ErrBadSnapshot = errors.New("pebblelog: bad snapshot")
 
+// ErrSnapshotForks wraps the refusal of a snapshot whose history does not
+// extend this store's.
+var ErrSnapshotForks = errors.New("pebblelog: the snapshot does not extend this store's history")
+
 // isReplicated reports whether key belongs to the replicated state.
 func isReplicated(key []byte) bool {
 	if len(key) == 0 {
@@ -337,7 +341,12 @@ func ReadSnapshotInfo(r io.Reader) (SnapshotInfo, error) {
 // A snapshot at or behind the applied index is not applied: raft committed
 // the same history, and this store already holds it (going back would make
 // the head, and this node's signed checkpoints, run ahead of the data).
-// A snapshot of another ledger is refused with ErrIncompatible.
+// A snapshot of another ledger is refused with ErrIncompatible. A snapshot
+// that does not extend this store's history (its head and every checkpoint
+// it signed, checked with consistency proofs on the staged tree) is refused
+// with ErrSnapshotForks, and one whose tree is not the tree of its events
+// with ErrBadSnapshot (restorecheck.go); the store is then unchanged and
+// goes on serving.
 //
 // REQUIRES: called by the single applier. A crash at any point leaves either
 // the old or the new store; Recover settles it before the next Open.
@@ -360,6 +369,16 @@ func (s *Store) Restore(r io.Reader) error {
 		s.cfg.Logger.Info("snapshot not newer than the store: kept the store", "snapshot_index", info.Applied, "applied", s.seq.applied)
 		return nil
 	}
+	// What this store acknowledged and signed must be a prefix of the
+	// snapshot (restorecheck.go).
+	h, err := s.committed()
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := h.checkCovers(info); err != nil {
+		s.cfg.Logger.Error("snapshot refused", "err", err)
+		return err
+	}
 	fs := s.fs()
 	tmp := strings.TrimRight(s.cfg.Dir, "/") + ".restore"
 	if err := fs.RemoveAll(tmp); err != nil {
@@ -368,6 +387,12 @@ func (s *Store) Restore(r io.Reader) error {
 	ndb, err := s.buildRestored(fs, tmp, sr, info)
 	if err != nil {
 		_ = fs.RemoveAll(tmp)
+		return err
+	}
+	if err := checkExtends(ndb, info, h); err != nil {
+		_ = ndb.Close()
+		_ = fs.RemoveAll(tmp)
+		s.cfg.Logger.Error("snapshot refused", "err", err)
 		return err
 	}
 	return s.swapIn(fs, ndb, tmp, info)

@@ -609,7 +609,13 @@ func decodeState(b []byte) (size uint64, last int64, applied uint64, hashes [][]
 // get reads a key; a missing key is events.ErrNotFound. The value is a copy.
 func (s *Store) get(key []byte) (_ []byte, err error) {
 	defer s.noteDamage(&err)
-	v, closer, err := s.db.Get(key)
+	return dbGet(s.db, key)
+}
+
+// dbGet reads a key of db; a missing key is events.ErrNotFound. The value
+// is a copy.
+func dbGet(db pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, events.ErrNotFound
 	}
