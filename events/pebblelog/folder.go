@@ -44,7 +44,8 @@ import (
 // A crash can stop it anywhere. settleFolder, under the lock, before the
 // store opens, reads which folders exist and finishes or undoes the swap:
 // <dir>.old is always a whole store that was live, and it is removed only
-// once a store at <dir> has opened (Open). A store at <dir>.restore is
+// once a store at <dir> has opened and verified (Open: its tree rebuilt
+// from its events is the one its state holds). A store at <dir>.restore is
 // complete only when <dir>.old exists beside it (it was renamed after it
 // was complete); otherwise it is dropped.
 

@@ -350,6 +350,7 @@ func TestOpen_SettlesInterruptedRestore(t *testing.T) {
 		{"crash after the store was moved aside: put back", []folder{{".old", "old"}}, "old", nil},
 		{"swap done, old ledger not yet removed", []folder{{"", "new"}, {".old", "old"}}, "new", nil},
 		{"restored store does not open: old ledger put back", []folder{{"", "broken new"}, {".old", "old"}}, "old", []string{".failed-restore"}},
+		{"restored store does not verify (an event changed): old ledger put back", []folder{{"", "tampered new"}, {".old", "old"}}, "old", []string{".failed-restore"}},
 		{"staged store does not open: old ledger put back", []folder{{".restore", "broken new"}, {".old", "old"}}, "old", []string{".failed-restore"}},
 		{"snapshot leftovers removed", []folder{{"", "old"}, {".snapshots", "empty"}}, "old", nil},
 		{"removal of the old ledger interrupted", []folder{{"", "new"}, {".old.reap", "old"}}, "new", nil},
@@ -376,8 +377,17 @@ func TestOpen_SettlesInterruptedRestore(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if f.from == "broken new" && !damageManifest(t, vfs.Default, dst) {
-					t.Fatal("no MANIFEST to damage")
+				switch f.from {
+				case "broken new":
+					if !damageManifest(t, vfs.Default, dst) {
+						t.Fatal("no MANIFEST to damage")
+					}
+				case "tampered new":
+					// Opens (the state is intact), but event 3 is not the
+					// one its tree holds.
+					if err := pebblelog.SetKey(dst, eventKey(3), newState.Raw[4]); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			s, err := pebblelog.Open(pebblelog.Config{Dir: dir, LedgerID: testLedger, CheckpointInterval: -1})

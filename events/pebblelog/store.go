@@ -249,9 +249,9 @@ const maxStreamCache = 1 << 16
 // holder makes Open fail with ErrLocked before it touches anything), then
 // settles what a crash left of a snapshot restore (folder.go): it finishes
 // or undoes the swap, and removes the store a restore replaced only once
-// the store in place has opened; if that one does not open, the replaced
-// store is put back and opened instead (the other is kept in
-// <dir>.failed-restore).
+// the store in place has opened and its tree rebuilt from its events is the
+// one its state holds; if it does not open or verify, the replaced store is
+// put back and opened instead (the other is kept in <dir>.failed-restore).
 func Open(cfg Config) (_ *Store, err error) {
 	defer func() {
 		if err != nil && pebble.IsCorruptionError(err) && !errors.Is(err, events.ErrCorrupt) {
@@ -281,6 +281,15 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, err
 	}
 	head, err := s.openFiles()
+	if err == nil && oldWaits {
+		// The store in place went through a crash in the middle of a swap:
+		// before the one it replaced goes, its tree must still be the tree
+		// of its events (as the restore checked before the swap).
+		if err = checkStagedTree(s.db, SnapshotInfo{Head: head}, nil); err != nil {
+			_ = s.closeDB()
+			err = fmt.Errorf("open store %s: the store a restore put in place does not verify: %w", cfg.Dir, err)
+		}
+	}
 	switch {
 	case err != nil && oldWaits && !errors.Is(err, ErrIncompatible):
 		// The store a restore swapped in does not open: the one it
@@ -300,7 +309,8 @@ func Open(cfg Config) (_ *Store, err error) {
 	case err != nil:
 		return nil, err
 	case oldWaits:
-		// The restored store opened: only now may the one it replaced go.
+		// The restored store opened and verified: only now may the one it
+		// replaced go.
 		if err := reapOld(fs, cfg.Dir); err != nil {
 			cfg.Logger.Warn("could not remove the store a restore replaced; the next start retries", "dir", oldDir(cfg.Dir), "err", err)
 		}
