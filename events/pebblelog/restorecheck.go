@@ -103,7 +103,7 @@ func (s *Store) committed() (history, error) {
 func (h history) checkCovers(info SnapshotInfo) error {
 	all := h.all()
 	if last := all[len(all)-1]; last.size > info.Head.Size {
-		return forks(last, info, "fewer events")
+		return forks(last, info, "fewer than this store")
 	}
 	return nil
 }

@@ -348,7 +348,7 @@ func ReadSnapshotInfo(r io.Reader) (SnapshotInfo, error) {
 // goes on serving.
 //
 // REQUIRES: called by the single applier. A crash at any point leaves either
-// the old or the new store; Recover settles it before the next Open.
+// the old or the new store; the next Open settles it (folder.go).
 func (s *Store) Restore(r io.Reader) error {
 	if s.closed.Load() {
 		return events.ErrClosed
@@ -612,8 +612,11 @@ func (s *Store) undoSwap(fs vfs.FS, prevFailure, cause error) error {
 		s.cfg.Logger.Warn("restore: the replaced store reopened at another head", "head", head.Size, "was", s.Head().Size)
 		s.publish(head)
 	}
-	s.cfg.Logger.Error("snapshot restore failed: the store it would have replaced is back and serving", "err", cause,
-		"kept_in", failedRestoreDir(dir))
+	log := s.cfg.Logger
+	if failed := failedRestoreDir(dir); exists(fs, failed) {
+		log = log.With("restored_store_kept_in", failed)
+	}
+	log.Error("snapshot restore failed: the store it would have replaced is back and serving", "err", cause)
 	return cause
 }
 
