@@ -37,6 +37,13 @@ import (
 //     verifies (proof.VerifyConsistency), as an auditor holding those heads
 //     would check it.
 //
+// Check 1 reads and hashes every event once more, an O(n) pass like the
+// build itself: BenchmarkRestore (200,000 events, a 68 MiB stream) took
+// 0.86-1.88 s per install with it against 0.59-1.69 s without, in
+// alternating runs on a loaded two-core machine (go test -run '^$' -bench
+// BenchmarkRestore -benchtime 3x ./events/pebblelog/, on this branch and on
+// its parent): a third more, paid only when a follower needs a snapshot.
+//
 // A snapshot that fails 1 is ErrBadSnapshot; one that fails a comparison
 // with this store's history, ErrSnapshotForks. Either way the staged folder
 // is removed and the store is untouched.
