@@ -59,9 +59,12 @@ type clusterMember struct {
 // ErrClusterConfig wraps problems of the cluster flags.
 var ErrClusterConfig = errors.New("node: invalid cluster config")
 
-// prepareCluster runs before the store opens: it settles a snapshot install
-// a crash interrupted, and, for a node joining on its first start, learns
-// the cluster's ledger id so that the new store is created with it.
+// prepareCluster runs before the store opens: for a node joining on its
+// first start, it learns the cluster's ledger id so that the new store is
+// created with it. A snapshot install a crash interrupted is settled by
+// pebblelog.Open, under the folder's lock (issue #20: settled here, before
+// the lock, a second node started on a live folder deleted the first's
+// restore and snapshots in progress).
 func (n *Node) prepareCluster(sc *pebblelog.Config) error {
 	cc := &n.cfg.Cluster
 	if !cc.Enabled() {
@@ -75,9 +78,6 @@ func (n *Node) prepareCluster(sc *pebblelog.Config) error {
 	}
 	if cc.JoinTimeout == 0 {
 		cc.JoinTimeout = 30 * time.Second
-	}
-	if err := pebblelog.Recover(sc.Dir, sc.FS); err != nil {
-		return err
 	}
 	if cc.Join == "" {
 		return nil

@@ -31,7 +31,9 @@ func (s *Store) SetSigners(signers []note.Signer) error {
 // ErrNoSigner is returned when a checkpoint is asked for and no key is set.
 var ErrNoSigner = errors.New("pebblelog: no checkpoint signer configured")
 
-func (s *Store) loadLastCheckpoint() error {
+// loadLastCheckpoint loads the newest stored checkpoint, which must be
+// within head, the state just loaded.
+func (s *Store) loadLastCheckpoint(h events.Head) error {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
 	if err != nil {
 		return err
@@ -45,7 +47,7 @@ func (s *Store) loadLastCheckpoint() error {
 		// A signed checkpoint is synced after the events it covers (one
 		// ordered log): a head below it means acknowledged events are gone,
 		// and the next append would be given a position that was signed.
-		if h := s.Head(); cp.Size > h.Size {
+		if cp.Size > h.Size {
 			return fmt.Errorf("%s: the newest signed checkpoint covers %d events, the store holds %d: events it signed are missing; refusing to open (the next append would reuse signed position %d): %w",
 				s.cfg.Dir, cp.Size, h.Size, h.Size, events.ErrCorrupt)
 		}

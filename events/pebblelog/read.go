@@ -115,7 +115,7 @@ func (s *Store) readRangeMatching(ctx context.Context, lo, hi uint64, hash bool,
 	if hash && len(out) > 0 {
 		// Leaf hashes come from the stored tiles (one read per 256 events)
 		// rather than from hashing every event again.
-		r := treeReader{s: s, size: s.Head().Size, tiles: map[uint64][]byte{}}
+		r := s.treeReader(s.Head().Size)
 		leaves, err := r.leaves(lo, hi)
 		if err != nil {
 			return nil, err

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +57,10 @@ type SnapshotInfo struct {
 // ErrBadSnapshot wraps every problem of a snapshot stream: bad magic,
 // truncation, a hash that does not match, a state that does not recompute.
 var ErrBadSnapshot = errors.New("pebblelog: bad snapshot")
+
+// ErrSnapshotForks wraps the refusal of a snapshot whose history does not
+// extend this store's.
+var ErrSnapshotForks = errors.New("pebblelog: the snapshot does not extend this store's history")
 
 // isReplicated reports whether key belongs to the replicated state.
 func isReplicated(key []byte) bool {
@@ -337,10 +340,15 @@ func ReadSnapshotInfo(r io.Reader) (SnapshotInfo, error) {
 // A snapshot at or behind the applied index is not applied: raft committed
 // the same history, and this store already holds it (going back would make
 // the head, and this node's signed checkpoints, run ahead of the data).
-// A snapshot of another ledger is refused with ErrIncompatible.
+// A snapshot of another ledger is refused with ErrIncompatible. A snapshot
+// that does not extend this store's history (its head and every checkpoint
+// it signed, checked with consistency proofs on the staged tree) is refused
+// with ErrSnapshotForks, and one whose tree is not the tree of its events
+// with ErrBadSnapshot (restorecheck.go); the store is then unchanged and
+// goes on serving.
 //
 // REQUIRES: called by the single applier. A crash at any point leaves either
-// the old or the new store; Recover settles it before the next Open.
+// the old or the new store; the next Open settles it (folder.go).
 func (s *Store) Restore(r io.Reader) error {
 	if s.closed.Load() {
 		return events.ErrClosed
@@ -360,14 +368,30 @@ func (s *Store) Restore(r io.Reader) error {
 		s.cfg.Logger.Info("snapshot not newer than the store: kept the store", "snapshot_index", info.Applied, "applied", s.seq.applied)
 		return nil
 	}
+	// What this store acknowledged and signed must be a prefix of the
+	// snapshot (restorecheck.go).
+	h, err := s.committed()
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := h.checkCovers(info); err != nil {
+		s.cfg.Logger.Error("snapshot refused", "err", err)
+		return err
+	}
 	fs := s.fs()
-	tmp := strings.TrimRight(s.cfg.Dir, "/") + ".restore"
+	tmp := restoreDir(s.cfg.Dir)
 	if err := fs.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("restore: clear %s: %w", tmp, err)
 	}
 	ndb, err := s.buildRestored(fs, tmp, sr, info)
 	if err != nil {
 		_ = fs.RemoveAll(tmp)
+		return err
+	}
+	if err := checkExtends(ndb, info, h); err != nil {
+		_ = ndb.Close()
+		_ = fs.RemoveAll(tmp)
+		s.cfg.Logger.Error("snapshot refused", "err", err)
 		return err
 	}
 	return s.swapIn(fs, ndb, tmp, info)
@@ -480,93 +504,119 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 	return ndb, nil
 }
 
-// swapIn replaces the live database by the restored one at tmp.
+// swapIn replaces the live store by the staged one at tmp, as folder.go's
+// "The swap" describes. The replaced store is removed only once the new one
+// opened and holds the snapshot's head; when it does not, the replaced
+// store is put back and reopened, and Restore fails with the store serving
+// what it held. A crash at any point leaves folders that Open settles.
 func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo) error {
-	old := strings.TrimRight(s.cfg.Dir, "/") + ".old"
+	dir := strings.TrimRight(s.cfg.Dir, "/")
+	parent := fs.PathDir(dir)
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
+	dropStaged := func(err error) error {
+		_ = fs.RemoveAll(tmp)
+		return err
+	}
 	// Node-local keys (this node's signed checkpoints, other components'
 	// key spaces) stay with the node. They remain true of the new state: it
-	// extends the old one (raft committed both).
+	// extends the old one (checkExtends).
 	if err := copyLocal(s.db, ndb); err != nil {
 		_ = ndb.Close()
-		_ = fs.RemoveAll(tmp)
-		return fmt.Errorf("restore: keep node-local keys: %w", err)
+		return dropStaged(fmt.Errorf("restore: keep node-local keys: %w", err))
 	}
 	if err := ndb.Close(); err != nil {
-		_ = fs.RemoveAll(tmp)
-		return fmt.Errorf("restore: close %s: %w", tmp, err)
+		return dropStaged(fmt.Errorf("restore: close %s: %w", tmp, err))
 	}
-	// The replaced store's log moves away with its folder (and comes back
-	// with it if the swap fails: reopenLocked replays it).
-	var walErr error
-	if s.wal != nil {
-		walErr = s.wal.Close()
+	// The staged store is complete: the names of its files, and its own,
+	// reach the disk before the live store is moved aside, after which a
+	// crash finishes the swap with it (settleFolder).
+	if err := errors.Join(syncDir(fs, tmp), syncDir(fs, parent)); err != nil {
+		return dropStaged(fmt.Errorf("restore: sync %s: %w", tmp, err))
 	}
-	if err := errors.Join(walErr, s.db.Close()); err != nil {
-		s.cfg.Logger.Warn("restore: close the replaced store", "err", err)
-	}
-	_ = fs.RemoveAll(old)
-	swap := func() error {
-		if err := fs.Rename(s.cfg.Dir, old); err != nil {
-			return err
+	// A store an earlier swap replaced and could not remove: the live one
+	// opened after it.
+	if exists(fs, oldDir(dir)) {
+		if err := reapOld(fs, dir); err != nil {
+			return dropStaged(fmt.Errorf("restore: remove the store an earlier restore replaced: %w", err))
 		}
-		if err := fs.Rename(tmp, s.cfg.Dir); err != nil {
-			return err
-		}
-		return syncDir(fs, fs.PathDir(s.cfg.Dir))
 	}
-	if err := swap(); err != nil {
-		// Put the old store back where it was and keep serving it.
-		if _, statErr := fs.Stat(s.cfg.Dir); statErr != nil {
-			_ = fs.Rename(old, s.cfg.Dir)
-		}
-		_ = fs.RemoveAll(tmp)
-		return s.reopenLocked(fmt.Errorf("restore: swap directories: %w", err))
+	prevFailure := s.failure()
+	// The replaced store's log moves away with its folder, and comes back
+	// with it if the swap fails (openFiles replays it).
+	s.closeLive()
+	if err := renameSynced(fs, dir, oldDir(dir), parent); err != nil {
+		return dropStaged(s.undoSwap(fs, prevFailure, fmt.Errorf("restore: move the store aside: %w", err)))
 	}
-	if err := s.reopenLocked(nil); err != nil {
-		return err
+	if err := renameSynced(fs, tmp, dir, parent); err != nil {
+		return dropStaged(s.undoSwap(fs, prevFailure, fmt.Errorf("restore: move the restored store into place: %w", err)))
 	}
-	_ = fs.RemoveAll(old)
-	h := s.Head()
-	if h.Size != info.Head.Size || h.Root != info.Head.Root {
-		err := fmt.Errorf("restored store holds size %d, snapshot header says %d: %w", h.Size, info.Head.Size, events.ErrCorrupt)
-		s.fail(err)
-		return err
+	head, err := s.openFiles()
+	if err == nil && (head.Size != info.Head.Size || head.Root != info.Head.Root) {
+		s.closeLive()
+		err = fmt.Errorf("it holds %d events with root %x, the snapshot %d with root %x: %w",
+			head.Size, head.Root, info.Head.Size, info.Head.Root, events.ErrCorrupt)
 	}
-	s.cfg.Logger.Info("restored from snapshot", "raft_index", info.Applied, "events", h.Size)
+	if err != nil {
+		return s.undoSwap(fs, prevFailure, fmt.Errorf("restore: the restored store does not open: %w", err))
+	}
+	// Only now may the replaced store go.
+	if err := reapOld(fs, dir); err != nil {
+		s.cfg.Logger.Warn("restore: could not remove the replaced store; the next restore or start retries", "dir", oldDir(dir), "err", err)
+	}
+	s.cfg.Logger.Info("restored from snapshot", "raft_index", info.Applied, "events", head.Size)
 	// publish takes s.mu, never dbMu: safe under the write lock, and it
 	// wakes subscriptions, which then wait for the read lock and continue
 	// from their next position.
-	s.publish(h)
+	s.publish(head)
 	return nil
 }
 
-// reopenLocked opens Pebble at the store's directory and reloads every
-// in-memory structure derived from it. cause, when set, is returned after a
-// successful reopen (the swap failed but the old store is back). A store that
-// cannot be reopened cannot serve at all: that is an invariant broken on
-// disk, and the process stops. REQUIRES: dbMu held exclusively.
-func (s *Store) reopenLocked(cause error) error {
-	db, err := s.openPebble()
+// closeLive closes the live Pebble and its log without flushing: what they
+// hold stays in the log, which the next open replays. REQUIRES: dbMu held
+// exclusively.
+func (s *Store) closeLive() {
+	var walErr error
+	if s.wal != nil {
+		walErr = s.wal.Close()
+		s.wal = nil
+	}
+	if err := errors.Join(walErr, s.db.Close()); err != nil {
+		s.cfg.Logger.Warn("restore: close the store", "err", err)
+	}
+}
+
+// undoSwap puts the replaced store back in the store's folder, wherever the
+// failed swap left it, reopens it, and returns cause: Restore failed, the
+// store serves what it held. Only a store that cannot be put back or
+// reopened stops the process (fatal), with every folder left for Open to
+// settle at the next start. REQUIRES: dbMu held exclusively, no store open.
+func (s *Store) undoSwap(fs vfs.FS, prevFailure, cause error) error {
+	dir := strings.TrimRight(s.cfg.Dir, "/")
+	// A failure the restored store raised while it was open (a damaged
+	// block its open read) is not the replaced store's.
+	s.mu.Lock()
+	s.mu.failed = prevFailure
+	s.mu.Unlock()
+	if exists(fs, oldDir(dir)) {
+		if err := putBack(fs, dir); err != nil {
+			s.fatal(fmt.Errorf("%w; putting back the replaced store failed: %w (the next start puts it back)", cause, err))
+		}
+	}
+	head, err := s.openFiles()
 	if err != nil {
-		s.fatal(fmt.Errorf("reopen %s after restore: %w (cause: %v)", s.cfg.Dir, err, cause))
+		s.fatal(fmt.Errorf("%w; reopening the replaced store failed: %w", cause, err))
 	}
-	s.db = db
-	if err := s.openWAL(); err != nil {
-		s.fatal(fmt.Errorf("reopen the write-ahead log of %s after restore: %w (cause: %v)", s.cfg.Dir, err, cause))
+	if head != s.Head() {
+		// Not expected: it is the store that was live.
+		s.cfg.Logger.Warn("restore: the replaced store reopened at another head", "head", head.Size, "was", s.Head().Size)
+		s.publish(head)
 	}
-	s.nodes.mu.Lock()
-	s.nodes.nodes = nil
-	s.nodes.mu.Unlock()
-	if err := s.loadOrInit(true); err != nil {
-		s.fail(err)
-		return errors.Join(cause, err)
+	log := s.cfg.Logger
+	if failed := failedRestoreDir(dir); exists(fs, failed) {
+		log = log.With("restored_store_kept_in", failed)
 	}
-	if err := s.loadLastCheckpoint(); err != nil {
-		s.fail(err)
-		return errors.Join(cause, err)
-	}
+	log.Error("snapshot restore failed: the store it would have replaced is back and serving", "err", cause)
 	return cause
 }
 
@@ -607,36 +657,4 @@ func syncDir(fs vfs.FS, dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// Recover settles what a crash left of a Restore or of snapshots, for the
-// store in dir: a restore that was complete but not yet renamed into place
-// is finished, one that was incomplete is dropped with the previous store
-// kept, and leftover snapshot checkpoints are removed. Call it before Open;
-// it is a no-op when there is nothing to settle. fs nil means the OS.
-func Recover(dir string, fs vfs.FS) error {
-	if fs == nil {
-		fs = vfs.Default
-	}
-	exists := func(p string) bool { _, err := fs.Stat(p); return err == nil }
-	dir = strings.TrimRight(dir, "/")
-	tmp, old := dir+".restore", dir+".old"
-	switch {
-	case !exists(dir) && exists(tmp):
-		// The old store was moved aside and the restored one is complete
-		// (it is only renamed once flushed): finish the swap.
-		if err := fs.Rename(tmp, dir); err != nil {
-			return fmt.Errorf("recover restore: %w", err)
-		}
-	case !exists(dir) && exists(old):
-		if err := fs.Rename(old, dir); err != nil {
-			return fmt.Errorf("recover restore: %w", err)
-		}
-	}
-	for _, p := range []string{tmp, old, snapshotsDir(dir)} {
-		if err := fs.RemoveAll(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("recover: remove %s: %w", p, err)
-		}
-	}
-	return nil
 }

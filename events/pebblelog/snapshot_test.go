@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,18 +195,22 @@ func TestStore_RestoreRefusals(t *testing.T) {
 	}
 }
 
-// TestRecover settles each state a crash can leave during a Restore.
+// TestRecover settles each state a crash can leave during a Restore, with
+// the deprecated Recover (Open settles the folder itself, and only Open,
+// having opened the store, removes the one a restore replaced: before
+// issue #20 Recover removed it whether or not the store in place opened).
 func TestRecover(t *testing.T) {
 	cases := []struct {
 		name    string
 		present []string // among "", ".restore", ".old", ".snapshots"
 		want    string   // which folder ends up as the store: its marker
+		kept    []string // folders Recover leaves beside it
 	}{
-		{"nothing to do", []string{""}, ""},
-		{"incomplete restore dropped", []string{"", ".restore"}, ""},
-		{"complete restore finished", []string{".restore", ".old"}, ".restore"},
-		{"old store put back", []string{".old"}, ".old"},
-		{"leftovers removed", []string{"", ".old", ".snapshots"}, ""},
+		{"nothing to do", []string{""}, "", nil},
+		{"incomplete restore dropped", []string{"", ".restore"}, "", nil},
+		{"complete restore finished", []string{".restore", ".old"}, ".restore", []string{".old"}},
+		{"old store put back", []string{".old"}, ".old", nil},
+		{"leftovers removed, the replaced store kept for Open", []string{"", ".old", ".snapshots"}, "", []string{".old"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +234,11 @@ func TestRecover(t *testing.T) {
 				t.Fatalf("store folder came from %q, want %q", b, tc.want)
 			}
 			for _, suffix := range []string{".restore", ".old", ".snapshots"} {
-				if _, err := os.Stat(dir + suffix); err == nil {
+				_, err := os.Stat(dir + suffix)
+				switch kept := slices.Contains(tc.kept, suffix); {
+				case kept && err != nil:
+					t.Errorf("%s removed: %v", suffix, err)
+				case !kept && err == nil:
 					t.Errorf("%s left behind", suffix)
 				}
 			}

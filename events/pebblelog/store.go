@@ -223,6 +223,10 @@ type Store struct {
 	stats  storeStats
 	nodes  nodeCache
 
+	// lock is the folder's lock (folder.go), held from Open to Close,
+	// across restores.
+	lock io.Closer
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -240,6 +244,14 @@ const maxStreamCache = 1 << 16
 // to the write-ahead log is found before Pebble opens the folder
 // read-write: it is refused with a *DamageError, and nothing in the folder
 // has changed.
+//
+// Open first takes the folder's lock (<dir>.lock, held until Close; another
+// holder makes Open fail with ErrLocked before it touches anything), then
+// settles what a crash left of a snapshot restore (folder.go): it finishes
+// or undoes the swap, and removes the store a restore replaced only once
+// the store in place has opened and its tree rebuilt from its events is the
+// one its state holds; if it does not open or verify, the replaced store is
+// put back and opened instead (the other is kept in <dir>.failed-restore).
 func Open(cfg Config) (_ *Store, err error) {
 	defer func() {
 		if err != nil && pebble.IsCorruptionError(err) && !errors.Is(err, events.ErrCorrupt) {
@@ -251,46 +263,64 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
-	existed, err := holdsLedger(s.fs(), cfg.Dir)
+	fs := s.fs()
+	// The folder's lock comes first: settling what a restore left, below,
+	// renames and deletes folders that a live store beside this call would
+	// be using (folder.go).
+	lock, err := lockFolder(fs, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	// Before Pebble opens the folder read-write: with a damaged MANIFEST it
-	// would see fewer tables, delete the others as obsolete, and open a
-	// store that lost them.
-	if err := CheckManifest(s.fs(), cfg.Dir); err != nil {
-		return nil, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
-	}
-	// The write-ahead log too, for the same reason: Pebble's read-write
-	// open rewrites its MANIFEST, OPTIONS and WAL files (checkWAL).
-	if err := s.checkWAL(); err != nil {
-		var de *DamageError
-		if errors.As(err, &de) {
-			return nil, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
 		}
-		return nil, err
-	}
-	db, err := s.openPebble()
+	}()
+	oldWaits, err := settleFolder(fs, cfg.Dir, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	s.db = db
-	if err := s.openWAL(); err != nil {
-		_ = db.Close()
-		return nil, err
+	head, err := s.openFiles()
+	if err == nil && oldWaits {
+		// The store in place went through a crash in the middle of a swap:
+		// before the one it replaced goes, its tree must still be the tree
+		// of its events (as the restore checked before the swap).
+		if err = checkStagedTree(s.db, SnapshotInfo{Head: head}, nil); err != nil {
+			_ = s.closeDB()
+			err = fmt.Errorf("open store %s: the store a restore put in place does not verify: %w", cfg.Dir, err)
+		}
 	}
-	if err := s.loadOrInit(existed); err != nil {
-		s.closeDB()
+	switch {
+	case err != nil && oldWaits && !errors.Is(err, ErrIncompatible):
+		// The store a restore swapped in does not open: the one it
+		// replaced, kept for this, comes back.
+		cfg.Logger.Error("the store a snapshot restore put in place does not open: putting back the store it replaced",
+			"dir", cfg.Dir, "err", err, "kept_in", failedRestoreDir(cfg.Dir))
+		if perr := putBack(fs, cfg.Dir); perr != nil {
+			return nil, fmt.Errorf("open store %s: %w; putting back the replaced store failed: %w", cfg.Dir, err, perr)
+		}
+		s = &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
+		var err2 error
+		if head, err2 = s.openFiles(); err2 != nil {
+			return nil, fmt.Errorf("open store %s: neither the restored store (now in %s: %w) nor the one it replaced opens: %w",
+				cfg.Dir, failedRestoreDir(cfg.Dir), err, err2)
+		}
+		err = nil
+	case err != nil:
 		return nil, err
+	case oldWaits:
+		// The restored store opened and verified: only now may the one it
+		// replaced go.
+		if err := reapOld(fs, cfg.Dir); err != nil {
+			cfg.Logger.Warn("could not remove the store a restore replaced; the next start retries", "dir", oldDir(cfg.Dir), "err", err)
+		}
 	}
+	s.lock = lock
+	s.durable.Store(&head)
 	s.mu.headCh = make(chan struct{})
 	if len(cfg.Signers) > 0 {
 		sg := append([]note.Signer(nil), cfg.Signers...)
 		s.signers.Store(&sg)
-	}
-	if err := s.loadLastCheckpoint(); err != nil {
-		s.closeDB()
-		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -311,6 +341,57 @@ func Open(cfg Config) (_ *Store, err error) {
 		}()
 	}
 	return s, nil
+}
+
+// openFiles checks and opens the store's folder (Pebble and the
+// write-ahead log) and loads its state, returning its head; it publishes
+// nothing (the caller does, once it keeps the store). On error nothing it
+// opened stays open. Open calls it, and Restore to open the store it swaps
+// in. REQUIRES: the folder's lock held; dbMu held exclusively, or no other
+// user (Open).
+func (s *Store) openFiles() (events.Head, error) {
+	cfg := s.cfg
+	existed, err := holdsLedger(s.fs(), cfg.Dir)
+	if err != nil {
+		return events.Head{}, err
+	}
+	// Before Pebble opens the folder read-write: with a damaged MANIFEST it
+	// would see fewer tables, delete the others as obsolete, and open a
+	// store that lost them.
+	if err := CheckManifest(s.fs(), cfg.Dir); err != nil {
+		return events.Head{}, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
+	}
+	// The write-ahead log too, for the same reason: Pebble's read-write
+	// open rewrites its MANIFEST, OPTIONS and WAL files (checkWAL).
+	if err := s.checkWAL(); err != nil {
+		var de *DamageError
+		if errors.As(err, &de) {
+			return events.Head{}, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
+		}
+		return events.Head{}, err
+	}
+	db, err := s.openPebble()
+	if err != nil {
+		return events.Head{}, err
+	}
+	s.db = db
+	if err := s.openWAL(); err != nil {
+		_ = db.Close()
+		return events.Head{}, err
+	}
+	// Nodes cached from another handle (a restore's previous store).
+	s.nodes.mu.Lock()
+	s.nodes.nodes = nil
+	s.nodes.mu.Unlock()
+	head, err := s.loadOrInit(existed)
+	if err == nil {
+		err = s.loadLastCheckpoint(head)
+	}
+	if err != nil {
+		_ = s.closeDB()
+		return events.Head{}, err
+	}
+	return head, nil
 }
 
 // blockSize is the target size of sstable data blocks and of the blob
@@ -437,11 +518,11 @@ func (s *Store) guard(fn func() error) (err error) {
 // store is initialised only in a folder that held no ledger file before
 // Open (existed false): one that did and has no identity is damaged, and
 // writing a new ledger over it would hide what it held.
-func (s *Store) loadOrInit(existed bool) error {
+func (s *Store) loadOrInit(existed bool) (events.Head, error) {
 	format, err := s.get(metaFormat)
 	switch {
 	case errors.Is(err, events.ErrNotFound) && existed:
-		return fmt.Errorf("%s holds ledger files but no store identity (meta %q): the store is damaged (a MANIFEST that lost its tables?); refusing to create a new ledger over it: %w",
+		return events.Head{}, fmt.Errorf("%s holds ledger files but no store identity (meta %q): the store is damaged (a MANIFEST that lost its tables?); refusing to create a new ledger over it: %w",
 			s.cfg.Dir, metaFormat, events.ErrCorrupt)
 	case errors.Is(err, events.ErrNotFound):
 		id := s.cfg.LedgerID
@@ -454,31 +535,31 @@ func (s *Store) loadOrInit(existed bool) error {
 		_ = b.Set(metaLedgerID, []byte(id), nil)
 		_ = b.Set(metaState, encodeState(0, 0, 0, nil), nil)
 		if err := s.commitSynced(b); err != nil {
-			return fmt.Errorf("init store: %w", err)
+			return events.Head{}, fmt.Errorf("init store: %w", err)
 		}
 		format = []byte(storeFormat)
 	case err != nil:
-		return err
+		return events.Head{}, err
 	case upgradableFormat(string(format)):
 		b := s.db.NewBatch()
 		defer b.Close()
 		_ = b.Set(metaFormat, []byte(storeFormat), nil)
 		if err := s.commitSynced(b); err != nil {
-			return fmt.Errorf("upgrade store format: %w", err)
+			return events.Head{}, fmt.Errorf("upgrade store format: %w", err)
 		}
 		s.cfg.Logger.Info("upgraded the store format: older binaries now refuse this store",
 			"from", string(format), "to", storeFormat)
 		format = []byte(storeFormat)
 	}
 	if string(format) != storeFormat {
-		return fmt.Errorf("store format %q, this binary writes %q: %w", format, storeFormat, ErrIncompatible)
+		return events.Head{}, fmt.Errorf("store format %q, this binary writes %q: %w", format, storeFormat, ErrIncompatible)
 	}
 	id, err := s.get(metaLedgerID)
 	if err != nil {
-		return fmt.Errorf("read ledger id: %w", err)
+		return events.Head{}, fmt.Errorf("read ledger id: %w", err)
 	}
 	if s.cfg.LedgerID != "" && s.cfg.LedgerID != string(id) {
-		return fmt.Errorf("store holds ledger %q, config asks for %q: %w", id, s.cfg.LedgerID, ErrIncompatible)
+		return events.Head{}, fmt.Errorf("store holds ledger %q, config asks for %q: %w", id, s.cfg.LedgerID, ErrIncompatible)
 	}
 	// The identity is set once, at the first open; a reopen (a snapshot
 	// restore) must find the same ledger and leaves the fields alone, since
@@ -488,7 +569,7 @@ func (s *Store) loadOrInit(existed bool) error {
 		s.ledgerID = string(id)
 		s.origin = events.Origin(s.ledgerID)
 	case s.ledgerID != string(id):
-		return fmt.Errorf("reopened store holds ledger %q, not %q: %w", id, s.ledgerID, ErrIncompatible)
+		return events.Head{}, fmt.Errorf("reopened store holds ledger %q, not %q: %w", id, s.ledgerID, ErrIncompatible)
 	}
 	return s.loadState()
 }
@@ -497,53 +578,53 @@ func (s *Store) loadOrInit(existed bool) error {
 // format or belongs to another ledger.
 var ErrIncompatible = errors.New("pebblelog: incompatible store")
 
-func (s *Store) loadState() error {
+// loadState loads the sequencer state and returns the head it holds.
+func (s *Store) loadState() (events.Head, error) {
 	raw, err := s.get(metaState)
 	if err != nil {
-		return fmt.Errorf("read state: %w", err)
+		return events.Head{}, fmt.Errorf("read state: %w", err)
 	}
 	size, last, applied, hashes, err := decodeState(raw)
 	if err != nil {
-		return err
+		return events.Head{}, err
 	}
 	rng, err := events.RangeFactory.NewRange(0, size, hashes)
 	if err != nil {
-		return fmt.Errorf("state: compact range: %v: %w", err, events.ErrCorrupt)
+		return events.Head{}, fmt.Errorf("state: compact range: %v: %w", err, events.ErrCorrupt)
 	}
 	// The state and the events are written in one batch; the last event key
 	// must be exactly size-1.
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
 	if err != nil {
-		return err
+		return events.Head{}, err
 	}
 	defer it.Close()
 	switch {
 	case it.Last():
 		if got := binary.BigEndian.Uint64(it.Key()[1:]); got+1 != size {
-			return fmt.Errorf("state says %d events, last stored position is %d: %w", size, got, events.ErrCorrupt)
+			return events.Head{}, fmt.Errorf("state says %d events, last stored position is %d: %w", size, got, events.ErrCorrupt)
 		}
 	case size != 0:
-		return fmt.Errorf("state says %d events, none stored: %w", size, events.ErrCorrupt)
+		return events.Head{}, fmt.Errorf("state says %d events, none stored: %w", size, events.ErrCorrupt)
 	}
 	s.seq.size, s.seq.rng, s.seq.lastRecorded, s.seq.applied = size, rng, last, applied
 	s.seq.streams = make(map[string]int64)
 	if s.seq.ids, err = s.buildIDFilter(size); err != nil {
-		return err
+		return events.Head{}, err
 	}
 	s.seq.tail, err = s.partialTileLeaves(size)
 	if err != nil {
-		return err
+		return events.Head{}, err
 	}
 	root := events.EmptyRoot
 	if size > 0 {
 		r, err := rng.GetRootHash(nil)
 		if err != nil {
-			return fmt.Errorf("state root: %v: %w", err, events.ErrCorrupt)
+			return events.Head{}, fmt.Errorf("state root: %v: %w", err, events.ErrCorrupt)
 		}
 		root = [32]byte(r)
 	}
-	s.durable.Store(&events.Head{Size: size, Root: root, RecordedAt: last})
-	return nil
+	return events.Head{Size: size, Root: root, RecordedAt: last}, nil
 }
 
 // partialTileLeaves hashes the events of the partial leaf tile at the right
@@ -609,7 +690,13 @@ func decodeState(b []byte) (size uint64, last int64, applied uint64, hashes [][]
 // get reads a key; a missing key is events.ErrNotFound. The value is a copy.
 func (s *Store) get(key []byte) (_ []byte, err error) {
 	defer s.noteDamage(&err)
-	v, closer, err := s.db.Get(key)
+	return dbGet(s.db, key)
+}
+
+// dbGet reads a key of db; a missing key is events.ErrNotFound. The value
+// is a copy.
+func dbGet(db pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, events.ErrNotFound
 	}
@@ -696,7 +783,8 @@ func (s *Store) Close() error {
 	close(s.mu.headCh)
 	s.mu.headCh = make(chan struct{})
 	s.mu.Unlock()
-	return s.closeDB()
+	err := s.closeDB()
+	return errors.Join(err, s.lock.Close())
 }
 
 // closeDB flushes Pebble, so that the next open has no log to replay (and

@@ -157,11 +157,18 @@ func (s *Store) ReadHashes(ctx context.Context, ids []compact.NodeID) ([][]byte,
 	size := s.Head().Size
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	r := treeReader{s: s, size: size, tiles: map[uint64][]byte{}, keepTiles: true}
+	r := s.treeReader(size)
+	r.keepTiles = true
+	return r.readHashes(ids)
+}
+
+// readHashes returns the hash of each node in ids, whose leaves must all be
+// within r.size.
+func (r *treeReader) readHashes(ids []compact.NodeID) ([][]byte, error) {
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
-		if _, end := id.Coverage(); end > size {
-			return nil, fmt.Errorf("node %d/%d covers leaves up to %d, beyond head %d: %w", id.Level, id.Index, end, size, events.ErrNotFound)
+		if _, end := id.Coverage(); end > r.size {
+			return nil, fmt.Errorf("node %d/%d covers leaves up to %d, beyond head %d: %w", id.Level, id.Index, end, r.size, events.ErrNotFound)
 		}
 		h, err := r.node(id)
 		if err != nil {
@@ -188,20 +195,38 @@ func (s *Store) ReadLevel(ctx context.Context, level uint, lo, hi uint64) ([][]b
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	r := treeReader{s: s, size: size, tiles: map[uint64][]byte{}}
+	r := s.treeReader(size)
 	return r.base(level, lo, hi)
 }
 
-// treeReader reads nodes for one call; it memoises leaf tiles.
-// REQUIRES: s.dbMu held for reading.
+// treeReader reads nodes for one call; it memoises leaf tiles. It reads
+// the store's database (Store.treeReader), or a staged one that a restore
+// checks before swapping it in (restorecheck.go).
 type treeReader struct {
-	s     *Store
-	size  uint64
-	tiles map[uint64][]byte // leaf tile index -> concatenated leaf hashes
+	db    *pebble.DB
+	cache *nodeCache
+	// noteDamage, when set, sees every read's error (Store.noteDamage: a
+	// damaged block fails the store; a staged database is not the store's).
+	noteDamage func(*error)
+	size       uint64
+	tiles      map[uint64][]byte // leaf tile index -> concatenated leaf hashes
 	// keepTiles puts the full tiles read into the store's tile cache. Only
 	// proofs do: sequential reads of the log (pages, tiles served) would
 	// only churn it.
 	keepTiles bool
+}
+
+// treeReader reads the store's tree of size leaves.
+// REQUIRES: s.dbMu held for reading while it is used.
+func (s *Store) treeReader(size uint64) treeReader {
+	return treeReader{db: s.db, cache: &s.nodes, noteDamage: s.noteDamage, size: size, tiles: map[uint64][]byte{}}
+}
+
+func (r *treeReader) get(key []byte) (_ []byte, err error) {
+	if r.noteDamage != nil {
+		defer r.noteDamage(&err)
+	}
+	return dbGet(r.db, key)
 }
 
 func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
@@ -210,16 +235,16 @@ func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
 	// from up to 128 leaves, and nearly every proof at the head needs
 	// one.)
 	if id.Level >= sumLevel {
-		if h, ok := r.s.nodes.get(id); ok {
+		if h, ok := r.cache.get(id); ok {
 			return h, nil
 		}
 	}
 	if id.Level >= tileHeight && id.Level%tileHeight == 0 {
-		h, err := r.s.get(hashKey(id.Level, id.Index))
+		h, err := r.get(hashKey(id.Level, id.Index))
 		if err != nil {
 			return nil, fmt.Errorf("node %d/%d: %w", id.Level, id.Index, err)
 		}
-		r.s.nodes.put(id, h)
+		r.cache.put(id, h)
 		return h, nil
 	}
 	if id.Level >= sumLevel && id.Level < tileHeight {
@@ -247,7 +272,7 @@ func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
 	}
 	h := fold(hashes)
 	if id.Level >= sumLevel {
-		r.s.nodes.put(id, h)
+		r.cache.put(id, h)
 	}
 	return h, nil
 }
@@ -258,7 +283,7 @@ const sumLevel = 4
 // summary returns the level-4 nodes of full tile t, folding them from its
 // leaves (240 hashes) the first time.
 func (r *treeReader) summary(t uint64) (*[16][32]byte, error) {
-	if sum := r.s.nodes.sum(r.s.db, t); sum != nil {
+	if sum := r.cache.sum(r.db, t); sum != nil {
 		return sum, nil
 	}
 	leaves, err := r.leafTile(t)
@@ -274,7 +299,7 @@ func (r *treeReader) summary(t uint64) (*[16][32]byte, error) {
 		}
 		copy(sum[i][:], fold(group))
 	}
-	r.s.nodes.putSum(r.s.db, t, sum)
+	r.cache.putSum(r.db, t, sum)
 	return sum, nil
 }
 
@@ -283,7 +308,7 @@ func (r *treeReader) base(level uint, lo, hi uint64) ([][]byte, error) {
 	if level == 0 {
 		return r.leaves(lo, hi)
 	}
-	it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: hashKey(level, lo), UpperBound: hashKey(level, hi)})
+	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: hashKey(level, lo), UpperBound: hashKey(level, hi)})
 	if err != nil {
 		return nil, err
 	}
@@ -334,8 +359,8 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 	}
 	var tile []byte
 	if (t+1)*tileWidth <= r.size {
-		if tile = r.s.nodes.tile(r.s.db, t); tile == nil {
-			raw, err := r.s.get(leafTileKey(t))
+		if tile = r.cache.tile(r.db, t); tile == nil {
+			raw, err := r.get(leafTileKey(t))
 			if err != nil {
 				return nil, fmt.Errorf("leaf tile %d: %w", t, err)
 			}
@@ -344,18 +369,18 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 			}
 			tile = raw
 			if r.keepTiles {
-				r.s.nodes.putTile(r.s.db, t, tile)
+				r.cache.putTile(r.db, t, tile)
 			}
 		}
 	} else {
 		need := (r.size - t*tileWidth) * 32
-		cached := r.s.nodes.edgeLeaves(r.s.db, t)
+		cached := r.cache.edgeLeaves(r.db, t)
 		if uint64(len(cached)) >= need {
 			tile = cached[:need:need]
 		} else {
 			tile = make([]byte, len(cached), need)
 			copy(tile, cached)
-			it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(t*tileWidth + uint64(len(cached))/32), UpperBound: eventKey(r.size)})
+			it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(t*tileWidth + uint64(len(cached))/32), UpperBound: eventKey(r.size)})
 			if err != nil {
 				return nil, err
 			}
@@ -373,7 +398,7 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 			if uint64(len(tile)) != need {
 				return nil, fmt.Errorf("position %d missing: %w", t*tileWidth+uint64(len(tile))/32, events.ErrCorrupt)
 			}
-			r.s.nodes.putEdge(r.s.db, t, tile)
+			r.cache.putEdge(r.db, t, tile)
 		}
 	}
 	r.tiles[t] = tile
