@@ -27,9 +27,11 @@ import (
 // renews a grant: running a check "offline", reproducing a command or
 // reading the approval writes nothing here.
 type Approval struct {
-	ID         string
-	Granted    bool
-	Approver   string
+	ID       string
+	Granted  bool
+	Approver string
+	// Principal is who sent the grant (ApprovalGranted.Principal).
+	Principal  string
 	Action     string
 	Subject    string
 	Uses       int
@@ -69,8 +71,14 @@ const (
 type ApprovalGranted struct {
 	// ApprovalID is the approval's id (its stream is approval-<id>).
 	ApprovalID string `json:"approval_id"`
-	// Approver is who approved it: an accountable person or role.
+	// Approver is who approved it, as the command stated it: the principal
+	// itself (approver_mismatch refuses any other name), or, from a node
+	// without tokens, what the anonymous principal stated.
 	Approver string `json:"approver"`
+	// Principal is the authenticated principal that granted it
+	// ("anonymous" on a node without tokens); absent from grants recorded
+	// before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// Action is the action the approval permits: startup, preparation,
 	// qualification, activation, patch_apply, release or network_boundary.
 	Action string `json:"action"`
@@ -162,7 +170,7 @@ func (a Approval) Evolve(e *events.Event) (Approval, error) {
 		if err := decodeData(e, &d); err != nil {
 			return a, err
 		}
-		a.ID, a.Granted, a.Approver, a.Action, a.Subject = d.ApprovalID, true, d.Approver, d.Action, d.Subject
+		a.ID, a.Granted, a.Approver, a.Principal, a.Action, a.Subject = d.ApprovalID, true, d.Approver, d.Principal, d.Action, d.Subject
 		a.Uses, a.ExpiresAt, a.GrantedAt, a.Conditions = d.Uses, d.ExpiresAt, d.At, d.Conditions
 		a.Grant = RefOf(e)
 	case TypeApprovalConsumed:
@@ -237,11 +245,14 @@ func (a Approval) Authorize(action, subject, by string, at time.Time) (NewEvent,
 	}}, nil
 }
 
-// GrantApproval records an owner's approval.
+// GrantApproval records an owner's approval. Only an approver (or the
+// admin) sends it, in its own name: Approver must be the principal's name
+// (approver_mismatch), except on a node without tokens, where what the
+// anonymous principal states is recorded as stated.
 type GrantApproval struct {
 	// ApprovalID is the approval's id (its stream is approval-<id>).
 	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	// Approver is who approved it: an accountable person or role.
+	// Approver is who approves it: the sending principal's own name.
 	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	// Action is the action the approval permits: one of the values its schema lists.
 	Action string `json:"action" jsonschema:"enum=startup,enum=preparation,enum=qualification,enum=activation,enum=patch_apply,enum=release,enum=network_boundary"`
@@ -299,6 +310,9 @@ func (c *GrantApproval) Streams(States) []string { return []string{ApprovalStrea
 
 // Decide implements Command: the gates.
 func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
+	if err := checkApprover(in.Principal, c.Approver); err != nil {
+		return nil, err
+	}
 	a := in.States.Approval(c.ApprovalID)
 	if a.Granted {
 		return nil, refuse(CodeApprovalExists, map[string]any{"approval_id": c.ApprovalID},
@@ -309,7 +323,7 @@ func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
 			"the grant would expire at %s, not after its own time", c.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return []NewEvent{{Stream: ApprovalStream(c.ApprovalID), Type: TypeApprovalGranted, Data: ApprovalGranted{
-		ApprovalID: c.ApprovalID, Approver: c.Approver, Action: c.Action, Subject: c.Subject,
+		ApprovalID: c.ApprovalID, Approver: c.Approver, Principal: in.Principal.Name, Action: c.Action, Subject: c.Subject,
 		Uses: c.Uses, ExpiresAt: c.ExpiresAt.UTC(), Conditions: c.Conditions, At: in.At,
 	}}}, nil
 }

@@ -14,8 +14,42 @@ func TestApproval_Decide(t *testing.T) {
 			name: "grant",
 			when: grant("a1", ActionPatchApply, MissionStream("m1"), 1),
 			want: []NewEvent{{Stream: "approval-a1", Type: TypeApprovalGranted, Data: ApprovalGranted{
-				ApprovalID: "a1", Approver: "owner", Action: ActionPatchApply, Subject: "mission-m1", Uses: 1, ExpiresAt: exp, At: t0,
+				ApprovalID: "a1", Approver: "owner", Principal: AnonymousName, Action: ActionPatchApply, Subject: "mission-m1", Uses: 1, ExpiresAt: exp, At: t0,
 			}}},
+		},
+		{
+			// A node without tokens records what the anonymous principal
+			// states; an authenticated approver grants in its own name.
+			name:  "an approver grants in its own name",
+			given: []step{as(carol)},
+			when:  &GrantApproval{ApprovalID: "a1", Approver: "carol", Action: ActionPatchApply, Subject: "mission-m1", Uses: 1, ExpiresAt: exp},
+			want: []NewEvent{{Stream: "approval-a1", Type: TypeApprovalGranted, Data: ApprovalGranted{
+				ApprovalID: "a1", Approver: "carol", Principal: "carol", Action: ActionPatchApply, Subject: "mission-m1", Uses: 1, ExpiresAt: exp, At: t0,
+			}}},
+		},
+		{
+			name:  "an approver grants in another's name",
+			given: []step{as(carol)},
+			when:  grant("a1", ActionPatchApply, MissionStream("m1"), 1),
+			code:  CodeApproverMismatch,
+		},
+		{
+			name:  "the admin grants in another's name",
+			given: []step{as(Principal{Name: "root", Role: RoleAdmin})},
+			when:  grant("a1", ActionPatchApply, MissionStream("m1"), 1),
+			code:  CodeApproverMismatch,
+		},
+		{
+			name:  "a writer grants",
+			given: []step{as(alice)},
+			when:  &GrantApproval{ApprovalID: "a1", Approver: "alice", Action: ActionPatchApply, Subject: "mission-m1", Uses: 1, ExpiresAt: exp},
+			code:  CodeRoleNotAllowed,
+		},
+		{
+			name:  "a writer revokes",
+			given: []step{grant("a1", ActionStartup, "provider-x", 1), as(alice)},
+			when:  &RevokeApproval{ApprovalID: "a1", Reason: "r"},
+			code:  CodeRoleNotAllowed,
 		},
 		{
 			name:  "grant twice is never a renewal",

@@ -18,7 +18,9 @@ import (
 // Artifacts are hashed on the binding's own stream (ArtifactHashed), before
 // or after the proposal. Verification recomputes the identity and checks
 // every proposed artifact against the newest hash of its path, which must
-// be a supervisor's. Once verified, any later hash of a bound path with
+// be signed: read by an executor's hash measurement (issue #20; a hash a
+// writer records, whatever verifier it names, is stated and verifies
+// nothing). Once verified, any later hash of a bound path with
 // another size, mtime or sha256 invalidates the binding in the same append;
 // an invalidated or rejected binding is never verified again: a runtime
 // restart, or any change, needs a fresh binding under a new id.
@@ -81,7 +83,8 @@ var (
 // RequiredRoles returns the roles a binding needs to be verified.
 func RequiredRoles() []string { return slices.Clone(requiredRoles) }
 
-// Verifier roles of an ArtifactHashed. Only a supervisor's hash verifies.
+// Verifier roles of an ArtifactHashed, as stated. Only a signed hash (an
+// executor's hash measurement, whose role is supervisor) verifies.
 const (
 	VerifierSupervisor = "supervisor"
 	VerifierWorker     = "worker"
@@ -137,11 +140,22 @@ type ArtifactHashed struct {
 	VerifierRole string `json:"verifier_role"`
 	// MeasurementID names the signed hash measurement this hash was read
 	// from, when an executor read it (VerifiedBy is then the executor).
+	// Only such a hash verifies a binding (Signed).
 	MeasurementID string `json:"measurement_id,omitempty"`
+	// Stated marks a hash a writer recorded (RecordArtifactHash): kept, and
+	// a changed stated hash still invalidates a verified binding (fail
+	// closed), but it never verifies one. (Hashes recorded before issue
+	// #20 carry neither this nor a measurement_id, and verify nothing
+	// either.)
+	Stated bool `json:"stated,omitempty"`
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
 }
+
+// Signed reports whether the hash was read by an executor's signed hash
+// measurement, recorded in the same append after its signature verified.
+func (d *ArtifactHashed) Signed() bool { return d.MeasurementID != "" }
 
 // BindingProposed is the data of TypeBindingProposed.
 type BindingProposed struct {
@@ -331,8 +345,8 @@ const (
 	// CodeBindingRoleMissing: a required artifact role (weights, engine,
 	// server, tokenizer, template) is absent.
 	CodeBindingRoleMissing = "binding_role_missing"
-	// CodeArtifactNotVerified: an artifact's newest hash is absent or not a
-	// supervisor's.
+	// CodeArtifactNotVerified: an artifact's newest hash is absent or not
+	// signed (an executor's hash measurement's).
 	CodeArtifactNotVerified = "artifact_not_verified"
 	// CodeArtifactMismatch: the supervisor's hash of an artifact differs
 	// from the size or sha256 the binding proposes.
@@ -350,7 +364,10 @@ const (
 	CodeBindingAlreadyVerified = "binding_already_verified"
 )
 
-// RecordArtifactHash records a hash of one artifact file.
+// RecordArtifactHash records a hash of one artifact file as a writer
+// states it: marked stated, it verifies no binding (issue #20); a binding
+// is verified on an executor's signed hash measurement (RequestMeasurement
+// of kind hash).
 type RecordArtifactHash struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
 	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
@@ -369,8 +386,9 @@ type RecordArtifactHash struct {
 	Role string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
 	// VerifiedBy is who verified it: an accountable person or role.
 	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
-	// VerifierRole is the role of who hashed it: supervisor, worker or
-	// operator (only a supervisor's hash verifies a binding).
+	// VerifierRole is the role of who hashed it, as stated: supervisor,
+	// worker or operator (a stated hash verifies no binding, whatever its
+	// role).
 	VerifierRole string `json:"verifier_role" jsonschema:"enum=supervisor,enum=worker,enum=operator"`
 }
 
@@ -407,7 +425,7 @@ func (c *RecordArtifactHash) Streams(States) []string { return []string{BindingS
 func (c *RecordArtifactHash) Decide(in Inputs) ([]NewEvent, error) {
 	b := in.States.Binding(c.BindingID)
 	h := ArtifactHashed{BindingID: c.BindingID, Path: c.Path, Size: c.Size, MtimeNS: c.MtimeNS, SHA256: c.SHA256,
-		Role: c.Role, VerifiedBy: c.VerifiedBy, VerifierRole: c.VerifierRole, At: in.At}
+		Role: c.Role, VerifiedBy: c.VerifiedBy, VerifierRole: c.VerifierRole, Stated: true, At: in.At}
 	return b.hashed([]ArtifactHashed{h}, in.At), nil
 }
 
@@ -585,19 +603,20 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	for _, a := range b.Artifacts {
 		h, ok := b.Hashes[a.Path]
-		if !ok || h.VerifierRole != VerifierSupervisor {
+		if !ok || !h.Signed() {
 			det := map[string]any{"binding_id": b.ID, "path": a.Path, "role": a.Role}
 			if ok {
-				det["verified_by"], det["verifier_role"] = h.VerifiedBy, h.VerifierRole
+				det["verified_by"], det["verifier_role"], det["stated"] = h.VerifiedBy, h.VerifierRole, true
 			}
-			return nil, refuse(CodeArtifactNotVerified, det, "artifact %s (%s) has no hash by a supervisor as its newest hash", a.Path, a.Role)
+			return nil, refuse(CodeArtifactNotVerified, det,
+				"artifact %s (%s) has no signed hash as its newest hash: request a hash measurement of it from an executor (a hash a writer records verifies nothing)", a.Path, a.Role)
 		}
 		if h.Size != a.Size || h.SHA256 != a.SHA256 || h.Role != a.Role {
 			return nil, refuse(CodeArtifactMismatch, map[string]any{
 				"binding_id": b.ID, "path": a.Path,
 				"proposed": map[string]any{"size": a.Size, "sha256": a.SHA256, "role": a.Role},
 				"hashed":   map[string]any{"size": h.Size, "sha256": h.SHA256, "role": h.Role},
-			}, "artifact %s as hashed by the supervisor differs from the proposal", a.Path)
+			}, "artifact %s as the executor hashed it differs from the proposal", a.Path)
 		}
 	}
 	id := BindingIdentity(b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256, b.ModelMetadata, b.Artifacts)

@@ -14,6 +14,8 @@ func TestBinding_Decide(t *testing.T) {
 		}
 		return s
 	}
+	mismatched := append([]BindingArtifact(nil), arts...)
+	mismatched[0].SHA256 = hexOf("other weights")
 	badID := propose("b1", "qwen", "qwen3.8:27b", arts)
 	badID.Identity = "sha256:" + hexOf("not the identity")
 	changed := hashArtifact("b1", arts[0], VerifierSupervisor)
@@ -42,13 +44,13 @@ func TestBinding_Decide(t *testing.T) {
 		},
 		{
 			name:  "verify without the template artifact",
-			given: []step{propose("b1", "qwen", "qwen3.8:27b", noTemplate), hashAll("b1", noTemplate, VerifierSupervisor)},
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", noTemplate), signedHashes("b1", noTemplate)},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
 			code:  CodeBindingRoleMissing,
 		},
 		{
 			name:  "verify with an artifact never hashed",
-			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts[:4], VerifierSupervisor)},
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), signedHashes("b1", arts[:4])},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
 			code:  CodeArtifactNotVerified,
 		},
@@ -59,20 +61,34 @@ func TestBinding_Decide(t *testing.T) {
 			code:  CodeArtifactNotVerified,
 		},
 		{
+			// Issue #20: a writer's hashes verify nothing, whatever
+			// verifier they name.
+			name:  "verify with artifacts a writer hashed as a supervisor",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts, VerifierSupervisor)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeArtifactNotVerified,
+		},
+		{
+			name:  "a writer's hash after the executor's is the newest, and verifies nothing",
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), signedHashes("b1", arts), hashArtifact("b1", arts[0], VerifierSupervisor)},
+			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
+			code:  CodeArtifactNotVerified,
+		},
+		{
 			name:  "verify with a hash that differs from the proposal",
-			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts[1:], VerifierSupervisor), changed},
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), signedHashes("b1", mismatched)},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
 			code:  CodeArtifactMismatch,
 		},
 		{
 			name:  "verify an identity that does not recompute",
-			given: []step{badID, hashAll("b1", arts, VerifierSupervisor)},
+			given: []step{badID, signedHashes("b1", arts)},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "s"},
 			code:  CodeIdentityMismatch,
 		},
 		{
 			name:  "verify",
-			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), hashAll("b1", arts, VerifierSupervisor)},
+			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), signedHashes("b1", arts)},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"},
 			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{
 				BindingID: "b1", Identity: propose("b1", "qwen", "qwen3.8:27b", arts).Identity, VerifiedBy: "supervisor-1", At: t0}}},
@@ -87,11 +103,14 @@ func TestBinding_Decide(t *testing.T) {
 			name:  "a changed hash of a bound path invalidates",
 			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
 			when:  changed,
+			// A writer's changed hash still invalidates (fail closed).
 			wantFn: func(l *ledger) []NewEvent {
-				was := ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: changed.MtimeNS, SHA256: arts[0].SHA256,
-					Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, At: t0}
-				now := was
-				now.SHA256 = hexOf("other weights")
+				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[arts[0].Path]
+				now := ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: changed.MtimeNS, SHA256: hexOf("other weights"),
+					Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, Stated: true, At: t0}
+				if !was.Signed() {
+					t.Fatalf("the binding was verified on %+v", was)
+				}
 				return []NewEvent{
 					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: now},
 					{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{
@@ -105,7 +124,7 @@ func TestBinding_Decide(t *testing.T) {
 			when:  hashArtifact("b1", arts[0], VerifierSupervisor),
 			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{
 				BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: 1_757_000_000_000_000_000, SHA256: arts[0].SHA256,
-				Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, At: t0}}},
+				Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, Stated: true, At: t0}}},
 		},
 		{
 			name:  "an invalidated binding is never verified again",

@@ -12,6 +12,9 @@ type CommandSpec struct {
 	Name string
 	// Aggregate names the aggregate whose gates decide it.
 	Aggregate string
+	// Roles are the principal roles that may send it besides admin
+	// (principal.go): the one rule the api and Decide apply.
+	Roles []string
 	// New returns a zero command, ready to decode into.
 	New func() Command
 }
@@ -24,55 +27,57 @@ type CommandSpec struct {
 //	cmd, err := aggregates.DecodeCommand(name, data) // 400 on error
 //	states, err := aggregates.LoadStates(cmd, aggregates.Folding(readStream))
 //	// for an aggregates.EvidenceCommand, resolve its EvidenceRefs
-//	evs, err := aggregates.Decide(cmd, aggregates.Inputs{At: now, Position: head.Size, Policy: policy, States: states})
+//	evs, err := aggregates.Decide(cmd, aggregates.Inputs{At: now, Position: head.Size, Policy: policy, States: states, Principal: p})
 //	// append evs with an exact expected version on every stream in states
 func Catalogue() []CommandSpec {
 	c := []CommandSpec{
-		{"GrantApproval", "Approval", func() Command { return &GrantApproval{} }},
-		{"RevokeApproval", "Approval", func() Command { return &RevokeApproval{} }},
+		{"GrantApproval", "Approval", approverRoles(), func() Command { return &GrantApproval{} }},
+		{"RevokeApproval", "Approval", approverRoles(), func() Command { return &RevokeApproval{} }},
 
-		{"DeclareProvider", "Provider", func() Command { return &DeclareProvider{} }},
-		{"DeclareProviderLimits", "Provider", func() Command { return &DeclareProviderLimits{} }},
-		{"ActivateProvider", "Provider", func() Command { return &ActivateProvider{} }},
-		{"MakeProviderDormant", "Provider", func() Command { return &MakeProviderDormant{} }},
-		{"RecordProbe", "Provider", func() Command { return &RecordProbe{} }},
-		{"ApproveProbeSchedule", "Provider", func() Command { return &ApproveProbeSchedule{} }},
-		{"EndProbeSchedule", "Provider", func() Command { return &EndProbeSchedule{} }},
-		{"RequestScheduledProbe", "Provider", func() Command { return &RequestScheduledProbe{} }},
+		{"DeclareProvider", "Provider", writerRoles(), func() Command { return &DeclareProvider{} }},
+		{"DeclareProviderLimits", "Provider", writerRoles(), func() Command { return &DeclareProviderLimits{} }},
+		{"ActivateProvider", "Provider", writerRoles(), func() Command { return &ActivateProvider{} }},
+		{"MakeProviderDormant", "Provider", writerRoles(), func() Command { return &MakeProviderDormant{} }},
+		{"RecordProbe", "Provider", writerRoles(), func() Command { return &RecordProbe{} }},
+		{"ApproveProbeSchedule", "Provider", approverRoles(), func() Command { return &ApproveProbeSchedule{} }},
+		{"EndProbeSchedule", "Provider", approverRoles(), func() Command { return &EndProbeSchedule{} }},
+		{"RequestScheduledProbe", "Provider", executorRoles(), func() Command { return &RequestScheduledProbe{} }},
 
-		{"RecordArtifactHash", "ModelBinding", func() Command { return &RecordArtifactHash{} }},
-		{"ProposeBinding", "ModelBinding", func() Command { return &ProposeBinding{} }},
-		{"VerifyBinding", "ModelBinding", func() Command { return &VerifyBinding{} }},
-		{"RejectBinding", "ModelBinding", func() Command { return &RejectBinding{} }},
-		{"InvalidateBinding", "ModelBinding", func() Command { return &InvalidateBinding{} }},
+		{"RecordArtifactHash", "ModelBinding", writerRoles(), func() Command { return &RecordArtifactHash{} }},
+		{"ProposeBinding", "ModelBinding", writerRoles(), func() Command { return &ProposeBinding{} }},
+		{"VerifyBinding", "ModelBinding", writerRoles(), func() Command { return &VerifyBinding{} }},
+		{"RejectBinding", "ModelBinding", writerRoles(), func() Command { return &RejectBinding{} }},
+		{"InvalidateBinding", "ModelBinding", writerRoles(), func() Command { return &InvalidateBinding{} }},
 
-		{"SubmitMission", "Mission", func() Command { return &SubmitMission{} }},
-		{"DecideRoute", "Mission", func() Command { return &DecideRoute{} }},
-		{"DecideAdmission", "Mission", func() Command { return &DecideAdmission{} }},
-		{"StartAttempt", "Mission", func() Command { return &StartAttempt{} }},
-		{"StopAttempt", "Mission", func() Command { return &StopAttempt{} }},
-		{"ReserveInference", "Mission", func() Command { return &ReserveInference{} }},
-		{"SettleInference", "Mission", func() Command { return &SettleInference{} }},
-		{"ReconcileReservation", "Mission", func() Command { return &ReconcileReservation{} }},
-		{"RecordCandidate", "Mission", func() Command { return &RecordCandidate{} }},
-		{"RecordCheck", "Mission", func() Command { return &RecordCheck{} }},
-		{"RecordReview", "Mission", func() Command { return &RecordReview{} }},
-		{"RequestCorrection", "Mission", func() Command { return &RequestCorrection{} }},
-		{"DeliverResult", "Mission", func() Command { return &DeliverResult{} }},
-		{"IntegratePatch", "Mission", func() Command { return &IntegratePatch{} }},
-		{"StopMission", "Mission", func() Command { return &StopMission{} }},
+		{"SubmitMission", "Mission", writerRoles(), func() Command { return &SubmitMission{} }},
+		{"DecideRoute", "Mission", writerRoles(), func() Command { return &DecideRoute{} }},
+		{"DecideAdmission", "Mission", writerRoles(), func() Command { return &DecideAdmission{} }},
+		{"StartAttempt", "Mission", writerRoles(), func() Command { return &StartAttempt{} }},
+		{"StopAttempt", "Mission", writerRoles(), func() Command { return &StopAttempt{} }},
+		{"ReserveInference", "Mission", writerRoles(), func() Command { return &ReserveInference{} }},
+		{"SettleInference", "Mission", writerRoles(), func() Command { return &SettleInference{} }},
+		{"ReconcileReservation", "Mission", writerRoles(), func() Command { return &ReconcileReservation{} }},
+		{"RecordCandidate", "Mission", writerRoles(), func() Command { return &RecordCandidate{} }},
+		{"RecordCheck", "Mission", writerRoles(), func() Command { return &RecordCheck{} }},
+		{"RecordSignedCheck", "Mission", writerRoles(), func() Command { return &RecordSignedCheck{} }},
+		{"RecordReview", "Mission", writerRoles(), func() Command { return &RecordReview{} }},
+		{"RequestCorrection", "Mission", writerRoles(), func() Command { return &RequestCorrection{} }},
+		{"DeliverResult", "Mission", writerRoles(), func() Command { return &DeliverResult{} }},
+		{"IntegratePatch", "Mission", writerRoles(), func() Command { return &IntegratePatch{} }},
+		{"StopMission", "Mission", writerRoles(), func() Command { return &StopMission{} }},
 
-		{"RegisterExecutorKey", "Measurement", func() Command { return &RegisterExecutorKey{} }},
-		{"RevokeExecutorKey", "Measurement", func() Command { return &RevokeExecutorKey{} }},
-		{"RequestMeasurement", "Measurement", func() Command { return &RequestMeasurement{} }},
-		{"ClaimMeasurement", "Measurement", func() Command { return &ClaimMeasurement{} }},
-		{"RenewMeasurementLease", "Measurement", func() Command { return &RenewMeasurementLease{} }},
-		{"RecordMeasurement", "Measurement", func() Command { return &RecordMeasurement{} }},
-		{"MarkMeasurementUncertain", "Measurement", func() Command { return &MarkMeasurementUncertain{} }},
+		{"RegisterExecutorKey", "Measurement", writerRoles(), func() Command { return &RegisterExecutorKey{} }},
+		{"RevokeExecutorKey", "Measurement", writerRoles(), func() Command { return &RevokeExecutorKey{} }},
+		{"RequestMeasurement", "Measurement", writerRoles(), func() Command { return &RequestMeasurement{} }},
+		{"ClaimMeasurement", "Measurement", executorRoles(), func() Command { return &ClaimMeasurement{} }},
+		{"RenewMeasurementLease", "Measurement", executorRoles(), func() Command { return &RenewMeasurementLease{} }},
+		{"RecordMeasurement", "Measurement", executorRoles(), func() Command { return &RecordMeasurement{} }},
+		{"ApproveMeasurement", "Measurement", approverRoles(), func() Command { return &ApproveMeasurement{} }},
+		{"MarkMeasurementUncertain", "Measurement", writerRoles(), func() Command { return &MarkMeasurementUncertain{} }},
 
-		{"ProposeClaim", "Claim", func() Command { return &ProposeClaim{} }},
-		{"AcceptClaim", "Claim", func() Command { return &AcceptClaim{} }},
-		{"RefuseClaim", "Claim", func() Command { return &RefuseClaim{} }},
+		{"ProposeClaim", "Claim", writerRoles(), func() Command { return &ProposeClaim{} }},
+		{"AcceptClaim", "Claim", writerRoles(), func() Command { return &AcceptClaim{} }},
+		{"RefuseClaim", "Claim", writerRoles(), func() Command { return &RefuseClaim{} }},
 	}
 	slices.SortFunc(c, func(a, b CommandSpec) int {
 		switch {

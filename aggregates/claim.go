@@ -143,7 +143,8 @@ const (
 	CodeClaimEvidenceUnresolved = "claim_evidence_unresolved"
 	// CodeClaimEvidenceUnverified: an evidence reference resolves to an
 	// event that is not a passing independent check, a signed measurement
-	// or a live probe.
+	// or a live probe, each signed by a registered key (what a writer
+	// stated never verifies).
 	CodeClaimEvidenceUnverified = "claim_evidence_unverified"
 )
 
@@ -274,7 +275,7 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 	if len(unverified) > 0 {
 		det["unverified"] = unverified
 		return nil, refuse(CodeClaimEvidenceUnverified, det,
-			"evidence %v is not a passing independent check, a signed measurement or a live probe", unverified)
+			"evidence %v is not a signed passing independent check, a signed measurement or a signed live probe", unverified)
 	}
 	var cov []Coverage
 	for _, ev := range resolved {

@@ -8,9 +8,11 @@ import (
 )
 
 // evidenceHistory records one of each kind of evidence and returns the
-// ledger with the ids of: an independent pass, a fail, a worker's own pass,
-// a signed measurement, an ok probe listing the tag exactly, a probe
-// listing an alias only, and an event that is no evidence.
+// ledger with the ids of: an independent pass (signed by the check
+// runner), a fail, a worker's own pass, a pass a writer stated as
+// independent, a signed measurement, an ok probe (the executor's, signed)
+// listing the tag exactly, a probe listing an alias only, the same ok
+// probe as a writer stated it, and an event that is no evidence.
 func evidenceHistory(t *testing.T) (*ledger, map[string]uuid.UUID) {
 	l := newLedger(t)
 	l.given(started(m1, 2)...)
@@ -22,14 +24,16 @@ func evidenceHistory(t *testing.T) (*ledger, map[string]uuid.UUID) {
 	}
 	rec("pass", check(m1, "v1", "c01", CheckPass))
 	rec("fail", check(m1, "v1", "c02", CheckFail))
-	worker := check(m1, "v1", "c02", CheckPass)
+	worker := statedCheck(m1, "v1", "c02", CheckPass)
 	worker.RunnerKind = RunnerWorker
 	rec("worker", worker)
+	rec("stated-pass", statedCheck(m1, "v1", "c01", CheckPass))
 	l.given(registered(gpu1, 1)...)
 	l.given(requestProbe("x"), claim("x", gpu1))
 	rec("measurement", signed(resources("x"), 1))
-	rec("probe", probe(glm, ProbeSmoke, ProbeOK, glmTag))
-	rec("alias", probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash"))
+	rec("probe", signedProbe(glm, ProbeSmoke, ProbeOK, glmTag))
+	rec("alias", signedProbe(glm, ProbeModels, ProbeOK, "glm-4.7-flash"))
+	rec("stated-probe", probe(glm, ProbeSmoke, ProbeOK, glmTag))
 	ids["other"] = l.log[0].ID // ProviderDeclared
 	return l, ids
 }
@@ -84,6 +88,9 @@ func TestClaim_Decide(t *testing.T) {
 		{name: "a failing check is no evidence", claim: propose(thisCase, "pass", "fail"), when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "the worker's own pass is no evidence", claim: propose(thisCase, "worker"), when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "an alias probe is no evidence", claim: propose(thisCase, "alias"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		// Issue #20: what a writer states is recorded, and proves nothing.
+		{name: "a pass a writer stated as independent is no evidence", claim: propose(thisCase, "stated-pass"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "a probe a writer stated is no evidence", claim: propose(probeScope, "stated-probe"), when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "a declaration is no evidence", claim: propose(thisCase, "other"), when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "a measurement whose key was revoked since", claim: propose(thisCase, "measurement"),
 			before: []step{&RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "compromised"}}, when: acceptK1, code: CodeClaimEvidenceUnverified},

@@ -135,6 +135,12 @@ type Inputs struct {
 	Policy Policy
 	// States holds the folded state of every stream the command named.
 	States States
+	// Principal is the command's authenticated sender (principal.go):
+	// Decide refuses a role the catalogue does not let send the command,
+	// and the gates compare it with what the command states (an approver,
+	// an executor id). The zero Principal has no role and sends nothing;
+	// a node without tokens passes Anonymous.
+	Principal Principal
 	// Evidence holds, for commands that implement EvidenceCommand, what each
 	// referenced event resolved to (see ResolveEvidence). A reference absent
 	// from the map is unresolved.
@@ -184,7 +190,8 @@ var ErrUnreadStream = errors.New("aggregates: event on a stream the command did 
 // two dependent reads.
 const maxStreamRounds = 4
 
-// Decide checks that every stream cmd reads is loaded, runs its gates and
+// Decide checks that every stream cmd reads is loaded, that the
+// principal's role may send it (role_not_allowed), runs its gates and
 // checks that every event targets a stream it read. The gates refuse with
 // a *Refusal; a caller bug (a stream not loaded) wraps ErrStreamNotLoaded.
 //
@@ -201,6 +208,11 @@ func Decide(cmd Command, in Inputs) ([]NewEvent, error) {
 		if _, ok := in.States[s]; !ok {
 			return nil, fmt.Errorf("decide %s: %s: %w", cmd.CommandName(), s, ErrStreamNotLoaded)
 		}
+	}
+	// Who may send it comes first: no gate tells a principal whose role
+	// may not send a command anything about the state.
+	if err := roleRefusal(in.Principal, cmd.CommandName()); err != nil {
+		return nil, err
 	}
 	out, err := cmd.Decide(in)
 	if err != nil {

@@ -9,9 +9,12 @@ import (
 )
 
 // Evidence is what one event cited as evidence resolved to. Only three
-// kinds verify: an independent passing check, a measurement whose signature
-// verifies against its executor's keys, and an ok models/smoke probe that
-// listed the configured tag exactly.
+// kinds verify, each signed by a registered key (issue #20): a passing
+// check signed by an independent check runner (RecordSignedCheck), a
+// measurement whose signature verifies against its executor's keys, and an
+// ok models/smoke probe derived from an executor's signed probe that
+// listed the configured tag exactly. What a writer merely stated (a check,
+// a probe) never verifies.
 type Evidence struct {
 	// EventID is the evidence event's id, as the claim names it.
 	EventID uuid.UUID `json:"event_id"`
@@ -67,6 +70,8 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			ev.Reason = "the check's outcome is " + d.Outcome + ", not pass"
 		case d.RunnerKind != RunnerIndependent:
 			ev.Reason = "the check was run by the worker, not an independent runner"
+		case !d.Signed():
+			ev.Reason = "the check was stated by a writer, not signed by an independent check runner's registered key"
 		default:
 			ev.Verified, ev.Reason = true, "independent pass of check "+d.CheckID+" on candidate "+d.CandidateHash
 			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectMission, ID: d.MissionID}, Case: d.CheckID, At: d.At}}
@@ -97,6 +102,8 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			ev.Reason = "the probe's data does not decode"
 		case d.Kind == ProbeDoctor:
 			ev.Reason = "a doctor probe does not prove the model is live"
+		case !d.Signed():
+			ev.Reason = "the probe was stated by a writer, not derived from an executor's signed probe measurement"
 		case d.Outcome != ProbeOK:
 			ev.Reason = "the probe's outcome is " + d.Outcome
 		case !d.ExactTagListed:

@@ -9,7 +9,12 @@ import (
 )
 
 // Executor keys (stream "executor-<id>"): the ed25519 keys an executor
-// signs its measurements with. RegisterExecutorKey needs an "activation"
+// signs its measurements with, and (issue #20) the keys an independent
+// check runner signs its checks with: a check runner registers a key like
+// an executor, with role check_runner. A key signs only the facts of its
+// role: a measurement verifies only with an executor key, a check only
+// with a check runner's (KeyRole…); the DSSE payload type keeps the two
+// kinds of signed bytes apart too. RegisterExecutorKey needs an "activation"
 // approval whose subject is the executor's stream, "executor-<id>", spent
 // in the same append: registering a key activates an executor. The events
 // are events.TypeExecutorKeyRegistered/TypeExecutorKeyRevoked with
@@ -29,32 +34,58 @@ type Executor struct {
 
 // ExecutorKey is one registered key.
 type ExecutorKey struct {
-	KeyID      string
-	PublicKey  ed25519.PublicKey
+	KeyID     string
+	PublicKey ed25519.PublicKey
+	// Role is KeyRoleExecutor or KeyRoleCheckRunner.
+	Role       string
 	ApprovalID string
 	Revoked    bool
 	Registered EventRef
 	Revocation EventRef
 }
 
+// Key roles: what a registered key may sign.
+const (
+	// KeyRoleExecutor: an executor's measurements (and the probes and
+	// hashes derived from them). Registrations before issue #20 carry no
+	// role and are executor keys.
+	KeyRoleExecutor = "executor"
+	// KeyRoleCheckRunner: an independent check runner's checks
+	// (RecordSignedCheck).
+	KeyRoleCheckRunner = "check_runner"
+)
+
+var keyRoles = []string{KeyRoleExecutor, KeyRoleCheckRunner}
+
 // Exists reports whether the executor stream has events.
 func (x Executor) Exists() bool { return x.Events > 0 }
 
-// Lookup implements events.KeyLookup over this executor's keys only: a
-// key of another executor is unknown here.
+// Lookup implements events.KeyLookup over this executor's executor-role
+// keys only: a key of another executor, or a check runner's key, is
+// unknown here. It is what a measurement verifies with.
 func (x Executor) Lookup(keyID string) (ed25519.PublicKey, bool, bool) {
+	return x.lookup(KeyRoleExecutor, keyID)
+}
+
+// RunnerLookup implements events.KeyLookup over this id's check-runner
+// keys only: what a signed check verifies with.
+func (x Executor) RunnerLookup(keyID string) (ed25519.PublicKey, bool, bool) {
+	return x.lookup(KeyRoleCheckRunner, keyID)
+}
+
+func (x Executor) lookup(role, keyID string) (ed25519.PublicKey, bool, bool) {
 	k, ok := x.Keys[keyID]
-	if !ok {
+	if !ok || k.Role != role {
 		return nil, false, false
 	}
 	return k.PublicKey, k.Revoked, true
 }
 
-// ActiveKeys returns the ids of the unrevoked keys, sorted.
-func (x Executor) ActiveKeys() []string {
+// ActiveKeys returns the ids of the unrevoked keys of role, sorted.
+func (x Executor) ActiveKeys(role string) []string {
 	var out []string
 	for _, id := range sortedKeys(x.Keys) {
-		if !x.Keys[id].Revoked {
+		if k := x.Keys[id]; !k.Revoked && k.Role == role {
 			out = append(out, id)
 		}
 	}
@@ -76,8 +107,12 @@ func (x Executor) Evolve(e *events.Event) (Executor, error) {
 		if keys == nil {
 			keys = map[string]ExecutorKey{}
 		}
+		role := d.Role
+		if role == "" {
+			role = KeyRoleExecutor
+		}
 		if _, dup := keys[d.KeyID]; !dup { // as events.KeyRing: a key id is registered once
-			keys[d.KeyID] = ExecutorKey{KeyID: d.KeyID, PublicKey: ed25519.PublicKey(d.PublicKey), ApprovalID: d.ApprovalID, Registered: RefOf(e)}
+			keys[d.KeyID] = ExecutorKey{KeyID: d.KeyID, PublicKey: ed25519.PublicKey(d.PublicKey), Role: role, ApprovalID: d.ApprovalID, Registered: RefOf(e)}
 		}
 		x.ID, x.Host, x.Keys = d.ExecutorID, d.Host, keys
 	case events.TypeExecutorKeyRevoked:
@@ -108,8 +143,8 @@ const (
 	CodeKeyUnknown = "key_unknown"
 )
 
-// RegisterExecutorKey registers an executor's ed25519 public key under an
-// "activation" approval for "executor-<id>".
+// RegisterExecutorKey registers an executor's (or a check runner's)
+// ed25519 public key under an "activation" approval for "executor-<id>".
 type RegisterExecutorKey struct {
 	// ExecutorID is the executor's id, as registered with its key.
 	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
@@ -121,6 +156,9 @@ type RegisterExecutorKey struct {
 	// ApprovalID is the approval to spend for registering the key (subject
 	// executor-<id>); a gate refuses when it is missing.
 	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	// Role is what the key signs: executor (the default: measurements) or
+	// check_runner (an independent runner's signed checks).
+	Role string `json:"role,omitempty" jsonschema:"enum=executor,enum=check_runner,optional"`
 }
 
 // CommandName implements Command.
@@ -136,6 +174,11 @@ func (c *RegisterExecutorKey) Validate() error {
 	}
 	if len(c.PublicKey) != ed25519.PublicKeySize {
 		return invalid("public_key", "is %d bytes; an ed25519 public key is %d (base64 in JSON)", len(c.PublicKey), ed25519.PublicKeySize)
+	}
+	if c.Role != "" {
+		if err := checkOneOf("role", c.Role, keyRoles...); err != nil {
+			return err
+		}
 	}
 	if c.ApprovalID != "" {
 		return checkID("approval_id", c.ApprovalID)
@@ -168,9 +211,15 @@ func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An executor key is registered as before issue #20, without a role:
+	// its event is the same bytes.
+	role := c.Role
+	if role == KeyRoleExecutor {
+		role = ""
+	}
 	return []NewEvent{
 		{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRegistered, Data: events.KeyRegisteredData{
-			ExecutorID: c.ExecutorID, Host: c.Host, KeyID: keyID, PublicKey: c.PublicKey, ApprovalID: c.ApprovalID,
+			ExecutorID: c.ExecutorID, Host: c.Host, KeyID: keyID, PublicKey: c.PublicKey, ApprovalID: c.ApprovalID, Role: role,
 		}},
 		consume,
 	}, nil

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/greffe/greffe/events"
@@ -38,9 +39,92 @@ func activate(name, binding string) []step {
 	}
 }
 
+// probe is a probe as a writer states it (RecordProbe): recorded, never
+// proof. signedProbe is the executor's.
 func probe(name, kind, outcome string, models ...string) *RecordProbe {
 	return &RecordProbe{Name: name, Kind: kind, Outcome: outcome, Models: models, Latency: D(40 * time.Millisecond), ObservedBy: "supervisor"}
 }
+
+// The principals of the role tests (a node without tokens sends as
+// Anonymous, the ledger's default).
+var (
+	alice         = Principal{Name: "alice", Role: RoleWriter}
+	carol         = Principal{Name: "carol", Role: RoleApprover}
+	gpu1Principal = Principal{Name: gpu1, Role: RoleExecutor}
+	gpu2Principal = Principal{Name: "gpu2", Role: RoleExecutor}
+)
+
+// The executor whose signed probes and hashes the tests record, and the
+// check runner whose signed checks they record.
+const (
+	prober     = "prober"
+	proberSeed = 7
+	runner     = "ci-runner"
+	runnerSeed = 8
+)
+
+// ensureKey registers executorKey(seed) for id with role (under its own
+// approval) unless id has an unrevoked key of that role already.
+func ensureKey(id string, seed byte, role string) ledgerStep {
+	return func(l *ledger) []step {
+		if len(l.state(ExecutorStream(id)).(Executor).ActiveKeys(role)) > 0 {
+			return nil
+		}
+		approval := "reg-" + id
+		return []step{
+			grant(approval, ActionActivation, ExecutorStream(id), 1),
+			&RegisterExecutorKey{ExecutorID: id, Host: host, PublicKey: pubOf(executorKey(seed)), ApprovalID: approval, Role: role},
+		}
+	}
+}
+
+// signedProbe records a probe of provider name as the executor prober
+// runs it: a probe measurement of the provider's endpoint (and tag, for
+// smoke), claimed and recorded with the prober's signature; its result
+// derives the provider's ProbeRecorded.
+func signedProbe(name, kind, outcome string, models ...string) ledgerStep {
+	return func(l *ledger) []step {
+		p := l.state(ProviderStream(name)).(Provider)
+		argv := []string{kind, p.Endpoint}
+		if kind == ProbeSmoke {
+			argv = append(argv, p.ModelTag)
+		}
+		id := fmt.Sprintf("probe-%d", len(l.log))
+		r := MeasurementResult{MeasurementID: id, ExecutorID: prober, Host: host, Argv: argv, StartedAt: l.at, EndedAt: l.at, Outcome: ResultCompleted,
+			Probe: &ProbeReading{Kind: kind, Endpoint: p.Endpoint, Outcome: outcome, Models: models, Latency: D(40 * time.Millisecond)}}
+		return []step{
+			ensureKey(prober, proberSeed, KeyRoleExecutor),
+			&RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: MeasurementProbe, Provider: name, Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10},
+			&ClaimMeasurement{MeasurementID: id, ExecutorID: prober, LeaseUntil: l.at.Add(time.Minute)},
+			signed(r, proberSeed),
+		}
+	}
+}
+
+// signedHashes records the hashes of arts (binding's) as the executor
+// prober reads them: one hash measurement, signed, deriving one
+// ArtifactHashed per file.
+func signedHashes(binding string, arts []BindingArtifact) ledgerStep {
+	return func(l *ledger) []step {
+		id := fmt.Sprintf("hash-%d", len(l.log))
+		var argv []string
+		r := MeasurementResult{MeasurementID: id, ExecutorID: prober, Host: host, StartedAt: l.at, EndedAt: l.at, Outcome: ResultCompleted}
+		for _, a := range arts {
+			argv = append(argv, a.Role+"="+a.Path)
+			r.Artifacts = append(r.Artifacts, ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: hashMtime, SHA256: a.SHA256})
+		}
+		r.Argv = argv
+		return []step{
+			ensureKey(prober, proberSeed, KeyRoleExecutor),
+			&RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: MeasurementHash, BindingID: binding, Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10},
+			&ClaimMeasurement{MeasurementID: id, ExecutorID: prober, LeaseUntil: l.at.Add(time.Minute)},
+			signed(r, proberSeed),
+		}
+	}
+}
+
+// hashMtime is the mtime of every artifact the tests hash.
+const hashMtime = 1_757_000_000_000_000_000
 
 // readyLocal is a local provider that is activation-ready at the time of
 // its last step.
@@ -49,7 +133,7 @@ func readyLocal(name, tag string) []step {
 		declare(name, KindLocal, "local_ollama", tag),
 		limits(name),
 		activate(name, ""),
-		probe(name, ProbeModels, ProbeOK, tag),
+		signedProbe(name, ProbeModels, ProbeOK, tag),
 	}
 }
 
@@ -57,7 +141,7 @@ func readyLocal(name, tag string) []step {
 func readyConnected(name, tag string) []step {
 	d := declare(name, KindConnected, "remote_api", tag)
 	d.Endpoint = "https://api.example.test/v1"
-	return []step{d, limits(name), activate(name, ""), probe(name, ProbeModels, ProbeOK, tag)}
+	return []step{d, limits(name), activate(name, ""), signedProbe(name, ProbeModels, ProbeOK, tag)}
 }
 
 // artifacts is a complete binding's artifact list for a llama.cpp server.
@@ -79,19 +163,17 @@ func propose(id, provider, tag string, arts []BindingArtifact) *ProposeBinding {
 		Identity: BindingIdentity(hexOf("config"), "7695859aa13afb248bdb4d36f9b2e95707db079d", hexOf("template"), meta, arts)}
 }
 
+// hashArtifact is a hash as a writer states it (RecordArtifactHash):
+// recorded, it verifies nothing. signedHashes is the executor's.
 func hashArtifact(binding string, a BindingArtifact, verifier string) *RecordArtifactHash {
-	return &RecordArtifactHash{BindingID: binding, Path: a.Path, Size: a.Size, MtimeNS: 1_757_000_000_000_000_000,
+	return &RecordArtifactHash{BindingID: binding, Path: a.Path, Size: a.Size, MtimeNS: hashMtime,
 		SHA256: a.SHA256, Role: a.Role, VerifiedBy: "supervisor-1", VerifierRole: verifier}
 }
 
-// verifiedBinding proposes, hashes (by a supervisor) and verifies a
-// binding of arts.
+// verifiedBinding proposes, hashes (the executor's signed hashes) and
+// verifies a binding of arts.
 func verifiedBinding(id, provider, tag string, arts []BindingArtifact) []step {
-	s := []step{propose(id, provider, tag, arts)}
-	for _, a := range arts {
-		s = append(s, hashArtifact(id, a, VerifierSupervisor))
-	}
-	return append(s, &VerifyBinding{BindingID: id, VerifiedBy: "supervisor-1"})
+	return []step{propose(id, provider, tag, arts), signedHashes(id, arts), &VerifyBinding{BindingID: id, VerifiedBy: "supervisor-1"}}
 }
 
 // readyBound is a llama.cpp provider activation-ready with a verified
@@ -102,7 +184,7 @@ func readyBound(name, tag, binding string) []step {
 		limits(name),
 		verifiedBinding(binding, name, tag, artifacts()),
 		activate(name, binding),
-		probe(name, ProbeModels, ProbeOK, tag),
+		signedProbe(name, ProbeModels, ProbeOK, tag),
 	}
 }
 
@@ -121,9 +203,10 @@ func submit(id string, n int, declared string) *SubmitMission {
 }
 
 // started is a mission of n checks routed to a ready local provider with
-// its first attempt running.
+// its first attempt running, and the check runner registered.
 func started(id string, n int) []step {
 	return []step{
+		ensureKey(runner, runnerSeed, KeyRoleCheckRunner),
 		readyLocal(glm, glmTag),
 		submit(id, n, glm),
 		&DecideRoute{MissionID: id},
@@ -135,11 +218,50 @@ func candidate(id, name string) *RecordCandidate {
 	return &RecordCandidate{MissionID: id, CandidateHash: hexOf(name), PatchHash: hexOf("patch-" + name), FilesChanged: []string{"bin/tool.sh"}}
 }
 
-func check(id, cand, checkID, outcome string) *RecordCheck {
+// check is an independent run of an acceptance check by the check runner
+// (registered by started), signed when it is decided. statedCheck is the
+// same run as a writer states it.
+func check(id, cand, checkID, outcome string) *runnerCheck {
+	return &runnerCheck{CheckRun: CheckRun{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
+		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
+		RunnerID: runner, Duration: D(2 * time.Second), OutputBytes: 512}}
+}
+
+func statedCheck(id, cand, checkID, outcome string) *RecordCheck {
 	return &RecordCheck{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
 		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
 		Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512}
 }
+
+// runnerCheck is a check runner's run, signed with executorKey(runnerSeed)
+// when it is decided, so a test may change a field of the run first. It
+// is the RecordSignedCheck that carries it.
+// Seed, when set, signs with executorKey(Seed) instead.
+type runnerCheck struct {
+	CheckRun
+	Seed byte
+}
+
+func (c *runnerCheck) signed() *RecordSignedCheck {
+	payload, err := json.Marshal(c.CheckRun)
+	if err != nil {
+		panic(err)
+	}
+	seed := c.Seed
+	if seed == 0 {
+		seed = runnerSeed
+	}
+	env, err := events.SignData(context.Background(), CheckPayloadType, payload, executorKey(seed))
+	if err != nil {
+		panic(err)
+	}
+	return &RecordSignedCheck{MissionID: c.MissionID, RunnerID: c.RunnerID, Payload: payload, Envelope: *env}
+}
+
+func (c *runnerCheck) CommandName() string                  { return "RecordSignedCheck" }
+func (c *runnerCheck) Validate() error                      { return c.signed().Validate() }
+func (c *runnerCheck) Streams(s States) []string            { return c.signed().Streams(s) }
+func (c *runnerCheck) Decide(in Inputs) ([]NewEvent, error) { return c.signed().Decide(in) }
 
 // checks records n independent runs on cand, the first pass of them
 // passing and the rest failing.

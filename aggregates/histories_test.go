@@ -68,7 +68,7 @@ func prep(ss ...step) beat { return beat{do: ss} }
 func checkBeats(id, cand string, n, pass int) []beat {
 	var out []beat
 	for _, s := range checks(id, cand, n, pass) {
-		out = append(out, do(s, TypeCheckRecorded))
+		out = append(out, do(s, TypeCheckRunSigned, TypeCheckRecorded))
 	}
 	return out
 }
@@ -83,6 +83,7 @@ func TestHistory_GLMCorrected(t *testing.T) {
 	var beats []beat
 	beats = append(beats,
 		prep(readyLocal(glm, glmTag)...),
+		prep(ensureKey(runner, runnerSeed, KeyRoleCheckRunner)),
 		do(submit(m1, 10, glm), TypeMissionSubmitted),
 		do(&DecideRoute{MissionID: m1}, TypeRouteDecided),
 		do(&StartAttempt{MissionID: m1}, TypeAttemptStarted),
@@ -142,6 +143,7 @@ func TestHistory_Stagnation(t *testing.T) {
 	beats = append(beats,
 		beat{do: setPolicy(func(p *Policy) { p.Budgets.Corrections = 2 })},
 		prep(readyLocal(glm, glmTag)...),
+		prep(ensureKey(runner, runnerSeed, KeyRoleCheckRunner)),
 		do(submit(m1, 10, glm), TypeMissionSubmitted),
 		do(&DecideRoute{MissionID: m1}, TypeRouteDecided),
 		do(&StartAttempt{MissionID: m1}, TypeAttemptStarted),
@@ -158,7 +160,7 @@ func TestHistory_Stagnation(t *testing.T) {
 		do(candidate(m1, "v3"), TypeCandidateProduced),
 	)
 	last := checkBeats(m1, "v3", 10, 9)
-	last[9].types = []string{TypeCheckRecorded, TypeMissionStopped}
+	last[9].types = []string{TypeCheckRunSigned, TypeCheckRecorded, TypeMissionStopped}
 	last[9].check = func(t *testing.T, l *ledger) {
 		want := MissionStopped{MissionID: m1, Reason: StopStagnation,
 			Detail:        "the correction passes no more acceptance checks than the candidate it corrects",
@@ -192,6 +194,7 @@ func TestHistory_TruncatedGeneration(t *testing.T) {
 	l := newLedger(t)
 	play(t, l, []beat{
 		prep(readyLocal(glm, glmTag)...),
+		prep(ensureKey(runner, runnerSeed, KeyRoleCheckRunner)),
 		do(submit(m1, 86, glm), TypeMissionSubmitted),
 		do(&DecideRoute{MissionID: m1}, TypeRouteDecided),
 		do(&StartAttempt{MissionID: m1}, TypeAttemptStarted),
@@ -242,7 +245,7 @@ func TestHistory_StrataStartup(t *testing.T) {
 	lowRAM.RAMAvailableBytes = u64(1536 << 20)
 	var beats []beat
 	beats = append(beats,
-		prep(d, limits(strata), verifiedBinding("b-strata", strata, tag, artifacts()), activate(strata, "b-strata"), probe(strata, ProbeModels, ProbeOK, tag), registered(gpu1, 1)),
+		prep(d, limits(strata), verifiedBinding("b-strata", strata, tag, artifacts()), activate(strata, "b-strata"), signedProbe(strata, ProbeModels, ProbeOK, tag), registered(gpu1, 1)),
 		do(qual, TypeMissionSubmitted),
 		do(&DecideRoute{MissionID: m1}, TypeRouteDecided),
 		do(grant("stage-a", ActionStartup, ProviderStream(strata), 1), TypeApprovalGranted),
@@ -289,12 +292,12 @@ func TestHistory_AliasNotExact(t *testing.T) {
 	play(t, l, []beat{
 		prep(declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, "")),
 		live(StateNotProbed),
-		do(probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash", "glm-4.7-flash:latest"), TypeProbeRecorded),
+		prep(signedProbe(glm, ProbeModels, ProbeOK, "glm-4.7-flash", "glm-4.7-flash:latest")),
 		live(CodeAliasNotExact),
 		do(submit(m1, 2, glm), TypeMissionSubmitted),
 		refused(&DecideRoute{MissionID: m1}, CodeAliasNotExact),
 		do(advance(time.Minute)),
-		do(probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash", glmTag), TypeProbeRecorded),
+		prep(signedProbe(glm, ProbeModels, ProbeOK, "glm-4.7-flash", glmTag)),
 		live(ReadyLiveProven),
 		do(&DecideRoute{MissionID: m1}, TypeRouteDecided),
 		do(advance(DefaultProbeFreshness)),
@@ -366,21 +369,17 @@ func TestHistory_BindingLifecycle(t *testing.T) {
 	var beats []beat
 	beats = append(beats, prep(declare(q, KindLocal, "local_llama_cpp", tag), limits(q), grant("act", ActionActivation, ProviderStream(q), 2)))
 	beats = append(beats, do(propose("b1", q, tag, arts[:4]), TypeBindingProposed))
-	for _, a := range arts[:4] {
-		beats = append(beats, do(hashArtifact("b1", a, VerifierSupervisor), TypeArtifactHashed))
-	}
+	beats = append(beats, prep(signedHashes("b1", arts[:4])))
 	beats = append(beats,
 		refused(&VerifyBinding{BindingID: "b1", VerifiedBy: "s"}, CodeBindingRoleMissing),
 		refused(&ActivateProvider{Name: q, ApprovalID: "act", BindingID: "b1"}, CodeBindingNotVerified),
 		do(propose("b2", q, tag, arts), TypeBindingProposed),
 	)
-	for _, a := range arts {
-		beats = append(beats, do(hashArtifact("b2", a, VerifierSupervisor), TypeArtifactHashed))
-	}
 	beats = append(beats,
+		prep(signedHashes("b2", arts)),
 		do(&VerifyBinding{BindingID: "b2", VerifiedBy: "supervisor-1"}, TypeBindingVerified),
 		do(&ActivateProvider{Name: q, ApprovalID: "act", BindingID: "b2"}, TypeProviderActivated, TypeApprovalConsumed),
-		do(probe(q, ProbeModels, ProbeOK, tag), TypeProbeRecorded),
+		prep(signedProbe(q, ProbeModels, ProbeOK, tag)),
 		activation(ReadyActivation),
 		do(changed, TypeArtifactHashed, TypeBindingInvalidated),
 		activation(CodeBindingInvalidated),

@@ -23,13 +23,16 @@ type ledger struct {
 	at     time.Time
 	policy Policy
 	log    []events.Event
+	// principal sends the commands: Anonymous (a node without tokens)
+	// unless a step says otherwise (as).
+	principal Principal
 }
 
 // t0 is the time every test history starts at.
 var t0 = time.Date(2026, 9, 6, 10, 0, 0, 0, time.UTC)
 
 func newLedger(t testing.TB) *ledger {
-	return &ledger{t: t, at: t0, policy: DefaultPolicy()}
+	return &ledger{t: t, at: t0, policy: DefaultPolicy(), principal: Anonymous}
 }
 
 var eventNamespace = uuid.MustParse("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
@@ -60,7 +63,7 @@ func (l *ledger) inputs(cmd Command) Inputs {
 	if err != nil {
 		l.t.Fatalf("load %s: %v", cmd.CommandName(), err)
 	}
-	in := Inputs{At: l.at, Position: uint64(len(l.log)), Policy: l.policy, States: states}
+	in := Inputs{At: l.at, Position: uint64(len(l.log)), Policy: l.policy, States: states, Principal: l.principal}
 	if ec, ok := cmd.(EvidenceCommand); ok {
 		in.Evidence = map[uuid.UUID]Evidence{}
 		for _, id := range ec.EvidenceRefs(states) {
@@ -144,6 +147,14 @@ type advance time.Duration
 
 type setPolicy func(*Policy)
 
+// as makes p the principal of the commands that follow.
+type as Principal
+
+// ledgerStep is a step computed from the ledger as it stands when it is
+// reached (a signed probe needs the provider's endpoint; a key is
+// registered once).
+type ledgerStep func(l *ledger) []step
+
 func (l *ledger) given(steps ...step) {
 	l.t.Helper()
 	for i, s := range steps {
@@ -160,6 +171,10 @@ func (l *ledger) given(steps ...step) {
 			l.at = l.at.Add(time.Duration(v))
 		case setPolicy:
 			v(&l.policy)
+		case as:
+			l.principal = Principal(v)
+		case ledgerStep:
+			l.given(v(l)...)
 		default:
 			l.t.Fatalf("given step %d: unknown step %T", i, s)
 		}

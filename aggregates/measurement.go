@@ -19,9 +19,11 @@ import (
 // unrevoked keys of an executor are the only ones its results verify with.
 //
 // Requests (stream "measurement-<id>"). MeasurementRequested fixes the
-// host, the exact argv (the request is the approval of that argv: an
-// executor runs nothing else, and a result for another argv is refused),
-// the kind, the timeout and the output cap. The kind says what the argv
+// host, the exact argv (an executor runs nothing else, and a result for
+// another argv is refused), the kind, the timeout and the output cap. A
+// writer's request alone is not an approval to run (issue #20): the
+// executor runs what its own host's policy allows, or what an approver
+// approved (ApproveMeasurement: MeasurementApproved, before any claim). The kind says what the argv
 // means:
 //
 //   - run: a command line, run without a shell;
@@ -68,7 +70,11 @@ type Measurement struct {
 	ID        string
 	Requested bool
 	Request   MeasurementRequested
-	Claimed   bool
+	// Approved is true once an approver approved this exact request
+	// (MeasurementApproved); ApprovedBy is that principal's name.
+	Approved   bool
+	ApprovedBy string
+	Claimed    bool
 	// Claim is the winning claim; its LeaseUntil follows the renewals.
 	Claim MeasurementClaimed
 	// Renewals counts the lease renewals folded.
@@ -79,8 +85,9 @@ type Measurement struct {
 	// recorded beside an uncertainty.
 	Result MeasurementResult
 	Late   bool
-	// RequestRef, ClaimRef, UncertainRef and ResultRef prove each fact.
-	RequestRef, ClaimRef, UncertainRef, ResultRef EventRef
+	// RequestRef, ApprovalRef, ClaimRef, UncertainRef and ResultRef prove
+	// each fact.
+	RequestRef, ApprovalRef, ClaimRef, UncertainRef, ResultRef EventRef
 	// Events is the number of events folded.
 	Events int
 }
@@ -131,7 +138,26 @@ const (
 	TypeMeasurementUncertain = "MeasurementUncertain"
 	// TypeMeasurementLeaseRenewed moves a claim's lease forward.
 	TypeMeasurementLeaseRenewed = "MeasurementLeaseRenewed"
+	// TypeMeasurementApproved is an approver's approval of one exact
+	// request (issue #20).
+	TypeMeasurementApproved = "MeasurementApproved"
 )
+
+// MeasurementApproved is the data of TypeMeasurementApproved: a principal
+// of the approver role (or the admin) approved this exact request, before
+// any executor claimed it. The node runs nothing; an executor whose host
+// policy does not itself allow the request's argv (executor/) runs it only
+// when it carries this approval.
+type MeasurementApproved struct {
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id"`
+	// Approver is the authenticated principal that approved it ("anonymous"
+	// on a node without tokens).
+	Approver string `json:"approver"`
+	// At is when the node decided it: the command's time (the node's clock, or
+	// the command's at where the node allows it).
+	At time.Time `json:"at"`
+}
 
 // MeasurementRequested is the data of TypeMeasurementRequested.
 // OutputCapBytes bounds each of stdout and stderr excerpts, in bytes.
@@ -439,6 +465,12 @@ func (m Measurement) Evolve(e *events.Event) (Measurement, error) {
 			return m, err
 		}
 		m.ID, m.Requested, m.Request, m.RequestRef = d.MeasurementID, true, d, RefOf(e)
+	case TypeMeasurementApproved:
+		var d MeasurementApproved
+		if err := decodeData(e, &d); err != nil {
+			return m, err
+		}
+		m.Approved, m.ApprovedBy, m.ApprovalRef = true, d.Approver, RefOf(e)
 	case TypeMeasurementClaimed:
 		var d MeasurementClaimed
 		if err := decodeData(e, &d); err != nil {
@@ -533,6 +565,13 @@ const (
 	// model tag than the provider's own; probing it would prove nothing
 	// about the provider.
 	CodeProbeTargetMismatch = "probe_target_mismatch"
+	// CodeMeasurementAlreadyApproved: the request was approved already; an
+	// approval is recorded once.
+	CodeMeasurementAlreadyApproved = "measurement_already_approved"
+	// CodeMeasurementAlreadyClaimed: an executor claimed the request before
+	// it was approved; it decided to run it (or not) without the approval,
+	// which can no longer cover it.
+	CodeMeasurementAlreadyClaimed = "measurement_already_claimed"
 )
 
 // RequestMeasurement asks for an exact argv to be run on a host.
@@ -662,6 +701,47 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 	}}}, nil
 }
 
+// ApproveMeasurement is an approver's approval of one exact request: its
+// host, argv, kind and bounds as requested, nothing else. A request is
+// approved once and only before it is claimed: an executor that claimed
+// it decided without the approval. The approver is the principal.
+type ApproveMeasurement struct {
+	// MeasurementID is the measurement's id (its stream is measurement-<id>).
+	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+}
+
+// CommandName implements Command.
+func (*ApproveMeasurement) CommandName() string { return "ApproveMeasurement" }
+
+// Validate implements Command: the shape checks, field by field.
+func (c *ApproveMeasurement) Validate() error { return checkID("measurement_id", c.MeasurementID) }
+
+// Streams implements Command: the streams this command reads.
+func (c *ApproveMeasurement) Streams(States) []string {
+	return []string{MeasurementStream(c.MeasurementID)}
+}
+
+// Decide implements Command: the gates.
+func (c *ApproveMeasurement) Decide(in Inputs) ([]NewEvent, error) {
+	m := in.States.Measurement(c.MeasurementID)
+	det := map[string]any{"measurement_id": c.MeasurementID}
+	switch {
+	case !m.Requested:
+		return nil, refuse(CodeMeasurementUnknown, det, "no measurement %s was requested", c.MeasurementID)
+	case m.Approved:
+		det["approved_by"], det["approval"] = m.ApprovedBy, m.ApprovalRef
+		return nil, refuse(CodeMeasurementAlreadyApproved, det, "measurement %s was approved by %s already", c.MeasurementID, m.ApprovedBy)
+	case m.Claimed || m.Uncertain || m.Recorded:
+		det["claimed_by"], det["status"] = m.Claim.ExecutorID, m.Status()
+		return nil, refuse(CodeMeasurementAlreadyClaimed, det,
+			"measurement %s was claimed by %s before any approval (it is %s); request it again and approve it before it is claimed",
+			c.MeasurementID, m.Claim.ExecutorID, m.Status())
+	}
+	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementApproved, Data: MeasurementApproved{
+		MeasurementID: c.MeasurementID, Approver: in.Principal.Name, At: in.At,
+	}}}, nil
+}
+
 // ClaimMeasurement claims a request for an executor until LeaseUntil.
 type ClaimMeasurement struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
@@ -697,6 +777,9 @@ func (c *ClaimMeasurement) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
+	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+		return nil, err
+	}
 	m := in.States.Measurement(c.MeasurementID)
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {
@@ -713,7 +796,7 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 			"measurement %s was claimed by %s and its lease expired: its outcome is uncertain and it is never claimed again; request a new measurement", c.MeasurementID, m.Claim.ExecutorID)
 	}
 	x := in.States.Executor(c.ExecutorID)
-	if len(x.ActiveKeys()) == 0 {
+	if len(x.ActiveKeys(KeyRoleExecutor)) == 0 {
 		return nil, refuse(CodeExecutorKeyUnknown, det, "executor %s has no registered, unrevoked key", c.ExecutorID)
 	}
 	if x.Host != m.Request.Host {
@@ -766,6 +849,9 @@ func (c *RenewMeasurementLease) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
+	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+		return nil, err
+	}
 	m := in.States.Measurement(c.MeasurementID)
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {
@@ -783,7 +869,7 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeLeaseExpired, det, "the lease of measurement %s ended at %s; it is renewed only while it runs",
 			c.MeasurementID, m.Claim.LeaseUntil.UTC().Format(time.RFC3339Nano))
 	}
-	if len(in.States.Executor(c.ExecutorID).ActiveKeys()) == 0 {
+	if len(in.States.Executor(c.ExecutorID).ActiveKeys(KeyRoleExecutor)) == 0 {
 		return nil, refuse(CodeExecutorKeyUnknown, det, "executor %s has no registered, unrevoked key", c.ExecutorID)
 	}
 	maxLease := m.Claim.At.Add(m.Request.Timeout.Duration + in.Policy.Measurement.LeaseGrace.Duration)
@@ -892,8 +978,8 @@ func (c *RecordMeasurement) Validate() error {
 	}
 	// No signature at all is the measurement_unsigned gate (Decide), so
 	// that it is recorded; more than 16 is a bound of the edge.
-	if len(c.Envelope.Signatures) > 16 {
-		return invalid("envelope.signatures", "has %d signatures; an envelope carries 1 to 16", len(c.Envelope.Signatures))
+	if len(c.Envelope.Signatures) > maxEnvelopeSignatures {
+		return invalid("envelope.signatures", "has %d signatures; an envelope carries 1 to %d", len(c.Envelope.Signatures), maxEnvelopeSignatures)
 	}
 	return nil
 }
@@ -956,6 +1042,9 @@ func (c *RecordMeasurement) Streams(loaded States) []string {
 
 // Decide implements Command: the gates.
 func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
+	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+		return nil, err
+	}
 	m := in.States.Measurement(c.MeasurementID)
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {

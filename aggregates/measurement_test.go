@@ -60,7 +60,7 @@ func TestExecutorKeys_KeyRing(t *testing.T) {
 			t.Errorf("%s: ring (%v %v) state (%v %v)", kid, r1, ok1, r2, ok2)
 		}
 	}
-	if diff := cmp.Diff([]string{kid2}, x.ActiveKeys()); diff != "" {
+	if diff := cmp.Diff([]string{kid2}, x.ActiveKeys(KeyRoleExecutor)); diff != "" {
 		t.Errorf("active keys (-want +got):\n%s", diff)
 	}
 }

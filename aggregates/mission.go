@@ -141,7 +141,8 @@ type Reservation struct {
 }
 
 // Candidate is a folded CandidateProduced with the independent checks
-// recorded for it.
+// recorded for it: independent means signed by a registered check runner
+// (CheckRecorded.Signed).
 type Candidate struct {
 	CandidateProduced
 	// Checks holds, per acceptance check id, the independent runs recorded
@@ -150,6 +151,9 @@ type Candidate struct {
 	// WorkerRuns counts checks reported by the worker itself; they never
 	// count toward verification.
 	WorkerRuns int
+	// StatedRuns counts runs a writer stated as independent without a
+	// check runner's signature; they never count toward verification.
+	StatedRuns int
 	Ref        EventRef
 }
 

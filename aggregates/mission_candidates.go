@@ -92,11 +92,11 @@ func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
 	}}}, nil
 }
 
-// RecordCheck records one run of an acceptance check on a candidate. When
-// it completes the independent results of a correction's candidate, and
-// that candidate passes no more checks than the one it corrects, the
-// mission stops for stagnation in the same append. (A new attempt's first
-// candidate is not a correction and is never judged so.)
+// RecordCheck records one run of an acceptance check on a candidate as a
+// writer states it: the CheckRecorded is marked stated, and a run stated
+// as independent counts for nothing (issue #20): an independent result is
+// a check runner's signed run (RecordSignedCheck), which passes the same
+// gates. A pass with a nonzero exit code is refused as incoherent.
 type RecordCheck struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
 	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
@@ -111,11 +111,12 @@ type RecordCheck struct {
 	ArgvHash string `json:"argv_hash" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
 	// Outcome is the check's outcome: pass, fail, skipped, truncated or error.
 	Outcome string `json:"outcome" jsonschema:"enum=pass,enum=fail,enum=skipped,enum=truncated,enum=error"`
-	// Runner is who ran the check (a person, a CI job, an executor).
+	// Runner is who ran the check, as stated (recorded, not trusted).
 	Runner string `json:"runner" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	// RunnerKind says whether the runner is independent of the worker
-	// (independent) or the worker itself (worker); only an independent run can
-	// prove a pass.
+	// (independent) or the worker itself (worker), as stated; a stated run
+	// proves no pass: only a check runner's signed run does
+	// (RecordSignedCheck).
 	RunnerKind string `json:"runner_kind" jsonschema:"enum=independent,enum=worker"`
 	// ExitCode is the check's exit code; 0 for a pass.
 	ExitCode int `json:"exit_code" jsonschema:"optional"`
@@ -168,33 +169,52 @@ func (c *RecordCheck) Streams(States) []string { return []string{MissionStream(c
 
 // Decide implements Command: the gates.
 func (c *RecordCheck) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	return recordCheck(in, CheckRecorded{MissionID: c.MissionID, CandidateHash: c.CandidateHash, CheckID: c.CheckID, ArgvHash: c.ArgvHash,
+		Outcome: c.Outcome, Runner: c.Runner, RunnerKind: c.RunnerKind, ExitCode: c.ExitCode, Duration: c.Duration,
+		OutputBytes: c.OutputBytes, OutputSHA256: c.OutputSHA256, Stated: true, At: in.At}, nil)
+}
+
+// recordCheck applies the gates of one run of an acceptance check, stated
+// (signed nil) or signed (signed is the CheckRunSigned that carries the
+// runner's signed bytes, appended just before rec), and returns the
+// events to append. When the run completes the independent results of a
+// correction's candidate, and that candidate passes no more checks than
+// the one it corrects, the mission stops for stagnation in the same
+// append. (A new attempt's first candidate is not a correction and is
+// never judged so.)
+func recordCheck(in Inputs, rec CheckRecorded, signed *NewEvent) ([]NewEvent, error) {
+	m := missionOf(in, rec.MissionID)
 	if err := m.open(false); err != nil {
 		return nil, err
 	}
-	i := m.candidateIndex(c.CandidateHash)
+	i := m.candidateIndex(rec.CandidateHash)
 	if i < 0 {
-		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash},
-			"mission %s produced no candidate %s", m.ID, c.CandidateHash)
+		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": rec.CandidateHash},
+			"mission %s produced no candidate %s", m.ID, rec.CandidateHash)
 	}
-	j := slices.IndexFunc(m.Checks, func(ac AcceptanceCheck) bool { return ac.ID == c.CheckID })
+	j := slices.IndexFunc(m.Checks, func(ac AcceptanceCheck) bool { return ac.ID == rec.CheckID })
 	if j < 0 {
-		return nil, refuse(CodeCheckUnknown, map[string]any{"mission_id": m.ID, "check_id": c.CheckID}, "%q is not an acceptance check of mission %s", c.CheckID, m.ID)
+		return nil, refuse(CodeCheckUnknown, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID}, "%q is not an acceptance check of mission %s", rec.CheckID, m.ID)
 	}
-	if want := ArgvHash(m.Checks[j].Argv); c.ArgvHash != want {
-		return nil, refuse(CodeArgvMismatch, map[string]any{"mission_id": m.ID, "check_id": c.CheckID, "argv_hash": c.ArgvHash, "approved_argv_hash": want, "approved_argv": m.Checks[j].Argv},
-			"check %s ran another command line than the approved argv", c.CheckID)
+	if want := ArgvHash(m.Checks[j].Argv); rec.ArgvHash != want {
+		return nil, refuse(CodeArgvMismatch, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID, "argv_hash": rec.ArgvHash, "approved_argv_hash": want, "approved_argv": m.Checks[j].Argv},
+			"check %s ran another command line than the approved argv", rec.CheckID)
 	}
-	if c.Outcome == CheckPass && (c.Duration.Duration > m.Budgets.CommandTimeout.Duration || c.OutputBytes > m.Budgets.OutputBytesPerCommand) {
-		return nil, refuse(CodeCheckOutOfBounds, map[string]any{"mission_id": m.ID, "check_id": c.CheckID,
-			"duration": c.Duration.String(), "command_timeout": m.Budgets.CommandTimeout.String(),
-			"output_bytes": c.OutputBytes, "output_bytes_per_command": m.Budgets.OutputBytesPerCommand},
+	if rec.Outcome == CheckPass && rec.ExitCode != 0 {
+		return nil, refuse(CodeCheckOutcomeIncoherent, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID, "outcome": rec.Outcome, "exit_code": rec.ExitCode},
+			"check %s is reported as a pass with exit code %d: a pass exits 0; record what the exit code says (fail or error)", rec.CheckID, rec.ExitCode)
+	}
+	if rec.Outcome == CheckPass && (rec.Duration.Duration > m.Budgets.CommandTimeout.Duration || rec.OutputBytes > m.Budgets.OutputBytesPerCommand) {
+		return nil, refuse(CodeCheckOutOfBounds, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID,
+			"duration": rec.Duration.String(), "command_timeout": m.Budgets.CommandTimeout.String(),
+			"output_bytes": rec.OutputBytes, "output_bytes_per_command": m.Budgets.OutputBytesPerCommand},
 			"a pass beyond the per-command bounds cannot count; record it as truncated or error")
 	}
-	rec := CheckRecorded{MissionID: m.ID, CandidateHash: c.CandidateHash, CheckID: c.CheckID, ArgvHash: c.ArgvHash,
-		Outcome: c.Outcome, Runner: c.Runner, RunnerKind: c.RunnerKind, ExitCode: c.ExitCode, Duration: c.Duration,
-		OutputBytes: c.OutputBytes, OutputSHA256: c.OutputSHA256, At: in.At}
-	out := []NewEvent{{Stream: MissionStream(m.ID), Type: TypeCheckRecorded, Data: rec}}
+	var out []NewEvent
+	if signed != nil {
+		out = append(out, *signed)
+	}
+	out = append(out, NewEvent{Stream: MissionStream(m.ID), Type: TypeCheckRecorded, Data: rec})
 	cand := m.Candidates[i]
 	before := verificationOf(m.Checks, cand.Checks)
 	after := verificationOf(m.Checks, cand.withCheck(rec, EventRef{}).Checks)

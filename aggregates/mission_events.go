@@ -92,11 +92,15 @@ const (
 	TypeReservationReconciled = "ReservationReconciled"
 	TypeCandidateProduced     = "CandidateProduced"
 	TypeCheckRecorded         = "CheckRecorded"
-	TypeReviewRecorded        = "ReviewRecorded"
-	TypeCorrectionRequested   = "CorrectionRequested"
-	TypeMissionStopped        = "MissionStopped"
-	TypeResultDelivered       = "ResultDelivered"
-	TypePatchIntegrated       = "PatchIntegrated"
+	// TypeCheckRunSigned is a check runner's signed result, stored verbatim
+	// (mission_checks_signed.go); the CheckRecorded it derives follows it
+	// in the same append.
+	TypeCheckRunSigned      = "CheckRunSigned"
+	TypeReviewRecorded      = "ReviewRecorded"
+	TypeCorrectionRequested = "CorrectionRequested"
+	TypeMissionStopped      = "MissionStopped"
+	TypeResultDelivered     = "ResultDelivered"
+	TypePatchIntegrated     = "PatchIntegrated"
 )
 
 // MissionSubmitted is the data of TypeMissionSubmitted. Budgets are the
@@ -330,10 +334,27 @@ type CheckRecorded struct {
 	// OutputSHA256 is the hex SHA-256 of the kept output; empty when no output
 	// was kept.
 	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// SignedBy is the check runner whose registered key signed the run
+	// (RecordSignedCheck; the CheckRunSigned just before it holds the
+	// signed bytes): only such a run is independent proof. Empty for a
+	// run a writer stated.
+	SignedBy string `json:"signed_by,omitempty"`
+	// KeyIDs are the keys that signed it.
+	KeyIDs []string `json:"key_ids,omitempty"`
+	// Stated marks a run a writer stated (RecordCheck): recorded as
+	// stated, never counted as an independent result nor as evidence,
+	// whatever its runner_kind says. (Runs recorded before issue #20 carry
+	// neither this nor signed_by, and prove nothing either.)
+	Stated bool `json:"stated,omitempty"`
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
 }
+
+// Signed reports whether the run was signed by an independent check
+// runner's registered key, verified when it was recorded: the only runs
+// that count toward verification.
+func (d *CheckRecorded) Signed() bool { return d.SignedBy != "" && d.RunnerKind == RunnerIndependent }
 
 // ReviewRecorded is the data of TypeReviewRecorded. Coverage maps each
 // acceptance id to the evidence the reviewer relied on.

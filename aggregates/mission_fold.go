@@ -115,6 +115,13 @@ func (m Mission) Evolve(e *events.Event) (Mission, error) {
 		cs := slices.Clone(m.Candidates)
 		cs[i] = cs[i].withCheck(d, ref)
 		m.Candidates = cs
+	case TypeCheckRunSigned:
+		// The signed bytes of the CheckRecorded that follows in the same
+		// append; that event carries what the mission folds.
+		var d CheckRun
+		if err := decodeData(e, &d); err != nil {
+			return m, err
+		}
 	case TypeReviewRecorded:
 		var d ReviewRecorded
 		if err := decodeData(e, &d); err != nil {
@@ -162,8 +169,12 @@ var errUnknownCandidate = errors.New("check recorded for a candidate the mission
 
 // withCheck returns c with one more check folded; c is not modified.
 func (c Candidate) withCheck(d CheckRecorded, ref EventRef) Candidate {
-	if d.RunnerKind != RunnerIndependent {
+	switch {
+	case d.RunnerKind != RunnerIndependent:
 		c.WorkerRuns++
+		return c
+	case !d.Signed():
+		c.StatedRuns++
 		return c
 	}
 	checks := maps.Clone(c.Checks)

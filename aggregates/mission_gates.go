@@ -76,6 +76,10 @@ const (
 	// CodeCheckOutOfBounds: a pass reported beyond the per-command time or
 	// output budget cannot count.
 	CodeCheckOutOfBounds = "check_out_of_bounds"
+	// CodeCheckOutcomeIncoherent: a pass with a nonzero exit code says two
+	// things at once; it is refused (and the attempt recorded), stated or
+	// signed.
+	CodeCheckOutcomeIncoherent = "check_outcome_incoherent"
 	// CodeChecksIncomplete: an acceptance check has no independent result
 	// for this candidate.
 	CodeChecksIncomplete = "checks_incomplete"

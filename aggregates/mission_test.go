@@ -1,6 +1,7 @@
 package aggregates
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -75,13 +76,13 @@ func TestMission_Route(t *testing.T) {
 			when: &DecideRoute{MissionID: m1}, code: CodeProviderDormant},
 		{name: "declared provider not probed", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), submit(m1, 2, glm)},
 			when: &DecideRoute{MissionID: m1}, code: CodeNotLiveProven},
-		{name: "declared provider lists an alias only", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash"), submit(m1, 2, glm)},
+		{name: "declared provider lists an alias only", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeOK, "glm-4.7-flash"), submit(m1, 2, glm)},
 			when: &DecideRoute{MissionID: m1}, code: CodeAliasNotExact},
-		{name: "limits unknown refuse a proposal", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), probe(glm, ProbeModels, ProbeOK, glmTag), submit(m1, 2, glm)},
+		{name: "limits unknown refuse a proposal", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), signedProbe(glm, ProbeModels, ProbeOK, glmTag), submit(m1, 2, glm)},
 			when: &DecideRoute{MissionID: m1}, code: CodeLimitsUnknown},
-		{name: "configured but never activated", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), probe(glm, ProbeModels, ProbeOK, glmTag), submit(m1, 2, glm)},
+		{name: "configured but never activated", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), signedProbe(glm, ProbeModels, ProbeOK, glmTag), submit(m1, 2, glm)},
 			when: &DecideRoute{MissionID: m1}, code: CodeNotActivated},
-		{name: "task class not served", given: []step{otherClass, limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeOK, glmTag), submit(m1, 2, glm)},
+		{name: "task class not served", given: []step{otherClass, limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeOK, glmTag), submit(m1, 2, glm)},
 			when: &DecideRoute{MissionID: m1}, code: CodeTaskClassNotServed},
 		{name: "connected provider on a route that does not allow it", given: []step{readyConnected("grok", "grok-4"), submit(m1, 2, "")},
 			when: &DecideRoute{MissionID: m1, Candidates: []string{"grok"}}, code: CodeConnectedNotAllowed},
@@ -276,7 +277,7 @@ func TestMission_StartAttempt(t *testing.T) {
 		{name: "the provider went dormant since the route", given: []step{readyLocal(glm, glmTag), submit(m1, 2, glm), &DecideRoute{MissionID: m1}, &MakeProviderDormant{Name: glm, Reason: "r"}},
 			when: &StartAttempt{MissionID: m1}, code: CodeProviderDormant},
 		{name: "the provider serves another model since the route", given: []step{readyLocal(glm, glmTag), submit(m1, 2, glm), &DecideRoute{MissionID: m1},
-			redeclared, grant("act2", ActionActivation, ProviderStream(glm), 1), &ActivateProvider{Name: glm, ApprovalID: "act2"}, probe(glm, ProbeModels, ProbeOK, "glm-5.3-flash")},
+			redeclared, grant("act2", ActionActivation, ProviderStream(glm), 1), &ActivateProvider{Name: glm, ApprovalID: "act2"}, signedProbe(glm, ProbeModels, ProbeOK, "glm-5.3-flash")},
 			when: &StartAttempt{MissionID: m1}, code: CodeRouteStale},
 		{name: "a runtime start without approval", given: []step{runtimeMission(), measured(resources("r1")), &DecideAdmission{MissionID: m1, MeasurementID: "r1"}},
 			when: &StartAttempt{MissionID: m1}, code: CodeApprovalMissing},
@@ -287,7 +288,7 @@ func TestMission_StartAttempt(t *testing.T) {
 		{name: "a runtime start after a refused admission", given: []step{runtimeMission(), measured(lowRAM), &DecideAdmission{MissionID: m1, MeasurementID: "low"}},
 			when: &StartAttempt{MissionID: m1, ApprovalID: "start"}, code: CodeAdmissionRefused},
 		{name: "a runtime start on a stale admission", given: []step{runtimeMission(), measured(resources("r1")), &DecideAdmission{MissionID: m1, MeasurementID: "r1"}, advance(DefaultMeasurementFreshness + time.Second),
-			probe(glm, ProbeModels, ProbeOK, glmTag)},
+			signedProbe(glm, ProbeModels, ProbeOK, glmTag)},
 			when: &StartAttempt{MissionID: m1, ApprovalID: "start"}, code: CodeAdmissionStale},
 		{
 			name:  "a runtime start spends its approval",
@@ -414,6 +415,11 @@ func TestMission_Candidates(t *testing.T) {
 	slowPass.Duration = D(16 * time.Second)
 	bigPass := check(m1, "v1", "c01", CheckPass)
 	bigPass.OutputBytes = 16<<10 + 1
+	exitOne := statedCheck(m1, "v1", "c01", CheckPass)
+	exitOne.ExitCode = 1
+	signedExitOne := check(m1, "v1", "c01", CheckPass)
+	signedExitOne.ExitCode = 1
+
 	runGWT(t, []gwt{
 		{
 			name: "candidate", given: started(m1, 2), when: candidate(m1, "v1"),
@@ -437,11 +443,29 @@ func TestMission_Candidates(t *testing.T) {
 				MissionID: m1, Reason: StopTruncatedGeneration, Detail: "the generation ended on its output limit without changing any file", ReservationID: "r1", At: t0}}},
 		},
 		{
+			// The runner's signed bytes verbatim, then the CheckRecorded
+			// derived from them: the one an independent pass is.
 			name: "check", given: []step{started(m1, 2), candidate(m1, "v1")}, when: check(m1, "v1", "c01", CheckPass),
+			wantFn: func(*ledger) []NewEvent {
+				sc := check(m1, "v1", "c01", CheckPass).signed()
+				return []NewEvent{
+					{Stream: "mission-m1", Type: TypeCheckRunSigned, Data: json.RawMessage(sc.Payload), Envelope: &sc.Envelope},
+					{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{
+						MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
+						Outcome: CheckPass, Runner: runner, RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512,
+						SignedBy: runner, KeyIDs: []string{keyIDOf(runnerSeed)}, At: t0}},
+				}
+			},
+		},
+		{
+			name: "a check a writer states", given: []step{started(m1, 2), candidate(m1, "v1")}, when: statedCheck(m1, "v1", "c01", CheckPass),
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{
 				MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
-				Outcome: CheckPass, Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, At: t0}}},
+				Outcome: CheckPass, Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Stated: true, At: t0}}},
 		},
+		{name: "a pass with exit code 1", given: []step{started(m1, 2), candidate(m1, "v1")}, when: exitOne, code: CodeCheckOutcomeIncoherent},
+		{name: "a signed pass with exit code 1", given: []step{started(m1, 2), candidate(m1, "v1")}, when: signedExitOne, code: CodeCheckOutcomeIncoherent},
+
 		{name: "check of an unknown candidate", given: []step{started(m1, 2), candidate(m1, "v1")}, when: check(m1, "v9", "c01", CheckPass), code: CodeCandidateUnknown},
 		{name: "check that is not an acceptance check", given: []step{started(m1, 2), candidate(m1, "v1")}, when: check(m1, "v1", "c99", CheckPass), code: CodeCheckUnknown},
 		{name: "check run with another argv", given: []step{started(m1, 2), candidate(m1, "v1")}, when: wrongArgv, code: CodeArgvMismatch},
@@ -457,7 +481,7 @@ func TestMission_Review(t *testing.T) {
 	extra := accept(m1, "v1", 2)
 	extra.Coverage["c09"] = "x"
 	workerPass := func(c string) *RecordCheck {
-		k := check(m1, "v1", c, CheckPass)
+		k := statedCheck(m1, "v1", c, CheckPass)
 		k.Runner, k.RunnerKind = "opencode", RunnerWorker
 		return k
 	}
@@ -609,7 +633,7 @@ func TestMission_Stagnation(t *testing.T) {
 	cases := []struct {
 		name    string
 		given   []step
-		last    *RecordCheck
+		last    *runnerCheck
 		stopped bool
 	}{
 		{name: "a correction that passes more", given: []step{started(m1, 3), candidate(m1, "v1"), checks(m1, "v1", 3, 1), corr("v1"), candidate(m1, "v2"), checks(m1, "v2", 2, 2)},
@@ -630,7 +654,7 @@ func TestMission_Stagnation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []string{TypeCheckRecorded}
+			want := []string{TypeCheckRunSigned, TypeCheckRecorded}
 			if tc.stopped {
 				want = append(want, TypeMissionStopped)
 			}

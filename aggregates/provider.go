@@ -38,10 +38,14 @@ type Provider struct {
 	// Schedule is the standing probe schedule (schedule.go); nil when none
 	// was ever approved.
 	Schedule *ProbeSchedule
-	// LastProbe is the newest models or smoke probe (the only kinds that
-	// prove liveness); LastDoctor the newest doctor probe.
-	LastProbe  *Probe
-	LastDoctor *Probe
+	// LastProbe is the newest signed models or smoke probe (the only kinds
+	// that prove liveness): one an executor's signed probe measurement
+	// derived (MeasurementID set). LastStatedProbe is the newest models or
+	// smoke probe a writer stated (RecordProbe): shown, never proof.
+	// LastDoctor is the newest doctor probe.
+	LastProbe       *Probe
+	LastStatedProbe *Probe
+	LastDoctor      *Probe
 	// Declaration, LimitsDeclared, Activation and Dormancy are the events
 	// that prove each fact.
 	Declaration, LimitsDeclared, Activation, Dormancy EventRef
@@ -188,12 +192,23 @@ type ProbeRecorded struct {
 	// (no alias).
 	ExactTagListed bool `json:"exact_tag_listed"`
 	// MeasurementID names the signed probe measurement this probe was read
-	// from, when an executor ran it (ObservedBy is then the executor).
+	// from, when an executor ran it (ObservedBy is then the executor). Only
+	// such a probe proves anything (Signed).
 	MeasurementID string `json:"measurement_id,omitempty"`
+	// Stated marks a probe a writer stated (RecordProbe): recorded as
+	// stated, it never makes a provider live nor counts as evidence.
+	// (Probes stated before issue #20 carry neither this nor a
+	// measurement_id, and prove nothing either.)
+	Stated bool `json:"stated,omitempty"`
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
 }
+
+// Signed reports whether the probe was derived from an executor's signed
+// probe measurement, in the same append that recorded the measurement
+// after its signature verified: the only probes that prove liveness.
+func (d *ProbeRecorded) Signed() bool { return d.MeasurementID != "" }
 
 // Exists reports whether the provider stream has events.
 func (p Provider) Exists() bool { return p.Events > 0 }
@@ -242,9 +257,12 @@ func (p Provider) Evolve(e *events.Event) (Provider, error) {
 			return p, err
 		}
 		pr := &Probe{ProbeRecorded: d, Ref: RefOf(e)}
-		if d.Kind == ProbeDoctor {
+		switch {
+		case d.Kind == ProbeDoctor:
 			p.LastDoctor = pr
-		} else {
+		case !d.Signed():
+			p.LastStatedProbe = pr
+		default:
 			p.LastProbe = pr
 			p = p.scheduledProbeRan(pr)
 		}
@@ -518,7 +536,10 @@ func (c *MakeProviderDormant) Decide(in Inputs) ([]NewEvent, error) {
 	}}}, nil
 }
 
-// RecordProbe records a doctor, models or smoke probe of a provider.
+// RecordProbe records a doctor, models or smoke probe of a provider as a
+// writer states it: the ProbeRecorded is marked stated and proves nothing
+// (issue #20): a provider is live only by an executor's signed probe
+// measurement (RequestMeasurement of kind probe, or a probe schedule).
 // ObservedAt defaults to the command's time and may not be after it.
 type RecordProbe struct {
 	// Name is the provider's name (its stream is provider-<name>).
@@ -531,8 +552,7 @@ type RecordProbe struct {
 	Models []string `json:"models" jsonschema:"optional,maxItems=1024,minLength=1,maxLength=256,pattern=\\S"`
 	// Latency is how long the probe's answer took (a Go duration).
 	Latency Duration `json:"latency" jsonschema:"optional"`
-	// ObservedBy is who observed it: a person, or the executor that ran the
-	// probe.
+	// ObservedBy is who observed it, as stated (recorded, not trusted).
 	ObservedBy string `json:"observed_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	// ObservedAt is when the probe was observed (RFC 3339).
 	ObservedAt time.Time `json:"observed_at" jsonschema:"optional"`
@@ -586,7 +606,7 @@ func (c *RecordProbe) Decide(in Inputs) ([]NewEvent, error) {
 	return []NewEvent{{Stream: ProviderStream(c.Name), Type: TypeProbeRecorded, Data: ProbeRecorded{
 		Provider: c.Name, Kind: c.Kind, Outcome: c.Outcome, Models: c.Models, Latency: c.Latency,
 		ObservedBy: c.ObservedBy, ObservedAt: observed.UTC(), ExpectedTag: p.ModelTag,
-		ExactTagListed: p.ModelTag != "" && slices.Contains(c.Models, p.ModelTag), At: in.At,
+		ExactTagListed: p.ModelTag != "" && slices.Contains(c.Models, p.ModelTag), Stated: true, At: in.At,
 	}}}, nil
 }
 

@@ -147,13 +147,13 @@ func TestProvider_Decide(t *testing.T) {
 			code: CodeProviderUnknown,
 		},
 		{
-			name:  "probe records the expected tag and whether it is listed exactly",
+			name:  "a writer's probe is recorded as stated, with the expected tag and whether it is listed exactly",
 			given: []step{declare(glm, KindLocal, "local_ollama", glmTag)},
 			when:  probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash", glmTag),
 			want: []NewEvent{{Stream: "provider-glm-local", Type: TypeProbeRecorded, Data: ProbeRecorded{
 				Provider: glm, Kind: ProbeModels, Outcome: ProbeOK, Models: []string{"glm-4.7-flash", glmTag},
 				Latency: D(40 * time.Millisecond), ObservedBy: "supervisor", ObservedAt: t0,
-				ExpectedTag: glmTag, ExactTagListed: true, At: t0}}},
+				ExpectedTag: glmTag, ExactTagListed: true, Stated: true, At: t0}}},
 		},
 	})
 }

@@ -28,8 +28,9 @@ type Readiness struct {
 	// EligibleForAttempt: activation-ready, or a configured endpoint whose
 	// scope is direct_reply_only. Never a shortcut around a mission's gate.
 	EligibleForAttempt Fact `json:"eligible_for_attempt"`
-	// LiveProven: the newest models or smoke probe is ok, lists the
-	// configured tag exactly and is younger than the freshness window.
+	// LiveProven: the newest signed models or smoke probe (an executor's)
+	// is ok, lists the configured tag exactly and is younger than the
+	// freshness window; a probe a writer stated never counts.
 	LiveProven Fact `json:"live_proven"`
 	// ActivationReady: configured, activated, live-proven and, when the
 	// profile requires one, bound to a verified binding of this provider's
@@ -63,7 +64,10 @@ const (
 	ReadyBound           = "bound"
 	ReadyNoBindingNeeded = "no_binding_required"
 
-	StateNotProbed       = "not_probed"
+	StateNotProbed = "not_probed"
+	// StateProbeUnsigned: no signed probe, only probes a writer stated
+	// (issue #20): a stated probe proves nothing.
+	StateProbeUnsigned   = "probe_unsigned"
 	StateProbeFailed     = "failed"
 	StateProbeUnreach    = "unreachable"
 	StateProbeTimeout    = "timeout"
@@ -87,9 +91,9 @@ const (
 	// CodeNotActivated: the provider was never activated (or its
 	// activation ended with a redeclaration).
 	CodeNotActivated = "not_activated"
-	// CodeNotLiveProven: no fresh ok models/smoke probe listing the exact
-	// tag (details.state says not_probed, failed, unreachable, timeout,
-	// tag_not_listed or stale).
+	// CodeNotLiveProven: no fresh ok signed models/smoke probe listing the
+	// exact tag (details.state says not_probed, probe_unsigned, failed,
+	// unreachable, timeout, tag_not_listed or stale).
 	CodeNotLiveProven = "not_live_proven"
 	// CodeAliasNotExact: the newest probe lists an alias of the tag but not
 	// the tag itself; an alias proves nothing about what is loaded.
@@ -137,6 +141,10 @@ func liveFact(p Provider, at time.Time, window time.Duration) Fact {
 	}
 	pr := p.LastProbe
 	if pr == nil {
+		if st := p.LastStatedProbe; st != nil {
+			return Fact{State: StateProbeUnsigned, Proof: refPtr(st.Ref),
+				Reason: fmt.Sprintf("no executor signed a models or smoke probe; the newest, stated by %s (%s), proves nothing", st.ObservedBy, st.Outcome)}
+		}
 		return Fact{State: StateNotProbed, Reason: "no models or smoke probe has been recorded"}
 	}
 	proof := refPtr(pr.Ref)
@@ -265,7 +273,7 @@ func factCode(state string) string {
 	switch state {
 	case StateEndpointMissing, StateModelTagMissing:
 		return CodeNotConfigured
-	case StateNotProbed, StateProbeFailed, StateProbeUnreach, StateProbeTimeout, StateTagNotListed, StateStale:
+	case StateNotProbed, StateProbeUnsigned, StateProbeFailed, StateProbeUnreach, StateProbeTimeout, StateTagNotListed, StateStale:
 		return CodeNotLiveProven
 	case StateNotActivated:
 		return CodeNotActivated

@@ -36,23 +36,30 @@ func TestProviderReadiness(t *testing.T) {
 			want: states{ReadyConfigured, StateNotActivated, StateNotProbed, StateNotActivated}, ready: [4]bool{true, false, false, false}},
 		{name: "activated, not probed", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, "")},
 			want: states{ReadyConfigured, StateNotProbed, StateNotProbed, StateNotProbed}, ready: [4]bool{true, false, false, false}},
-		{name: "probe failed is not not_probed", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeFailed)},
+		{name: "probe failed is not not_probed", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeFailed)},
 			want: states{ReadyConfigured, StateProbeFailed, StateProbeFailed, StateProbeFailed}, ready: [4]bool{true, false, false, false}},
-		{name: "unreachable", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeSmoke, ProbeUnreachable)},
+		{name: "unreachable", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeSmoke, ProbeUnreachable)},
 			want: states{ReadyConfigured, StateProbeUnreach, StateProbeUnreach, StateProbeUnreach}, ready: [4]bool{true, false, false, false}},
-		{name: "timeout", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeSmoke, ProbeTimeout)},
+		{name: "timeout", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeSmoke, ProbeTimeout)},
 			want: states{ReadyConfigured, StateProbeTimeout, StateProbeTimeout, StateProbeTimeout}, ready: [4]bool{true, false, false, false}},
-		{name: "alias listed, not the exact tag", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeOK, "GLM-4.7-Flash")},
+		{name: "alias listed, not the exact tag", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeOK, "GLM-4.7-Flash")},
 			want: states{ReadyConfigured, CodeAliasNotExact, CodeAliasNotExact, CodeAliasNotExact}, ready: [4]bool{true, false, false, false}},
-		{name: "another model listed", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeOK, "qwen3.8:27b")},
+		{name: "another model listed", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeOK, "qwen3.8:27b")},
 			want: states{ReadyConfigured, StateTagNotListed, StateTagNotListed, StateTagNotListed}, ready: [4]bool{true, false, false, false}},
-		{name: "an empty model list proves nothing", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeOK)},
+		{name: "an empty model list proves nothing", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeOK)},
 			want: states{ReadyConfigured, StateTagNotListed, StateTagNotListed, StateTagNotListed}, ready: [4]bool{true, false, false, false}},
 		{name: "a doctor probe does not prove liveness", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeDoctor, ProbeOK, glmTag)},
 			want: states{ReadyConfigured, StateNotProbed, StateNotProbed, StateNotProbed}, ready: [4]bool{true, false, false, false}},
+		{name: "a probe a writer stated proves nothing", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), probe(glm, ProbeModels, ProbeOK, glmTag)},
+			want: states{ReadyConfigured, StateProbeUnsigned, StateProbeUnsigned, StateProbeUnsigned}, ready: [4]bool{true, false, false, false}},
+		{name: "a stated ok probe does not cover a signed failed one", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""),
+			signedProbe(glm, ProbeModels, ProbeFailed), probe(glm, ProbeModels, ProbeOK, glmTag)},
+			want: states{ReadyConfigured, StateProbeFailed, StateProbeFailed, StateProbeFailed}, ready: [4]bool{true, false, false, false}},
+		{name: "a stated failed probe does not hide a signed ok one", p: glm, given: []step{readyLocal(glm, glmTag), probe(glm, ProbeModels, ProbeFailed)},
+			want: states{ReadyConfigured, ReadyActivation, ReadyLiveProven, ReadyActivation}, ready: [4]bool{true, true, true, true}},
 		{name: "activation ready", p: glm, given: readyLocal(glm, glmTag),
 			want: states{ReadyConfigured, ReadyActivation, ReadyLiveProven, ReadyActivation}, ready: [4]bool{true, true, true, true}},
-		{name: "a newer failed probe wins over an older ok one", p: glm, given: []step{readyLocal(glm, glmTag), probe(glm, ProbeSmoke, ProbeFailed)},
+		{name: "a newer failed probe wins over an older ok one", p: glm, given: []step{readyLocal(glm, glmTag), signedProbe(glm, ProbeSmoke, ProbeFailed)},
 			want: states{ReadyConfigured, StateProbeFailed, StateProbeFailed, StateProbeFailed}, ready: [4]bool{true, false, false, false}},
 		{name: "stale at the freshness window", p: glm, given: readyLocal(glm, glmTag), after: DefaultProbeFreshness,
 			want: states{ReadyConfigured, StateStale, StateStale, StateStale}, ready: [4]bool{true, false, false, false}},
@@ -102,21 +109,22 @@ func TestProviderReadiness(t *testing.T) {
 // TestProviderReadiness_Proofs: each column names the event that proves it.
 func TestProviderReadiness_Proofs(t *testing.T) {
 	l := newLedger(t)
-	l.given(readyLocal(glm, glmTag)...) // declared 0, limits 1, granted 2, activated 3, consumed 4, probe 5
+	l.given(readyLocal(glm, glmTag)...) // declared 0, limits 1, …, the signed probe's ProbeRecorded last
+	probed := len(l.log) - 1
 	p := l.state(ProviderStream(glm)).(Provider)
 	r := ProviderReadiness(p, Binding{}, l.at.Add(time.Minute), l.policy)
 	want := Readiness{
 		Provider: glm, Kind: KindLocal, At: l.at.Add(time.Minute),
 		ConfigurationReady: Fact{Ready: true, State: ReadyConfigured, Reason: "endpoint http://127.0.0.1:11434/v1, model glm-4.7-flash:q4_K_M, limits 32768/8192 tokens declared", Proof: new(l.ref(1))},
-		LiveProven:         Fact{Ready: true, State: ReadyLiveProven, Reason: `models probe by supervisor listed "glm-4.7-flash:q4_K_M" exactly, 1m0s ago`, Proof: new(l.ref(5))},
-		ActivationReady:    Fact{Ready: true, State: ReadyActivation, Reason: "configured, activated, live-proven; no binding required", Proof: new(l.ref(5))},
-		EligibleForAttempt: Fact{Ready: true, State: ReadyActivation, Reason: "configured, activated, live-proven; no binding required", Proof: new(l.ref(5))},
+		LiveProven:         Fact{Ready: true, State: ReadyLiveProven, Reason: `models probe by prober listed "glm-4.7-flash:q4_K_M" exactly, 1m0s ago`, Proof: new(l.ref(probed))},
+		ActivationReady:    Fact{Ready: true, State: ReadyActivation, Reason: "configured, activated, live-proven; no binding required", Proof: new(l.ref(probed))},
+		EligibleForAttempt: Fact{Ready: true, State: ReadyActivation, Reason: "configured, activated, live-proven; no binding required", Proof: new(l.ref(probed))},
 	}
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("readiness (-want +got):\n%s", diff)
 	}
-	if l.log[5].Type != TypeProbeRecorded || l.log[1].Type != TypeProviderLimitsDeclared {
-		t.Fatalf("positions moved: %s %s", l.log[1].Type, l.log[5].Type)
+	if l.log[probed].Type != TypeProbeRecorded || l.log[probed-1].Type != TypeMeasurementRecorded || l.log[1].Type != TypeProviderLimitsDeclared {
+		t.Fatalf("positions moved: %s %s", l.log[1].Type, l.log[probed].Type)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestMission_RouteRefusalState(t *testing.T) {
 		{
 			name: "declared provider whose probe went stale",
 			given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""),
-				probe(glm, ProbeModels, ProbeOK, glmTag), advance(time.Hour), submit(m1, 2, glm)},
+				signedProbe(glm, ProbeModels, ProbeOK, glmTag), advance(time.Hour), submit(m1, 2, glm)},
 			want:  map[string]any{"provider": glm, "column": "activation_ready", "state": StateStale},
 			cands: []map[string]any{{"provider": glm, "refusal": CodeNotLiveProven, "column": "activation_ready", "state": StateStale}},
 		},

@@ -9,7 +9,7 @@ import (
 
 // Standing probe schedules (issue #16): without one, a probe happens only
 // when a writer requests it, and nothing keeps live_proven fresh. An
-// operator approves once a schedule for a provider (ApproveProbeSchedule):
+// approver approves once a schedule for a provider (ApproveProbeSchedule):
 // a probe kind, an interval within the policy's bounds and the host whose
 // executor runs it. The executor on that host asks for each due probe
 // (RequestScheduledProbe): the node checks that it is due and that the
@@ -52,8 +52,14 @@ type ProbeScheduleApproved struct {
 	// ModelTag is the provider's model tag at approval: what a smoke probe
 	// asks for.
 	ModelTag string `json:"model_tag"`
-	// Approver is who approved it: an accountable person or role.
+	// Approver is who approved it, as the command stated it: the principal
+	// itself (approver_mismatch refuses any other name), or, from a node
+	// without tokens, what the anonymous principal stated.
 	Approver string `json:"approver"`
+	// Principal is the authenticated principal that approved it
+	// ("anonymous" on a node without tokens); absent from approvals
+	// recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
@@ -266,8 +272,9 @@ func (p ProbeSchedulePolicy) validate(probs []string) []string {
 	return probs
 }
 
-// ApproveProbeSchedule is an operator's approval of a standing probe
-// schedule for a provider: every Interval, the executor on Host probes the
+// ApproveProbeSchedule is an approver's approval of a standing probe
+// schedule for a provider (sent by an approver or the admin, in its own
+// name, as GrantApproval is): every Interval, the executor on Host probes the
 // provider's endpoint (kind "models": GET /v1/models; "smoke": also a
 // bounded completion of the exact tag), each probe within Timeout.
 // Approving the same schedule again appends nothing; approving another
@@ -285,7 +292,7 @@ type ApproveProbeSchedule struct {
 	Interval Duration `json:"interval"`
 	// Timeout is the longest the work may run (a Go duration such as "30s").
 	Timeout Duration `json:"timeout"`
-	// Approver is who approved it: an accountable person or role.
+	// Approver is who approves it: the sending principal's own name.
 	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
@@ -317,6 +324,9 @@ func (c *ApproveProbeSchedule) Streams(States) []string { return []string{Provid
 
 // Decide implements Command: the gates.
 func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
+	if err := checkApprover(in.Principal, c.Approver); err != nil {
+		return nil, err
+	}
 	p := in.States.Provider(c.Provider)
 	if !p.Declared {
 		return nil, providerUnknown(c.Provider)
@@ -337,7 +347,7 @@ func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
 			"each scheduled probe must fit the node's measurement bounds; shorten the timeout")
 	}
 	d := ProbeScheduleApproved{Provider: p.Name, Host: c.Host, Kind: c.Kind, Interval: c.Interval, Timeout: c.Timeout,
-		Endpoint: p.Endpoint, ModelTag: p.ModelTag, Approver: c.Approver, At: in.At}
+		Endpoint: p.Endpoint, ModelTag: p.ModelTag, Approver: c.Approver, Principal: in.Principal.Name, At: in.At}
 	if s := p.Schedule; s != nil && s.Active && s.Host == d.Host && s.Kind == d.Kind && s.Interval == d.Interval.Duration &&
 		s.Timeout == d.Timeout.Duration && s.Endpoint == d.Endpoint && s.ModelTag == d.ModelTag && s.Approver == d.Approver {
 		return nil, nil
@@ -423,6 +433,9 @@ func (c *RequestScheduledProbe) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *RequestScheduledProbe) Decide(in Inputs) ([]NewEvent, error) {
+	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+		return nil, err
+	}
 	p := in.States.Provider(c.Provider)
 	if !p.Declared {
 		return nil, providerUnknown(c.Provider)
@@ -432,7 +445,7 @@ func (c *RequestScheduledProbe) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, scheduleUnknown(p.Name)
 	}
 	x := in.States.Executor(c.ExecutorID)
-	if len(x.ActiveKeys()) == 0 {
+	if len(x.ActiveKeys(KeyRoleExecutor)) == 0 {
 		return nil, refuse(CodeExecutorKeyUnknown, map[string]any{"executor_id": c.ExecutorID},
 			"executor %s has no registered, unrevoked key", c.ExecutorID)
 	}

@@ -21,13 +21,41 @@ func TestProbeSchedule_Decide(t *testing.T) {
 		return &RequestScheduledProbe{Provider: "ollama", ExecutorID: gpu1, MeasurementID: id}
 	}
 	approved := ProbeScheduleApproved{Provider: "ollama", Host: host, Kind: ProbeModels, Interval: D(time.Minute), Timeout: D(5 * time.Second),
-		Endpoint: "http://127.0.0.1:11434/v1", ModelTag: tag, Approver: "owner", At: t0}
+		Endpoint: "http://127.0.0.1:11434/v1", ModelTag: tag, Approver: "owner", Principal: AnonymousName, At: t0}
+	firstProbe := []NewEvent{
+		{Stream: "provider-ollama", Type: TypeScheduledProbeRequested, Data: ScheduledProbeRequested{Provider: "ollama", MeasurementID: "s1",
+			ExecutorID: gpu1, Host: host, Seq: 1, At: t0}},
+		{Stream: "measurement-s1", Type: TypeMeasurementRequested, Data: MeasurementRequested{MeasurementID: "s1", Host: host,
+			Argv: []string{ProbeModels, "http://127.0.0.1:11434/v1"}, Kind: MeasurementProbe, Timeout: D(5 * time.Second),
+			OutputCapBytes: scheduleOutputCap, Purpose: "probe schedule of ollama, slot 1", Provider: "ollama", At: t0}},
+	}
 	otherHost := []step{grant("reg-gpu2", ActionActivation, ExecutorStream("gpu2"), 1),
 		&RegisterExecutorKey{ExecutorID: "gpu2", Host: "spark-2", PublicKey: pubOf(executorKey(2)), ApprovalID: "reg-gpu2"}}
 	runGWT(t, []gwt{
 		{name: "approve", given: provider, when: approveSchedule("ollama", time.Minute),
 			want: []NewEvent{{Stream: "provider-ollama", Type: TypeProbeScheduleApproved, Data: approved}}},
 		{name: "approving the same schedule again appends nothing", given: scheduled, when: approveSchedule("ollama", time.Minute)},
+		{name: "an approver approves in another's name", given: []step{provider, as(carol)}, when: approveSchedule("ollama", time.Minute), code: CodeApproverMismatch},
+		{name: "an approver approves in its own name", given: []step{provider, as(carol)},
+			when: func() *ApproveProbeSchedule {
+				c := approveSchedule("ollama", time.Minute)
+				c.Approver = "carol"
+				return c
+			}(),
+			wantFn: func(*ledger) []NewEvent {
+				d := approved
+				d.Approver, d.Principal = "carol", "carol"
+				return []NewEvent{{Stream: "provider-ollama", Type: TypeProbeScheduleApproved, Data: d}}
+			}},
+		{name: "a writer approves a schedule", given: []step{provider, as(alice)},
+			when: func() *ApproveProbeSchedule {
+				c := approveSchedule("ollama", time.Minute)
+				c.Approver = "alice"
+				return c
+			}(), code: CodeRoleNotAllowed},
+		{name: "a writer ends a schedule", given: []step{scheduled, as(alice)}, when: &EndProbeSchedule{Provider: "ollama", Reason: "x"}, code: CodeRoleNotAllowed},
+		{name: "an executor asks in another executor's name", given: []step{scheduled, as(gpu2Principal)}, when: ask("s1"), code: CodeExecutorPrincipalMismatch},
+		{name: "an executor asks in its own name", given: []step{scheduled, as(gpu1Principal)}, when: ask("s1"), want: firstProbe},
 		{name: "a schedule of an unknown provider", when: approveSchedule("ghost", time.Minute), code: CodeProviderUnknown},
 		{name: "an interval under the policy's minimum", given: provider, when: func() *ApproveProbeSchedule {
 			c := approveSchedule("ollama", 5*time.Second)
@@ -45,14 +73,7 @@ func TestProbeSchedule_Decide(t *testing.T) {
 			given: []step{declare("notag", KindLocal, "local_ollama", "")},
 			when:  &ApproveProbeSchedule{Provider: "notag", Host: host, Kind: ProbeSmoke, Interval: D(time.Minute), Timeout: D(time.Second), Approver: "owner"},
 			code:  CodeNotConfigured},
-		{name: "the first probe is due at approval", given: scheduled, when: ask("s1"),
-			want: []NewEvent{
-				{Stream: "provider-ollama", Type: TypeScheduledProbeRequested, Data: ScheduledProbeRequested{Provider: "ollama", MeasurementID: "s1",
-					ExecutorID: gpu1, Host: host, Seq: 1, At: t0}},
-				{Stream: "measurement-s1", Type: TypeMeasurementRequested, Data: MeasurementRequested{MeasurementID: "s1", Host: host,
-					Argv: []string{ProbeModels, "http://127.0.0.1:11434/v1"}, Kind: MeasurementProbe, Timeout: D(5 * time.Second),
-					OutputCapBytes: scheduleOutputCap, Purpose: "probe schedule of ollama, slot 1", Provider: "ollama", At: t0}},
-			}},
+		{name: "the first probe is due at approval", given: scheduled, when: ask("s1"), want: firstProbe},
 		{name: "the next probe is not due before one interval", given: []step{scheduled, ask("s1"), advance(59 * time.Second)}, when: ask("s2"), code: CodeProbeNotDue},
 		{name: "the next probe is due one interval later", given: []step{scheduled, ask("s1"), advance(time.Minute)}, when: ask("s2"),
 			wantFn: func(l *ledger) []NewEvent {
@@ -125,10 +146,11 @@ func TestProbeSchedule_Missed(t *testing.T) {
 	if diff := cmp.Diff(l.last(TypeProbeRecorded), *r.LiveProven.Proof); diff != "" {
 		t.Errorf("proof (-want +got):\n%s", diff)
 	}
-	// A probe recorded by a writer is fresh, but it is not the schedule's.
-	l.given(probe("ollama", ProbeModels, ProbeOK, tag))
+	// A probe another executor signed is fresh, but it is not the
+	// schedule's; a probe a writer states proves nothing at all.
+	l.given(signedProbe("ollama", ProbeModels, ProbeOK, tag), probe("ollama", ProbeModels, ProbeOK, tag))
 	if r := live(l); r.LiveProven.State != StateStale {
-		t.Errorf("a writer's probe hid the missed schedule: %+v", r.LiveProven)
+		t.Errorf("a probe outside the schedule hid the missed schedule: %+v", r.LiveProven)
 	}
 	// The schedule's next probe is recorded: fresh again.
 	scheduledProbe(l, "s2")
@@ -141,7 +163,7 @@ func TestProbeSchedule_Missed(t *testing.T) {
 		t.Errorf("an ended schedule made the provider %+v", r.LiveProven)
 	}
 	// A failure keeps its state; the reason says the schedule was missed.
-	l.given(approveSchedule("ollama", 2*time.Minute), probe("ollama", ProbeModels, ProbeUnreachable, tag), advance(5*time.Minute))
+	l.given(approveSchedule("ollama", 2*time.Minute), signedProbe("ollama", ProbeModels, ProbeUnreachable, tag), advance(5*time.Minute))
 	if r := live(l); r.LiveProven.State != StateProbeUnreach || !strings.Contains(r.LiveProven.Reason, "probe schedule missed since") {
 		t.Errorf("an unreachable provider with a missed schedule: %+v", r.LiveProven)
 	}

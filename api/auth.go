@@ -13,19 +13,24 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/events"
 )
 
 // Role is what a bearer token may do.
 type Role string
 
-// Roles, from least to most privileged. A route names the roles it admits.
+// Roles, from least to most privileged. A route names the roles it admits;
+// which commands a role sends is the catalogue's rule
+// (aggregates.MaySend), which the deciders apply. The strings are the
+// aggregates' Role… constants.
 const (
-	RoleReader   Role = "reader"   // read the log, proofs, projections
-	RoleWriter   Role = "writer"   // reader + append and send commands
-	RoleOperator Role = "operator" // reader + cluster and key operations
-	RoleExecutor Role = "executor" // reader + the executor's commands
-	RoleAdmin    Role = "admin"    // everything
+	RoleReader   Role = aggregates.RoleReader   // read the log, proofs, projections
+	RoleWriter   Role = aggregates.RoleWriter   // reader + appends and every command but the approvals and the executor's
+	RoleApprover Role = aggregates.RoleApprover // reader + the approvals (GrantApproval, RevokeApproval, ApproveProbeSchedule, EndProbeSchedule, ApproveMeasurement)
+	RoleOperator Role = aggregates.RoleOperator // reader + cluster and key operations
+	RoleExecutor Role = aggregates.RoleExecutor // reader + the executor's commands, for the executor id that is its name
+	RoleAdmin    Role = aggregates.RoleAdmin    // everything
 )
 
 // Token is one entry of the tokens file.
@@ -75,12 +80,17 @@ func NewTokens(list []Token) (*Tokens, error) {
 	var ambiguous []error
 	for i, e := range list {
 		switch e.Role {
-		case RoleReader, RoleWriter, RoleOperator, RoleExecutor, RoleAdmin:
+		case RoleReader, RoleWriter, RoleApprover, RoleOperator, RoleExecutor, RoleAdmin:
 		default:
-			return nil, fmt.Errorf("tokens[%d].role %q: use reader, writer, operator, executor or admin", i, e.Role)
+			return nil, fmt.Errorf("tokens[%d].role %q: use reader, writer, approver, operator, executor or admin", i, e.Role)
 		}
 		if len(e.Token) < 16 || e.Name == "" {
 			return nil, fmt.Errorf("tokens[%d]: a token needs a name and at least 16 characters", i)
+		}
+		// "anonymous" is the principal of a node without tokens, whose
+		// stated approvers are recorded as stated: no token may be it.
+		if e.Name == aggregates.AnonymousName {
+			return nil, fmt.Errorf("tokens[%d].name %q: the name is reserved for the principal of a node without tokens; choose another", i, e.Name)
 		}
 		// The name is the actor of every event its token writes, which the
 		// log accepts only as printable UTF-8 of at most 256 bytes.
@@ -162,6 +172,11 @@ type Principal struct {
 	Role Role
 }
 
+// Aggregates returns p as the deciders see it (aggregates.Inputs.Principal).
+func (p Principal) Aggregates() aggregates.Principal {
+	return aggregates.Principal{Name: p.Name, Role: string(p.Role)}
+}
+
 type principalKey struct{}
 
 // PrincipalFrom returns the caller of a request handled by the server.
@@ -173,7 +188,7 @@ func PrincipalFrom(ctx context.Context) Principal {
 // authorize wraps h so that only the given roles (admin always) may call it.
 func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p := Principal{Name: "anonymous", Role: RoleAdmin}
+		p := Principal{Name: aggregates.Anonymous.Name, Role: Role(aggregates.Anonymous.Role)}
 		if s.cfg.Tokens.Enabled() {
 			auth := r.Header.Get("Authorization")
 			tok, found := strings.CutPrefix(auth, "Bearer ")
@@ -204,7 +219,9 @@ func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 }
 
 // readerRoles are the roles allowed to read.
-func readerRoles() []Role { return []Role{RoleReader, RoleWriter, RoleOperator, RoleExecutor} }
+func readerRoles() []Role {
+	return []Role{RoleReader, RoleWriter, RoleApprover, RoleOperator, RoleExecutor}
+}
 
 // isLoopback reports whether addr (host:port) listens on loopback only.
 func isLoopback(addr string) bool {

@@ -2,18 +2,18 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/commands"
 )
 
-// MountCommands adds POST /v1/commands (writers; an executor's token may
-// send only commands.ExecutorCommands) and GET /v1/policy (readers). Call
-// it before Serve.
+// MountCommands adds POST /v1/commands (every role that sends a command;
+// which role sends which command is the catalogue's rule,
+// aggregates.MaySend, that the deciders apply: a refused role is a
+// recorded role_not_allowed, 403) and GET /v1/policy (readers). Call it
+// before Serve.
 func (s *Server) MountCommands(h *commands.Handler) {
 	s.Handle("POST /v1/commands", s.postCommand(h), commandRouteRoles()...)
 	s.Handle("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
@@ -33,12 +33,7 @@ func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 			return
 		}
 		p := PrincipalFrom(r.Context())
-		if p.Role == RoleExecutor && !slices.Contains(commands.ExecutorCommands(), in.Command) {
-			writeError(w, &Error{Code: CodeForbidden, Field: "command",
-				Message: fmt.Sprintf("an executor may send only %v, not %q", commands.ExecutorCommands(), in.Command)})
-			return
-		}
-		res, err := h.Handle(r.Context(), commands.Request{Command: in.Command, ID: in.ID, Principal: p.Name, Actor: in.Actor,
+		res, err := h.Handle(r.Context(), commands.Request{Command: in.Command, ID: in.ID, Principal: p.Aggregates(), Actor: in.Actor,
 			CorrelationID: in.CorrelationID, At: in.At, Data: in.Data})
 		if err != nil {
 			var re *commands.RefusedError

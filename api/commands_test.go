@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"runtime"
@@ -146,11 +147,15 @@ func TestCommands_ErrorClasses(t *testing.T) {
 	}
 }
 
-// TestCommands_Roles: writers send any command, an executor only its own,
-// readers none; every event's actor is the token's name.
+// TestCommands_Roles: the catalogue's rule of who sends what, over HTTP: a
+// writer sends a writer's command but no approval (issue #20: before it,
+// a writer granted itself any approval), an approver the approvals, an
+// executor only its own commands, readers none; every event's actor is
+// the token's name, and a refused role is recorded (403 role_not_allowed).
 func TestCommands_Roles(t *testing.T) {
 	tokens, err := api.NewTokens([]api.Token{
 		{Name: "alice", Role: api.RoleWriter, Token: "writer-token-0123456789"},
+		{Name: "owner", Role: api.RoleApprover, Token: "approver-token-0123456789"},
 		{Name: "gpu1", Role: api.RoleExecutor, Token: "executor-token-0123456789"},
 		{Name: "audit", Role: api.RoleReader, Token: "reader-token-0123456789"},
 	})
@@ -160,18 +165,21 @@ func TestCommands_Roles(t *testing.T) {
 	base, store := domainNode(t, tokens, nil)
 	claim := `{"command":"ClaimMeasurement","id":"` + uuid.NewString() + `","data":{"measurement_id":"m1","executor_id":"gpu1","lease_until":"2026-03-01T09:01:00Z"}}`
 	probe := `{"command":"RequestScheduledProbe","id":"` + uuid.NewString() + `","data":{"provider":"p","executor_id":"gpu1","measurement_id":"m2"}}`
+	declare := `{"command":"DeclareProvider","id":"` + uuid.NewString() + `","data":{"name":"p","kind":"local","profile":"local_ollama"}}`
 	for _, tc := range []struct {
 		name, token, body string
 		status            int
 		code              string
 	}{
-		{"writer", "writer-token-0123456789", grantBody(uuid.NewString(), "w1"), 200, ""},
-		{"executor sends a writer's command", "executor-token-0123456789", grantBody(uuid.NewString(), "w2"), 403, api.CodeForbidden},
+		{"writer", "writer-token-0123456789", declare, 200, ""},
+		{"writer grants", "writer-token-0123456789", grantBody(uuid.NewString(), "w0"), 403, aggregates.CodeRoleNotAllowed},
+		{"approver", "approver-token-0123456789", grantBody(uuid.NewString(), "w1"), 200, ""},
+		{"executor sends a writer's command", "executor-token-0123456789", grantBody(uuid.NewString(), "w2"), 403, aggregates.CodeRoleNotAllowed},
 		{"executor sends its own command", "executor-token-0123456789", claim, 422, aggregates.CodeMeasurementUnknown},
 		// An executor asks for its schedules' due probes itself
-		// (executor/schedule.go); with no provider declared, a gate,
+		// (executor/schedule.go); with no schedule approved, a gate,
 		// not the role, refuses it.
-		{"executor asks for a scheduled probe", "executor-token-0123456789", probe, 422, aggregates.CodeProviderUnknown},
+		{"executor asks for a scheduled probe", "executor-token-0123456789", probe, 422, aggregates.CodeScheduleUnknown},
 		{"reader", "reader-token-0123456789", grantBody(uuid.NewString(), "w3"), 403, api.CodeForbidden},
 		{"nobody", "", grantBody(uuid.NewString(), "w4"), 401, api.CodeUnauthorized},
 	} {
@@ -187,8 +195,15 @@ func TestCommands_Roles(t *testing.T) {
 		})
 	}
 	evs, err := store.ReadStream(t.Context(), "approval-w1", events.ReadOptions{})
-	if err != nil || len(evs) != 1 || evs[0].Actor != "alice" {
-		t.Fatalf("actor of the writer's event: %v %v", evs, err)
+	if err != nil || len(evs) != 1 || evs[0].Actor != "owner" {
+		t.Fatalf("actor of the approver's event: %v %v", evs, err)
+	}
+	if _, err := store.ReadStream(t.Context(), "approval-w0", events.ReadOptions{}); !errors.Is(err, events.ErrNotFound) {
+		t.Fatalf("the writer's grant: %v", err)
+	}
+	refusals, err := store.ReadStream(t.Context(), "refusals", events.ReadOptions{})
+	if err != nil || len(refusals) != 4 || refusals[0].Actor != "alice" {
+		t.Fatalf("recorded refusals: %d %v", len(refusals), err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/projections"
@@ -83,9 +84,12 @@ var statuses = map[statusKey]int{
 	{commands.CodeCommandTimeNotAllowed, anyKind}: http.StatusBadRequest,
 	{projections.CodePositionBeyondHead, anyKind}: http.StatusBadRequest,
 	// 401, 403, 404, 405, 408, 413, 415.
-	{CodeUnauthorized, anyKind}:                  http.StatusUnauthorized,
-	{CodeForbidden, anyKind}:                     http.StatusForbidden,
-	{CodeBackupKeysAdminOnly, anyKind}:           http.StatusForbidden,
+	{CodeUnauthorized, anyKind}:        http.StatusUnauthorized,
+	{CodeForbidden, anyKind}:           http.StatusForbidden,
+	{CodeBackupKeysAdminOnly, anyKind}: http.StatusForbidden,
+	// A gate's refusal like any (recorded), but of authority: the
+	// principal's role may not send the command (issue #20).
+	{aggregates.CodeRoleNotAllowed, anyKind}:     http.StatusForbidden,
 	{events.CodeReservedStream, anyKind}:         http.StatusForbidden,
 	{events.CodeReservedStreamName, anyKind}:     http.StatusForbidden,
 	{events.CodeNotFound, anyKind}:               http.StatusNotFound,

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,7 +16,8 @@ import (
 // EventDataTypes maps every domain event type to the Go type of its data:
 // the deciders' events (aggregates), the executor keys' (events) and the
 // commands layer's refusal record. MeasurementRecorded's data is the
-// executor's signed payload, stored verbatim. TestOpenAPI_EventTypes
+// executor's signed payload, stored verbatim, and CheckRunSigned's the
+// check runner's. TestOpenAPI_EventTypes
 // fails when a Type… constant is missing here. The map is new on each
 // call.
 func EventDataTypes() map[string]any {
@@ -38,6 +38,7 @@ func EventDataTypes() map[string]any {
 		aggregates.TypeMeasurementRecorded:     aggregates.MeasurementResult{},
 		aggregates.TypeMeasurementUncertain:    aggregates.MeasurementUncertain{},
 		aggregates.TypeMeasurementLeaseRenewed: aggregates.MeasurementLeaseRenewed{},
+		aggregates.TypeMeasurementApproved:     aggregates.MeasurementApproved{},
 		aggregates.TypeMissionSubmitted:        aggregates.MissionSubmitted{},
 		aggregates.TypeRouteDecided:            aggregates.RouteDecided{},
 		aggregates.TypeAdmissionDecided:        aggregates.AdmissionDecided{},
@@ -48,6 +49,7 @@ func EventDataTypes() map[string]any {
 		aggregates.TypeReservationReconciled:   aggregates.ReservationReconciled{},
 		aggregates.TypeCandidateProduced:       aggregates.CandidateProduced{},
 		aggregates.TypeCheckRecorded:           aggregates.CheckRecorded{},
+		aggregates.TypeCheckRunSigned:          aggregates.CheckRun{},
 		aggregates.TypeReviewRecorded:          aggregates.ReviewRecorded{},
 		aggregates.TypeCorrectionRequested:     aggregates.CorrectionRequested{},
 		aggregates.TypeMissionStopped:          aggregates.MissionStopped{},
@@ -152,18 +154,24 @@ const durationPattern = `^[-+]?(0|([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+)$
 // maxExpected is events.MaxExpectedVersion, 2^62.
 const maxExpected = "4611686018427387904"
 
-// commandRouteRoles returns the roles POST /v1/commands admits (admin
-// always); an executor may send only commands.ExecutorCommands.
-func commandRouteRoles() []Role { return []Role{RoleWriter, RoleExecutor} }
-
-// commandRoles returns the roles that may send the command name.
-func commandRoles(name string) []Role {
-	out := []Role{RoleAdmin}
-	for _, r := range commandRouteRoles() {
-		if r == RoleExecutor && !slices.Contains(commands.ExecutorCommands(), name) {
-			continue
+// commandRouteRoles returns the roles POST /v1/commands admits besides
+// admin: every role that sends some command (aggregates.SenderRoles).
+func commandRouteRoles() []Role {
+	var out []Role
+	for _, r := range aggregates.SenderRoles() {
+		if Role(r) != RoleAdmin {
+			out = append(out, Role(r))
 		}
-		out = append(out, r)
+	}
+	return out
+}
+
+// commandRoles returns the roles that may send the command name: the
+// catalogue's rule (aggregates.CommandRoles).
+func commandRoles(name string) []Role {
+	var out []Role
+	for _, r := range aggregates.CommandRoles(name) {
+		out = append(out, Role(r))
 	}
 	return out
 }

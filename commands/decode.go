@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"strconv"
 	"strings"
@@ -32,10 +33,12 @@ type prepared struct {
 	// legacy is the digest the code before issue #15 recorded for the
 	// same command (digestLegacy); compared, never written.
 	legacy string
-	actor  string
-	behalf string
-	corr   string
-	meta   json.RawMessage
+	// principal sent it; actor is its name, recorded on every event.
+	principal aggregates.Principal
+	actor     string
+	behalf    string
+	corr      string
+	meta      json.RawMessage
 }
 
 // prepare checks the envelope of req, decodes its data and computes its
@@ -48,6 +51,11 @@ type prepared struct {
 // first problem's, and when there are more, details.problems lists them
 // all (problems.go).
 func (h *Handler) prepare(req Request) (*prepared, error) {
+	if req.Principal.Name == "" {
+		// The api (or the node) authenticates every command before it
+		// reaches here; an anonymous one would be recorded with no actor.
+		return nil, errors.New("commands: a request without a principal (pass aggregates.Anonymous on a node without tokens)")
+	}
 	var problems []error
 	if req.Command == "" {
 		problems = append(problems, invalid(CodeUnknownCommand, "command", "name the command, e.g. \"GrantApproval\""))
@@ -77,11 +85,11 @@ func (h *Handler) prepare(req Request) (*prepared, error) {
 	if len(problems) > 0 {
 		return nil, joinProblems(problems)
 	}
-	p := &prepared{name: req.Command, id: id, cmd: cmd, actor: req.Principal, corr: req.CorrelationID}
+	p := &prepared{name: req.Command, id: id, cmd: cmd, principal: req.Principal, actor: req.Principal.Name, corr: req.CorrelationID}
 	if p.corr == "" {
 		p.corr = id.String()
 	}
-	if req.Actor != "" && req.Actor != req.Principal {
+	if req.Actor != "" && req.Actor != req.Principal.Name {
 		p.behalf = req.Actor
 	}
 	p.digest, err = digest(p.name, p.corr, data)

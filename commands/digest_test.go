@@ -23,7 +23,7 @@ func TestHandler_ResendReordered(t *testing.T) {
 	s := openStore(t)
 	h, _ := newHandler(t, s, nil)
 	id := uuid.NewString()
-	first := commands.Request{Command: "GrantApproval", ID: id, Principal: "owner",
+	first := commands.Request{Command: "GrantApproval", ID: id, Principal: owner,
 		Data: json.RawMessage(`{"approval_id":"a1","approver":"owner","action":"startup","subject":"provider-p","uses":1,"expires_at":"2026-09-07T10:00:00Z"}`)}
 	orig := mustHandle(t, h, first)
 	head := s.Head().Size
@@ -64,7 +64,7 @@ func TestHandler_LegacyDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := s.Head().Size
-	resend := commands.Request{Command: "GrantApproval", ID: id.String(), Principal: "owner", Data: json.RawMessage(" " + data + "\n")}
+	resend := commands.Request{Command: "GrantApproval", ID: id.String(), Principal: owner, Data: json.RawMessage(" " + data + "\n")}
 	res, err := h.Handle(ctx, resend)
 	if err != nil || !res.Duplicate || s.Head().Size != head {
 		t.Fatalf("re-send of a command recorded with the old digest: %+v, %v (head %d -> %d)", res, err, head, s.Head().Size)

@@ -47,10 +47,13 @@
 //
 // # Actor
 //
-// The authenticated principal is the actor of every event. A command body
-// may name another actor; it is never the actor, it is recorded in the
-// events' metadata as "on_behalf_of" (a statement by the principal, kept
-// for the audit trail, which authorizes nothing).
+// The authenticated principal (Request.Principal: a name and a role) is
+// the actor of every event, and the deciders judge it (issue #20:
+// aggregates.Inputs.Principal): whether its role may send the command, and
+// whether what the command states (an approver, an executor id) is its own
+// name. A command body may name another actor; it is never the actor, it
+// is recorded in the events' metadata as "on_behalf_of" (a statement by
+// the principal, kept for the audit trail, which authorizes nothing).
 //
 // Its errors carry a code and a kind (errors.go); none knows HTTP. The
 // package imports events, aggregates and the standard library (never

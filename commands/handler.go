@@ -99,27 +99,18 @@ func EventID(command uuid.UUID, i int) uuid.UUID {
 // RefusalID returns the id of a command's CommandRefused event.
 func RefusalID(command uuid.UUID) uuid.UUID { return uuid.NewSHA1(command, []byte("refused")) }
 
-// ExecutorCommands returns the commands an executor's token may send: it
-// claims a request, renews its lease and reports the signed result; what a
-// probe or a hash measured reaches the provider's and the binding's
-// streams through the result itself (issue #6), never through a command
-// the executor could word freely. It also asks for the due probe of a
-// standing schedule (RequestScheduledProbe, executor/schedule.go): the
-// schedule an operator approved fixes what is probed, where and how often,
-// so the executor chooses only when to ask, and the node's clock decides
-// whether the probe is due.
-func ExecutorCommands() []string {
-	return []string{"ClaimMeasurement", "RecordMeasurement", "RenewMeasurementLease", "RequestScheduledProbe"}
-}
-
 // Request is one command as received.
 type Request struct {
 	// Command is the catalogue name, e.g. "GrantApproval".
 	Command string
 	// ID is the command's id, a UUID: its idempotency key.
 	ID string
-	// Principal is the authenticated caller: the actor of every event.
-	Principal string
+	// Principal is the authenticated caller: its name is the actor of every
+	// event, and the deciders judge its role (who may send the command:
+	// aggregates.MaySend) and its name (an approval's approver, an
+	// executor's id). A node without tokens passes aggregates.Anonymous.
+	// Required: a request without a principal's name is a caller bug.
+	Principal aggregates.Principal
 	// Actor is the actor the body names, if any. When it differs from the
 	// principal it is recorded as on_behalf_of, never as the actor.
 	Actor string

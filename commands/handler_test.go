@@ -20,6 +20,10 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
+// owner is the principal of these tests' commands: an admin named as the
+// approver their grants state.
+var owner = aggregates.Principal{Name: "owner", Role: aggregates.RoleAdmin}
+
 // openStore opens a real Pebble store in a temporary folder.
 func openStore(t testing.TB) *pebblelog.Store {
 	t.Helper()
@@ -51,7 +55,7 @@ func req(name string, data any) commands.Request {
 	if err != nil {
 		panic(err)
 	}
-	return commands.Request{Command: name, ID: uuid.NewString(), Principal: "owner", Data: b}
+	return commands.Request{Command: name, ID: uuid.NewString(), Principal: owner, Data: b}
 }
 
 func grant(id, action, subject string, uses int) commands.Request {
@@ -249,7 +253,7 @@ func TestHandler_Conditions(t *testing.T) {
 	if diff := cmp.Diff([]cond{{"provider-p", "1", 1}, {"approval-act", "0", 1}}, conds(c.last())); diff != "" {
 		t.Errorf("activation conditions (-want +got):\n%s", diff)
 	}
-	mustHandle(t, h, req("RecordProbe", aggregates.RecordProbe{Name: "p", Kind: aggregates.ProbeModels, Outcome: aggregates.ProbeOK, Models: []string{"m:1"}, ObservedBy: "s"}))
+	signedProbe(t, h, "p", "http://127.0.0.1:11434/v1", "m:1")
 	mustHandle(t, h, req("SubmitMission", aggregates.SubmitMission{MissionID: "m1", TaskClass: "code", Mode: aggregates.ModeProposal, DeclaredProvider: "p",
 		AllowedFiles: []string{"a.go"}, AcceptanceChecks: []aggregates.AcceptanceCheck{{ID: "c1", Argv: []string{"go", "test"}}}}))
 	mustHandle(t, h, req("DecideRoute", aggregates.DecideRoute{MissionID: "m1", Candidates: []string{"q"}}))
@@ -461,5 +465,42 @@ func TestHandler_RefusalStands(t *testing.T) {
 	again.ID = uuid.NewString()
 	if res := mustHandle(t, h, again); len(res.Events) != 2 {
 		t.Fatalf("new command: %v", types(res.Events))
+	}
+}
+
+// TestHandler_Principal: the principal reaches the deciders. A writer's
+// grant is refused for its role and the refusal recorded with the writer
+// as actor, nothing else written; an approver's grant records the
+// principal beside the stated approver; a request without a principal is
+// a caller's bug, refused before anything is read.
+func TestHandler_Principal(t *testing.T) {
+	s := openStore(t)
+	h, _ := newHandler(t, s, nil)
+	ctx := context.Background()
+	as := func(p aggregates.Principal, r commands.Request) commands.Request { r.Principal = p; return r }
+	alice := aggregates.Principal{Name: "alice", Role: aggregates.RoleWriter}
+	carol := aggregates.Principal{Name: "carol", Role: aggregates.RoleApprover}
+	grantAs := func(p aggregates.Principal, approver string) commands.Request {
+		return as(p, req("GrantApproval", aggregates.GrantApproval{ApprovalID: "a1", Approver: approver, Action: aggregates.ActionStartup,
+			Subject: "provider-p", Uses: 1, ExpiresAt: t0.Add(time.Hour)}))
+	}
+	_, err := h.Handle(ctx, grantAs(alice, "owner"))
+	var re *commands.RefusedError
+	if !errors.As(err, &re) || re.Refusal.Code != aggregates.CodeRoleNotAllowed || re.Event.Actor != "alice" || re.Event.Stream != commands.RefusalsStream {
+		t.Fatalf("a writer's grant: %v", err)
+	}
+	if head := s.Head().Size; head != 1 {
+		t.Fatalf("the log holds %d events after the refusal, want its record only", head)
+	}
+	res := mustHandle(t, h, grantAs(carol, "carol"))
+	var d aggregates.ApprovalGranted
+	if len(res.Events) != 1 || json.Unmarshal(res.Events[0].Data, &d) != nil || d.Approver != "carol" || d.Principal != "carol" || res.Events[0].Actor != "carol" {
+		t.Fatalf("an approver's grant: %+v", res.Events)
+	}
+	if _, err := h.Handle(ctx, as(aggregates.Principal{}, req("DeclareProvider", aggregates.DeclareProvider{Name: "p", Kind: aggregates.KindLocal, Profile: "x"}))); err == nil || events.CodeOf(err) != "" {
+		t.Fatalf("a request without a principal: %v", err)
+	}
+	if head := s.Head().Size; head != 2 {
+		t.Fatalf("the log holds %d events, want 2", head)
 	}
 }

@@ -57,7 +57,7 @@ func (h *Handler) attempt(ctx context.Context, p *prepared, at time.Time) (Resul
 	if err != nil {
 		return Result{}, err
 	}
-	in := aggregates.Inputs{At: at, Position: h.log.Head().Size, Policy: h.policy, States: r.states}
+	in := aggregates.Inputs{At: at, Position: h.log.Head().Size, Policy: h.policy, States: r.states, Principal: p.principal}
 	if ec, ok := p.cmd.(aggregates.EvidenceCommand); ok {
 		if in.Evidence, err = h.evidence(ctx, ec, r); err != nil {
 			return Result{}, err

@@ -43,6 +43,11 @@ type KeyRegisteredData struct {
 	PublicKey []byte `json:"public_key"`
 	// ApprovalID is the approval spent to register the key.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Role is what the key may sign (issue #20): empty (or "executor") for
+	// an executor's measurements, "check_runner" for an independent check
+	// runner's checks. The ring verifies a signature whatever the role;
+	// the deciders accept each kind of signed fact only from its role.
+	Role string `json:"role,omitempty"`
 }
 
 // KeyRevokedData is the data of ExecutorKeyRevoked.

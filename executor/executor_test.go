@@ -975,7 +975,9 @@ func TestExecutor_HangingNvidiaSMI(t *testing.T) {
 // claims, renews and records, and may not register keys (a writer's job).
 func TestExecutor_ExecutorToken(t *testing.T) {
 	const writer, exec = "writer-token-0123456789", "executor-token-0123456789"
-	tokens, err := api.NewTokens([]api.Token{{Name: "owner", Role: api.RoleWriter, Token: writer}, {Name: "gpu1", Role: api.RoleExecutor, Token: exec}})
+	// The harness grants approvals and sends writers' commands with one
+	// token: since issue #20 that is the admin's (a writer grants none).
+	tokens, err := api.NewTokens([]api.Token{{Name: "owner", Role: api.RoleAdmin, Token: writer}, {Name: "gpu1", Role: api.RoleExecutor, Token: exec}})
 	if err != nil {
 		t.Fatal(err)
 	}

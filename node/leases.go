@@ -209,7 +209,7 @@ func (w *leaseWatcher) mark(ctx context.Context, id string, until time.Time) boo
 	}
 	cid := uuid.NewSHA1(leaseNamespace, []byte(id+"\x00"+until.UTC().Format(time.RFC3339Nano)))
 	_, err = w.cmds.Handle(ctx, commands.Request{Command: "MarkMeasurementUncertain", ID: cid.String(),
-		Principal: leaseWatcherActor, Data: data})
+		Principal: aggregates.Principal{Name: leaseWatcherActor, Role: aggregates.RoleWriter}, Data: data})
 	var re *commands.RefusedError
 	switch {
 	case err == nil:

@@ -39,7 +39,7 @@ func handle(t *testing.T, n *Node, name string, data any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Commands.Handle(t.Context(), commands.Request{Command: name, ID: uuid.NewString(), Principal: "test", Data: b}); err != nil {
+	if _, err := n.Commands.Handle(t.Context(), commands.Request{Command: name, ID: uuid.NewString(), Principal: aggregates.Anonymous, Data: b}); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 }

@@ -18,6 +18,7 @@ type approvalFacts struct {
 	ID           string              `json:"id"`
 	Granted      bool                `json:"granted"`
 	Approver     string              `json:"approver"`
+	Principal    string              `json:"principal,omitempty"`
 	Action       string              `json:"action"`
 	Subject      string              `json:"subject"`
 	Uses         int                 `json:"uses"`
@@ -51,7 +52,7 @@ type approvals struct {
 func newApprovals(Env) Model { return &approvals{rows: newTable[approvalFacts]("a/")} }
 
 var (
-	grantKeys   = []string{"approver", "action", "subject", "uses", "expires_at", "conditions", "at"}
+	grantKeys   = []string{"approver", "action", "subject", "uses", "expires_at", "conditions", "at", "principal"}
 	consumeKeys = []string{"by", "subject", "use", "remaining", "at"}
 	revokeKeys  = []string{"reason", "at"}
 )
@@ -61,13 +62,13 @@ func (m *approvals) Apply(e *events.Event) error {
 		return nil
 	}
 	id := strings.TrimPrefix(e.Stream, aggregates.ApprovalPrefix)
-	var v [7][]byte
+	var v [8][]byte
 	switch e.Type {
 	case aggregates.TypeApprovalGranted:
 		fields(e.Data, grantKeys, v[:])
 		a := m.rows.upsert(id)
 		a.ID, a.Granted, a.Approver, a.Action, a.Subject = id, true, str(v[0]), str(v[1]), str(v[2])
-		a.Uses, a.ExpiresAt, a.Conditions, a.GrantedAt = int(i64(v[3])), tm(v[4]), strs(v[5]), tm(v[6])
+		a.Uses, a.ExpiresAt, a.Conditions, a.GrantedAt, a.Principal = int(i64(v[3])), tm(v[4]), strs(v[5]), tm(v[6]), str(v[7])
 		a.Grant = m.ref(e)
 	case aggregates.TypeApprovalConsumed:
 		fields(e.Data, consumeKeys, v[:])
@@ -92,10 +93,13 @@ func (m *approvals) Load(key string, value []byte) error { return loadTables(key
 
 // ApprovalRow is one row of the approvals read model.
 type ApprovalRow struct {
-	Key          string               `json:"key"`
-	ApprovalID   string               `json:"approval_id"`
-	Status       string               `json:"status"`
-	Approver     string               `json:"approver"`
+	Key        string `json:"key"`
+	ApprovalID string `json:"approval_id"`
+	Status     string `json:"status"`
+	Approver   string `json:"approver"`
+	// Principal is who sent the grant (its token's name; "anonymous" on a
+	// node without tokens); absent from grants before issue #20.
+	Principal    string               `json:"principal,omitempty"`
 	Action       string               `json:"action"`
 	Subject      string               `json:"subject"`
 	Uses         int                  `json:"uses"`
@@ -120,7 +124,7 @@ func (m *approvals) View(q Query) any {
 		f := m.rows.get(k)
 		a := aggregates.Approval{ID: f.ID, Granted: f.Granted, Approver: f.Approver, Action: f.Action, Subject: f.Subject,
 			Uses: f.Uses, Used: f.Used, ExpiresAt: f.ExpiresAt, Revoked: f.Revoked}
-		r := ApprovalRow{Key: k, ApprovalID: k, Status: a.Status(q.Time), Approver: f.Approver, Action: f.Action, Subject: f.Subject,
+		r := ApprovalRow{Key: k, ApprovalID: k, Status: a.Status(q.Time), Approver: f.Approver, Principal: f.Principal, Action: f.Action, Subject: f.Subject,
 			Uses: f.Uses, Used: f.Used, Remaining: a.Remaining(), GrantedAt: f.GrantedAt, ExpiresAt: f.ExpiresAt,
 			Conditions: f.Conditions, Revoked: f.Revoked, RevokeReason: f.RevokeReason, Consumptions: f.Consumptions}
 		if r.Consumptions == nil {

@@ -35,14 +35,18 @@ type bindingRow struct {
 
 // ArtifactHash is the newest recorded hash of an artifact path.
 type ArtifactHash struct {
-	Path         string              `json:"path"`
-	Role         string              `json:"role"`
-	Size         int64               `json:"size"`
-	MtimeNS      int64               `json:"mtime_ns"`
-	SHA256       string              `json:"sha256"`
-	VerifiedBy   string              `json:"verified_by"`
-	VerifierRole string              `json:"verifier_role"`
-	Event        aggregates.EventRef `json:"event"`
+	Path         string `json:"path"`
+	Role         string `json:"role"`
+	Size         int64  `json:"size"`
+	MtimeNS      int64  `json:"mtime_ns"`
+	SHA256       string `json:"sha256"`
+	VerifiedBy   string `json:"verified_by"`
+	VerifierRole string `json:"verifier_role"`
+	// MeasurementID is the executor's signed hash measurement it was read
+	// from; empty for a hash a writer stated, which verifies nothing
+	// (issue #20).
+	MeasurementID string              `json:"measurement_id,omitempty"`
+	Event         aggregates.EventRef `json:"event"`
 }
 
 // Invalidation is one invalidation of a binding.
@@ -60,7 +64,7 @@ type bindings struct {
 func newBindings(Env) Model { return &bindings{rows: newTable[bindingRow]("b/")} }
 
 var (
-	hashKeys           = []string{"path", "size", "mtime_ns", "sha256", "role", "verified_by", "verifier_role"}
+	hashKeys           = []string{"path", "size", "mtime_ns", "sha256", "role", "verified_by", "verifier_role", "measurement_id"}
 	proposalKeys       = []string{"provider", "model_tag", "family", "identity", "artifacts"}
 	artifactKeys       = []string{"path", "size", "sha256", "role"}
 	verifiedKeys       = []string{"identity", "verified_by"}
@@ -73,14 +77,14 @@ func (m *bindings) Apply(e *events.Event) error {
 		return nil
 	}
 	id := strings.TrimPrefix(e.Stream, aggregates.BindingPrefix)
-	var v [7][]byte
+	var v [8][]byte
 	switch e.Type {
 	case aggregates.TypeArtifactHashed:
 		fields(e.Data, hashKeys, v[:])
 		b := m.rows.upsert(id)
 		b.ID = id
 		h := ArtifactHash{Path: str(v[0]), Size: i64(v[1]), MtimeNS: i64(v[2]), SHA256: str(v[3]), Role: str(v[4]),
-			VerifiedBy: str(v[5]), VerifierRole: str(v[6]), Event: m.ref(e)}
+			VerifiedBy: str(v[5]), VerifierRole: str(v[6]), MeasurementID: str(v[7]), Event: m.ref(e)}
 		if b.Hashes == nil {
 			b.Hashes = map[string]ArtifactHash{}
 		}
@@ -156,7 +160,8 @@ type ArtifactRow struct {
 	aggregates.BindingArtifact
 	// Hashed is the newest hash of the path; nil when never hashed.
 	Hashed *ArtifactHash `json:"hashed"`
-	// Matches: hashed by a supervisor with the proposed size and sha256.
+	// Matches: hashed by an executor's signed hash measurement with the
+	// proposed size and sha256 (what verification requires).
 	Matches bool `json:"matches"`
 }
 
@@ -194,7 +199,7 @@ func (m *bindings) View(q Query) any {
 			ar := ArtifactRow{BindingArtifact: a}
 			if h, ok := b.Hashes[a.Path]; ok {
 				ar.Hashed = &h
-				ar.Matches = h.VerifierRole == aggregates.VerifierSupervisor && h.Size == a.Size && h.SHA256 == a.SHA256 && h.Role == a.Role
+				ar.Matches = h.MeasurementID != "" && h.Size == a.Size && h.SHA256 == a.SHA256 && h.Role == a.Role
 			}
 			r.Artifacts = append(r.Artifacts, ar)
 		}

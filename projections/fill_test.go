@@ -48,7 +48,7 @@ func fill(t testing.TB, log commands.Log) time.Time {
 			if l.Command == "" {
 				continue
 			}
-			_, err := hd.Handle(context.Background(), commands.Request{Command: l.Command, ID: l.ID, Principal: "test", Actor: l.Actor,
+			_, err := hd.Handle(context.Background(), commands.Request{Command: l.Command, ID: l.ID, Principal: aggregates.Anonymous, Actor: l.Actor,
 				CorrelationID: l.CorrelationID, At: l.At, Data: l.Data})
 			// Refusals (recorded or not) and conflicts are part of the
 			// histories; anything else is not.

@@ -64,6 +64,9 @@ type candidateRow struct {
 	// order of missionRow.Checks.
 	Tallies    []tally `json:"tallies"`
 	WorkerRuns int     `json:"worker_runs"`
+	// StatedRuns counts runs a writer stated as independent, unsigned:
+	// shown, never counted (aggregates.CheckRecorded.Signed).
+	StatedRuns int `json:"stated_runs"`
 }
 
 type tally struct {
@@ -149,7 +152,7 @@ var (
 	receiptKeys   = []string{"finish_reason", "tokens_in", "tokens_out"}
 	reconcileKeys = []string{"reservation_id"}
 	candKeys      = []string{"candidate_hash", "patch_hash", "attempt", "correction", "files_changed"}
-	checkKeys     = []string{"candidate_hash", "check_id", "outcome", "runner_kind"}
+	checkKeys     = []string{"candidate_hash", "check_id", "outcome", "runner_kind", "signed_by"}
 	reviewKeys    = []string{"candidate_hash", "verdict", "reviewer", "refusal_kind"}
 	stopKeys      = []string{"reason", "detail"}
 	deliverKeys   = []string{"candidate_hash", "to"}
@@ -248,6 +251,11 @@ func (m *missions) Apply(e *events.Event) error {
 		c := &r.Candidates[i]
 		if !is(v[3], aggregates.RunnerIndependent) {
 			c.WorkerRuns++
+			break
+		}
+		if len(v[4]) == 0 || is(v[4], "") {
+			// Stated by a writer: never an independent result (issue #20).
+			c.StatedRuns++
 			break
 		}
 		id := raw(v[1])
@@ -357,6 +365,9 @@ type CandidateChecks struct {
 	Checks     map[string]int `json:"checks"`
 	Verified   bool           `json:"verified"`
 	WorkerRuns int            `json:"worker_runs"`
+	// StatedRuns counts runs a writer stated as independent, without a
+	// check runner's signature; they never count.
+	StatedRuns int `json:"stated_runs"`
 }
 
 func (m *missions) View(q Query) any {
@@ -385,7 +396,7 @@ func (m *missions) View(q Query) any {
 			}
 		}
 		for _, c := range r.Candidates {
-			cc := CandidateChecks{Hash: c.Hash, Attempt: c.Attempt, Correction: c.Correction, Files: c.Files, WorkerRuns: c.WorkerRuns,
+			cc := CandidateChecks{Hash: c.Hash, Attempt: c.Attempt, Correction: c.Correction, Files: c.Files, WorkerRuns: c.WorkerRuns, StatedRuns: c.StatedRuns,
 				Checks: map[string]int{aggregates.CheckPass: 0, aggregates.CheckFail: 0, aggregates.CheckSkipped: 0,
 					aggregates.CheckTruncated: 0, aggregates.CheckError: 0, "missing": 0}}
 			for k := range r.Checks {

@@ -39,11 +39,14 @@ type providerFacts struct {
 	Dormant         bool                       `json:"dormant"`
 	DormantReason   string                     `json:"dormant_reason"`
 	LastProbe       *probeFacts                `json:"last_probe"`
-	Schedule        *scheduleFacts             `json:"schedule,omitempty"`
-	Declaration     aggregates.EventRef        `json:"declaration"`
-	LimitsDeclared  aggregates.EventRef        `json:"limits_declared"`
-	Activation      aggregates.EventRef        `json:"activation"`
-	Dormancy        aggregates.EventRef        `json:"dormancy"`
+	// LastStatedProbe is the newest probe a writer stated (issue #20):
+	// shown in the reason, never proof.
+	LastStatedProbe *probeFacts         `json:"last_stated_probe,omitempty"`
+	Schedule        *scheduleFacts      `json:"schedule,omitempty"`
+	Declaration     aggregates.EventRef `json:"declaration"`
+	LimitsDeclared  aggregates.EventRef `json:"limits_declared"`
+	Activation      aggregates.EventRef `json:"activation"`
+	Dormancy        aggregates.EventRef `json:"dormancy"`
 }
 
 type probeFacts struct {
@@ -140,9 +143,16 @@ func (m *readiness) provider(e *events.Event) error {
 			return nil // a doctor probe proves nothing about liveness
 		}
 		p := m.providers.upsert(strings.TrimPrefix(e.Stream, aggregates.ProviderPrefix))
-		p.LastProbe = &probeFacts{Kind: kind, Outcome: str(v[1]), Models: strs(v[2]), ObservedBy: str(v[3]), ObservedAt: tm(v[4]),
+		pr := &probeFacts{Kind: kind, Outcome: str(v[1]), Models: strs(v[2]), ObservedBy: str(v[3]), ObservedAt: tm(v[4]),
 			MeasurementID: str(v[5]), Ref: m.ref(e)}
-		if sc := p.Schedule; sc != nil && p.LastProbe.MeasurementID != "" && p.LastProbe.MeasurementID == sc.LastMeasurementID {
+		if pr.MeasurementID == "" {
+			// Stated by a writer (aggregates.ProbeRecorded.Signed): kept
+			// apart, as the provider's fold keeps it.
+			p.LastStatedProbe = pr
+			return nil
+		}
+		p.LastProbe = pr
+		if sc := p.Schedule; sc != nil && p.LastProbe.MeasurementID == sc.LastMeasurementID {
 			sc.LastRanAt, sc.LastRan = p.LastProbe.ObservedAt, p.LastProbe.Ref
 		}
 	case aggregates.TypeProbeScheduleApproved, aggregates.TypeProbeScheduleEnded, aggregates.TypeScheduledProbeRequested:
@@ -254,12 +264,18 @@ func (f *providerFacts) provider() aggregates.Provider {
 		TaskClasses: f.TaskClasses, Scope: f.Scope, BindingRequired: f.BindingRequired, Limits: f.Limits, Activated: f.Activated,
 		BindingID: f.BindingID, BindingIdentity: f.BindingIdentity, Dormant: f.Dormant, DormantReason: f.DormantReason,
 		Declaration: f.Declaration, LimitsDeclared: f.LimitsDeclared, Activation: f.Activation, Dormancy: f.Dormancy}
-	if lp := f.LastProbe; lp != nil {
-		p.LastProbe = &aggregates.Probe{ProbeRecorded: aggregates.ProbeRecorded{Provider: f.Name, Kind: lp.Kind, Outcome: lp.Outcome,
-			Models: lp.Models, ObservedBy: lp.ObservedBy, ObservedAt: lp.ObservedAt, MeasurementID: lp.MeasurementID}, Ref: lp.Ref}
-	}
+	p.LastProbe, p.LastStatedProbe = f.LastProbe.probe(f.Name), f.LastStatedProbe.probe(f.Name)
 	p.Schedule = f.Schedule.schedule()
 	return p
+}
+
+// probe returns the facts as the aggregate's probe; nil for none.
+func (lp *probeFacts) probe(provider string) *aggregates.Probe {
+	if lp == nil {
+		return nil
+	}
+	return &aggregates.Probe{ProbeRecorded: aggregates.ProbeRecorded{Provider: provider, Kind: lp.Kind, Outcome: lp.Outcome,
+		Models: lp.Models, ObservedBy: lp.ObservedBy, ObservedAt: lp.ObservedAt, MeasurementID: lp.MeasurementID}, Ref: lp.Ref}
 }
 
 // binding returns the facts as the aggregate's state.

@@ -40,7 +40,7 @@ func TestReadiness_Schedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.Handle(context.Background(), commands.Request{Command: name, ID: uuid.NewString(), Principal: "test", Data: b}); err != nil {
+		if _, err := h.Handle(context.Background(), commands.Request{Command: name, ID: uuid.NewString(), Principal: aggregates.Anonymous, Data: b}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}

@@ -148,8 +148,9 @@ func TestSet_ResumesFromItsCheckpoint(t *testing.T) {
 }
 
 // TestSet_RenderAt: a projection as of a past position is the replay of
-// that prefix; the readiness of the alias history moves from alias to
-// live to stale with positions and times.
+// that prefix; the readiness of the alias history moves from a stated
+// probe (which proves nothing) to alias to live to stale with positions
+// and times.
 func TestSet_RenderAt(t *testing.T) {
 	log := openStore(t)
 	fill(t, log)
@@ -159,20 +160,22 @@ func TestSet_RenderAt(t *testing.T) {
 	ctx := context.Background()
 	// The alias history is the fifth: it starts at 09:00 + 4·2h.
 	t0 := time.Date(2026, 3, 1, 17, 0, 0, 0, time.UTC)
-	var aliasPos, exactPos uint64
+	// Its probes: one a writer stated, then the executor's signed alias
+	// probe, then its signed probe of the exact tag.
+	var probes []uint64
 	all, err := log.ReadAll(ctx, events.ReadOptions{Limit: events.MaxReadLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range all {
 		if e.Stream == "provider-alias-local" && e.Type == aggregates.TypeProbeRecorded {
-			if aliasPos == 0 {
-				aliasPos = e.Position + 1
-			} else {
-				exactPos = e.Position + 1
-			}
+			probes = append(probes, e.Position+1)
 		}
 	}
+	if len(probes) != 3 {
+		t.Fatalf("the alias history has %d probes, want 3", len(probes))
+	}
+	statedPos, aliasPos, exactPos := probes[0], probes[1], probes[2]
 	state := func(upto uint64, at time.Time) string {
 		b, err := s.RenderAt(ctx, "readiness", upto, projections.Query{Time: at, Key: "alias-local"})
 		if err != nil {
@@ -187,8 +190,9 @@ func TestSet_RenderAt(t *testing.T) {
 		}
 		return out.Rows[0].LiveProven.State
 	}
-	got := []string{state(aliasPos-1, t0.Add(time.Hour)), state(aliasPos, t0.Add(time.Minute)), state(exactPos, t0.Add(3*time.Minute)), state(exactPos, t0.Add(time.Hour))}
-	want := []string{aggregates.StateNotProbed, aggregates.CodeAliasNotExact, aggregates.ReadyLiveProven, aggregates.StateStale}
+	got := []string{state(statedPos-1, t0.Add(time.Hour)), state(statedPos, t0.Add(time.Minute)), state(aliasPos, t0.Add(time.Minute)),
+		state(exactPos, t0.Add(3*time.Minute)), state(exactPos, t0.Add(time.Hour))}
+	want := []string{aggregates.StateNotProbed, aggregates.StateProbeUnsigned, aggregates.CodeAliasNotExact, aggregates.ReadyLiveProven, aggregates.StateStale}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("live_proven as of positions (-want +got):\n%s", diff)
 	}

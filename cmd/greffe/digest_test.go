@@ -77,7 +77,7 @@ func TestCLI_Digest(t *testing.T) {
 		return c.Command(t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Data: b})
 	}
 
-	// A binding: identity by the CLI, then hashed by a supervisor and verified.
+	// A binding: identity by the CLI, then hashed by an executor and verified.
 	arts := []aggregates.BindingArtifact{
 		{Path: "/m/weights.gguf", Size: 1 << 30, SHA256: hexOf("weights"), Role: aggregates.RoleWeights},
 		{Path: "/o/llama-server", Size: 9 << 20, SHA256: hexOf("server"), Role: aggregates.RoleServer},
@@ -109,11 +109,38 @@ func TestCLI_Digest(t *testing.T) {
 	if _, err := send("ProposeBinding", pb); err != nil {
 		t.Fatal(err)
 	}
+	// The hashes an executor signs (issue #20: a writer's verify nothing).
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	var argv []string
+	var readings []aggregates.ArtifactReading
 	for _, a := range arts {
-		if _, err := send("RecordArtifactHash", aggregates.RecordArtifactHash{BindingID: "b1", Path: a.Path, Size: a.Size, MtimeNS: 1_772_000_000_000_000_000,
-			SHA256: a.SHA256, Role: a.Role, VerifiedBy: "supervisor-1", VerifierRole: aggregates.VerifierSupervisor}); err != nil {
-			t.Fatal(err)
+		argv = append(argv, a.Role+"="+a.Path)
+		readings = append(readings, aggregates.ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: 1_772_000_000_000_000_000, SHA256: a.SHA256})
+	}
+	for _, cmd := range []struct {
+		name string
+		data any
+	}{
+		{"GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-hasher", Approver: "owner", Action: aggregates.ActionActivation,
+			Subject: aggregates.ExecutorStream("hasher"), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)}},
+		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "hasher", Host: "h1", PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: "reg-hasher"}},
+		{"RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "hash-b1", Host: "h1", Argv: argv, Kind: aggregates.MeasurementHash, BindingID: "b1",
+			Timeout: aggregates.D(time.Minute), OutputCapBytes: 4096}},
+		{"ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: "hash-b1", ExecutorID: "hasher", LeaseUntil: time.Now().Add(time.Minute)}},
+	} {
+		if _, err := send(cmd.name, cmd.data); err != nil {
+			t.Fatalf("%s: %v", cmd.name, err)
 		}
+	}
+	now := time.Now().UTC()
+	payload, _ := json.Marshal(aggregates.MeasurementResult{MeasurementID: "hash-b1", ExecutorID: "hasher", Host: "h1", Argv: argv, StartedAt: now, EndedAt: now,
+		Outcome: aggregates.ResultCompleted, Artifacts: readings})
+	env, err := events.SignData(t.Context(), aggregates.MeasurementPayloadType, payload, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := send("RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: "hash-b1", ExecutorID: "hasher", Payload: payload, Envelope: *env}); err != nil {
+		t.Fatal(err)
 	}
 	res, err := send("VerifyBinding", aggregates.VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"})
 	if err != nil || len(res.Events) != 1 || res.Events[0].Type != aggregates.TypeBindingVerified {

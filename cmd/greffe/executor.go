@@ -174,8 +174,8 @@ func printIdentity(c *cobra.Command, f executorFlags, x *executor.Executor) {
 	if err != nil || st != executor.KeyNotRegistered {
 		return
 	}
-	c.Printf("status   not registered; the executor waits. An operator grants an approval and registers the key:\n"+
-		"  greffe cmd GrantApproval --data '{\"approval_id\":\"reg-%[1]s\",\"approver\":\"<owner>\",\"action\":\"activation\",\"subject\":\"%[2]s\",\"uses\":1,\"expires_at\":\"%[3]s\"}'\n"+
+	c.Printf("status   not registered; the executor waits. An approver grants an approval (in its own name, with its token) and a writer registers the key:\n"+
+		"  greffe cmd GrantApproval --data '{\"approval_id\":\"reg-%[1]s\",\"approver\":\"<approver's token name>\",\"action\":\"activation\",\"subject\":\"%[2]s\",\"uses\":1,\"expires_at\":\"%[3]s\"}'\n"+
 		"  greffe executor register --key %[4]s --host-id %[5]s --id %[1]s --approval reg-%[1]s\n",
 		f.id, aggregates.ExecutorStream(f.id), time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339), f.key, f.hostID)
 }
