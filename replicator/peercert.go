@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -251,15 +252,178 @@ func PeerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft tls: %w", err)
 	}
-	pem, err := os.ReadFile(caFile)
+	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("raft tls: %w", err)
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
+	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("raft tls: %s holds no PEM certificate", caFile)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
 		VerifyConnection: verifyPeerNode}, nil
+}
+
+// PeerSpec names a member to issue a certificate for: its node id and the
+// hosts (IP addresses or DNS names) its peers dial.
+type PeerSpec struct {
+	ID    string   `json:"id"`
+	Hosts []string `json:"hosts"`
+}
+
+// ClusterCertsConfig says what WriteClusterCerts writes.
+type ClusterCertsConfig struct {
+	// Dir receives the files; created (0700) when missing. When it holds
+	// ca.pem and ca.key already, that CA signs the new certificates (a
+	// member added later); otherwise a new CA is made.
+	Dir string
+	// Nodes are the members to issue certificates for; at least one.
+	Nodes []PeerSpec
+	// CAValidity and PeerValidity are the lifetimes of a new CA and of the
+	// member certificates. Zero: DefaultCAValidity, DefaultPeerValidity.
+	CAValidity, PeerValidity time.Duration
+	// Now is the issue time. Zero: time.Now().
+	Now time.Time
+}
+
+// ClusterCerts says what WriteClusterCerts wrote.
+type ClusterCerts struct {
+	// CACert and CAKey are the CA's files; NewCA says whether it was made
+	// now.
+	CACert string `json:"ca_cert"`
+	CAKey  string `json:"ca_key"`
+	NewCA  bool   `json:"new_ca"`
+	// Nodes are the members' files, in the order asked.
+	Nodes []PeerFiles `json:"nodes"`
+}
+
+// PeerFiles are one member's certificate and key files.
+type PeerFiles struct {
+	ID    string   `json:"id"`
+	Hosts []string `json:"hosts"`
+	Cert  string   `json:"cert"`
+	Key   string   `json:"key"`
+}
+
+// File names in ClusterCertsConfig.Dir.
+const (
+	caCertFile = "ca.pem"
+	caKeyFile  = "ca.key"
+)
+
+// WriteClusterCerts issues the raft certificates of a cluster into
+// cfg.Dir: the CA (ca.pem, ca.key) unless the folder holds one, and for
+// each node ID.pem and ID.key. Keys are written 0600, and never over an
+// existing file: everything is checked before anything is written, and a
+// refusal writes nothing.
+func WriteClusterCerts(cfg ClusterCertsConfig) (ClusterCerts, error) {
+	if cfg.Now.IsZero() {
+		cfg.Now = time.Now()
+	}
+	if cfg.CAValidity == 0 {
+		cfg.CAValidity = DefaultCAValidity
+	}
+	if cfg.PeerValidity == 0 {
+		cfg.PeerValidity = DefaultPeerValidity
+	}
+	var problems []error
+	if cfg.Dir == "" {
+		problems = append(problems, errors.New("name the folder to write the certificates to"))
+	}
+	if len(cfg.Nodes) == 0 {
+		problems = append(problems, errors.New("name at least one node (ID=HOST)"))
+	}
+	if cfg.CAValidity < 0 || cfg.PeerValidity < 0 {
+		problems = append(problems, errors.New("validity must be positive"))
+	}
+	join := func(name string) string { return filepath.Join(cfg.Dir, name) }
+	out := ClusterCerts{CACert: join(caCertFile), CAKey: join(caKeyFile)}
+	seen := map[string]bool{}
+	for _, n := range cfg.Nodes {
+		switch {
+		case !validNodeID(n.ID):
+			problems = append(problems, fmt.Errorf("node id %q: use 1 to 64 printable characters without spaces or slashes", n.ID))
+			continue
+		case seen[n.ID]:
+			problems = append(problems, fmt.Errorf("node %s named twice", n.ID))
+			continue
+		case len(n.Hosts) == 0:
+			problems = append(problems, fmt.Errorf("node %s: name at least one host its peers dial", n.ID))
+		}
+		seen[n.ID] = true
+		pf := PeerFiles{ID: n.ID, Hosts: n.Hosts, Cert: join(n.ID + ".pem"), Key: join(n.ID + ".key")}
+		for _, f := range []string{pf.Cert, pf.Key} {
+			if _, err := os.Lstat(f); err == nil {
+				problems = append(problems, fmt.Errorf("%s exists: certificates and keys are never overwritten; remove it, or write to another folder", f))
+			}
+		}
+		out.Nodes = append(out.Nodes, pf)
+	}
+	_, certErr := os.Lstat(out.CACert)
+	_, keyErr := os.Lstat(out.CAKey)
+	haveCA := certErr == nil && keyErr == nil
+	if (certErr == nil) != (keyErr == nil) {
+		problems = append(problems, fmt.Errorf("%s holds only one of %s and %s: give both (to issue with that CA) or neither (a new CA)", cfg.Dir, caCertFile, caKeyFile))
+	}
+	if len(problems) > 0 {
+		return ClusterCerts{}, errors.Join(problems...)
+	}
+	var ca *PeerCA
+	var err error
+	if haveCA {
+		certPEM, err1 := os.ReadFile(out.CACert)
+		keyPEM, err2 := os.ReadFile(out.CAKey)
+		if err := errors.Join(err1, err2); err != nil {
+			return ClusterCerts{}, err
+		}
+		if ca, err = LoadPeerCA(certPEM, keyPEM); err != nil {
+			return ClusterCerts{}, err
+		}
+	} else if ca, err = NewPeerCA(cfg.Now, cfg.CAValidity); err != nil {
+		return ClusterCerts{}, err
+	}
+	// Issue everything before writing anything.
+	type issued struct{ cert, key []byte }
+	certs := make([]issued, len(out.Nodes))
+	for i, pf := range out.Nodes {
+		c, k, err := ca.IssuePeer(pf.ID, pf.Hosts, cfg.Now, cfg.PeerValidity)
+		if err != nil {
+			return ClusterCerts{}, err
+		}
+		certs[i] = issued{c, k}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return ClusterCerts{}, err
+	}
+	if !haveCA {
+		c, k, err := ca.PEM()
+		if err != nil {
+			return ClusterCerts{}, err
+		}
+		if err := errors.Join(writeNewFile(out.CAKey, k, 0o600), writeNewFile(out.CACert, c, 0o644)); err != nil {
+			return ClusterCerts{}, err
+		}
+		out.NewCA = true
+	}
+	for i, pf := range out.Nodes {
+		if err := errors.Join(writeNewFile(pf.Key, certs[i].key, 0o600), writeNewFile(pf.Cert, certs[i].cert, 0o644)); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// writeNewFile writes data to path, which must not exist, with perm, and
+// syncs it.
+func writeNewFile(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
 }
