@@ -105,6 +105,13 @@ const (
 	rpcTimeout = 10 * time.Second
 	// outboundPool is how many idle connections raft keeps to each peer.
 	outboundPool = 3
+	// maxRefusedDrain is how much of a refused InstallSnapshot's body is
+	// read before the refusal is answered: enough for the sender of a
+	// small one to see the answer; a bigger one finds the connection
+	// closed, and the node never reads megabytes for a sender it refused.
+	maxRefusedDrain = 1 << 20
+	// refusedDrainTimeout bounds that read.
+	refusedDrainTimeout = 5 * time.Second
 )
 
 // newAuthTransport returns the transport over mux, which dials for it and
@@ -228,13 +235,15 @@ func (t *authTransport) serve(c net.Conn, peer string) {
 		return
 	}
 	t.mu.conns[ic] = struct{}{}
+	// Under mu, so that Close, which sets closed under mu before it waits,
+	// never waits while a goroutine is being added.
+	t.wg.Add(1)
 	t.mu.Unlock()
 	inner := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Logger: t.hlog,
 		Stream: &oneConnLayer{conn: ic, done: make(chan struct{})}, MaxPool: 1, Timeout: rpcTimeout})
 	// Until the handler is set, a heartbeat comes through the channel,
 	// where forward checks it just the same.
 	inner.SetHeartbeatHandler(func(rpc raft.RPC) { t.heartbeat(ic, rpc) })
-	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		defer func() {
@@ -311,6 +320,14 @@ func (t *authTransport) admit(ic *inboundConn, rpc raft.RPC) bool {
 		t.log.rpcRefused(ic, rpc.Command, err)
 	}
 	ic.refuse(err)
+	if rpc.Reader != nil {
+		// An InstallSnapshot's body follows its request, and its sender
+		// reads the answer only once it has written it all: read a small
+		// one (raft's handleConn is waiting for the answer, not reading),
+		// so that the sender sees the refusal rather than a broken pipe.
+		_ = ic.SetReadDeadline(time.Now().Add(refusedDrainTimeout))
+		_, _ = io.CopyN(io.Discard, rpc.Reader, maxRefusedDrain)
+	}
 	rpc.Respond(refusedResponse(rpc.Command), err)
 	return false
 }

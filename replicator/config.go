@@ -22,7 +22,8 @@ import (
 // each field (DefaultConfig). None of them can change while it runs.
 type Config struct {
 	// NodeID is this node's raft server id. Required; it never changes for
-	// a data folder.
+	// a data folder: Dir records it at the first start, and Open refuses
+	// another (ErrNodeIDChanged, nodeid.go).
 	NodeID string
 	// RaftAddr is the TCP address raft listens on. Required.
 	RaftAddr string

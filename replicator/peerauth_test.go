@@ -304,8 +304,8 @@ func TestPeerAuth_MutualTLSIdentity(t *testing.T) {
 		if _, err := query(pki.tlsFor(t, "anonymous-info", ""), ""); err == nil {
 			t.Error("a certificate without a node id got the node's info")
 		}
-		if _, err := query(pki.tlsFor(t, "n1-info", NodeURI("n1").String()), "n3"); err == nil {
-			t.Error("a dial expecting n3 accepted the certificate of n2")
+		if _, err := query(pki.tlsFor(t, "n1-info", NodeURI("n1").String()), "n3"); err == nil || !strings.Contains(err.Error(), CodeRaftPeerWrongNode) {
+			t.Errorf("a dial expecting n3 at n2's address: %v, want %s", err, CodeRaftPeerWrongNode)
 		}
 		if info, err := query(pki.tlsFor(t, "n1-info2", NodeURI("n1").String()), "n2"); err != nil || info.NodeID != "n2" {
 			t.Errorf("a member's query: %+v, %v", info, err)
