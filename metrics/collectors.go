@@ -184,7 +184,7 @@ type raftCollector struct {
 	raft                                           Raft
 	state, hasLeader, term, members                *prometheus.Desc
 	commitIndex, appliedIndex, lastIndex, snapshot *prometheus.Desc
-	restores                                       *prometheus.Desc
+	restores, refusedRPCs, refusedConns            *prometheus.Desc
 }
 
 func newRaftCollector(r Raft) *raftCollector {
@@ -208,12 +208,17 @@ func newRaftCollector(r Raft) *raftCollector {
 			"Raft index of this node's newest snapshot.", nil, nil),
 		restores: prometheus.NewDesc("greffe_raft_snapshot_restores_total",
 			"Snapshots this node installed since it started.", nil, nil),
+		refusedRPCs: prometheus.NewDesc("greffe_raft_refused_rpcs_total",
+			"Raft RPCs this node's raft port refused since it started: a sender that is not a member, or not the node its certificate names.", nil, nil),
+		refusedConns: prometheus.NewDesc("greffe_raft_refused_connections_total",
+			"Connections this node's raft port refused since it started: a failed TLS handshake, a certificate without a node id, too many connections.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.hasLeader, c.term, c.members, c.commitIndex, c.appliedIndex, c.lastIndex, c.snapshot, c.restores} {
+	for _, d := range []*prometheus.Desc{c.state, c.hasLeader, c.term, c.members, c.commitIndex, c.appliedIndex, c.lastIndex, c.snapshot, c.restores,
+		c.refusedRPCs, c.refusedConns} {
 		ch <- d
 	}
 }
@@ -250,6 +255,8 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lastIndex, prometheus.GaugeValue, float64(st.LastIndex))
 	ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(st.SnapshotIndex))
 	ch <- prometheus.MustNewConstMetric(c.restores, prometheus.CounterValue, float64(st.Restores))
+	ch <- prometheus.MustNewConstMetric(c.refusedRPCs, prometheus.CounterValue, float64(st.RefusedRPCs))
+	ch <- prometheus.MustNewConstMetric(c.refusedConns, prometheus.CounterValue, float64(st.RefusedConnections))
 }
 
 // LocalRaftStatus returns this node's own view of the cluster without

@@ -39,8 +39,15 @@ type ClusterConfig struct {
 	JoinTimeout time.Duration
 	// RaftTLSCert, RaftTLSKey and RaftTLSCA (PEM files, all three or none)
 	// put mutual TLS on the raft port (replicator.PeerTLS): only nodes with
-	// a certificate of the cluster's CA can speak raft or ask who a node is.
+	// a certificate of the cluster's CA that names a node id can speak
+	// raft or ask who a node is, and raft RPCs only as that node, a member
+	// (greffe cluster certs issues them). A raft address beyond loopback
+	// needs them, unless RaftInsecure.
 	RaftTLSCert, RaftTLSKey, RaftTLSCA string
+	// RaftInsecure allows plain TCP raft on an address beyond loopback
+	// (replicator.Config.Insecure): anyone who reaches the raft port can
+	// then write to the ledger. For a network trusted entirely.
+	RaftInsecure bool
 	// Raft tunes the replicator (timeouts, snapshots, Peers). NodeID,
 	// RaftAddr, Advertise, Dir, Bootstrap, Info and Logger are set by the
 	// node.
@@ -78,6 +85,13 @@ func (n *Node) prepareCluster(sc *pebblelog.Config) error {
 	}
 	if cc.JoinTimeout == 0 {
 		cc.JoinTimeout = 30 * time.Second
+	}
+	// A folder started with another --node-id is refused before anything
+	// in it is touched (pebblelog.Open may settle an interrupted restore;
+	// CheckNodeID only reads, and replicator.Open records the id once the
+	// store holds the folder's lock).
+	if err := replicator.CheckNodeID(cc.Raft.FS, filepath.Join(n.cfg.DataDir, "raft"), n.cfg.NodeID); err != nil {
+		return err
 	}
 	if cc.Join == "" {
 		return nil
@@ -131,6 +145,7 @@ func (n *Node) openCluster(ac *api.Config) error {
 	rc.NodeID, rc.RaftAddr, rc.Advertise = n.cfg.NodeID, cc.RaftAddr, cc.Advertise
 	rc.Dir = filepath.Join(n.cfg.DataDir, "raft")
 	rc.Bootstrap = cc.Bootstrap
+	rc.Insecure = cc.RaftInsecure
 	rc.Logger = n.cfg.Logger
 	switch {
 	case cc.RaftTLSCert == "" && cc.RaftTLSKey == "" && cc.RaftTLSCA == "":
@@ -205,13 +220,16 @@ func (n *Node) clusterDone() <-chan struct{} {
 	return n.cluster.rep.Done()
 }
 
-// clusterStopped returns why the member stopped: nil when it was removed
-// (a normal end for the process), the failure otherwise.
+// clusterStopped returns why the member stopped: an error matching
+// replicator.ErrRemoved when a committed configuration removed it (greffe
+// serve exits with its own code then, so that a service manager does not
+// take it for a clean stop), the failure otherwise.
 func (n *Node) clusterStopped() error {
 	err := n.cluster.rep.Err()
 	if errors.Is(err, replicator.ErrRemoved) {
 		n.cfg.Logger.Warn("removed from the cluster: stopping")
-		return nil
+		return fmt.Errorf("node %s: %w; its data folder can no longer serve this cluster: start a new member on an empty folder to replace it (docs/CLUSTER.md, Membership)",
+			n.cfg.NodeID, err)
 	}
 	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/greffe/greffe/api/kurrentgrpc"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/testcert"
+	"github.com/greffe/greffe/replicator"
 	"github.com/greffe/greffe/replicator/kafka"
 )
 
@@ -158,11 +159,12 @@ func TestNode_GRPCUsesTheAPITokensAndTLS(t *testing.T) {
 
 // TestNode_RaftTLSNeedsAllThreeFiles: a raft certificate without its key
 // or the cluster CA refuses to start instead of running plain TCP; with all
-// three, a bootstrapped node leads over its TLS raft port.
+// three (the certificate names the node's id), a bootstrapped node leads
+// over its TLS raft port.
 func TestNode_RaftTLSNeedsAllThreeFiles(t *testing.T) {
 	dir := t.TempDir()
 	ca := testcert.NewCA(t, dir)
-	cert, key := ca.Issue(t, dir, "n1")
+	cert, key := ca.IssueURI(t, dir, "n1", replicator.NodeURI("n1").String())
 	n, err := Open(Config{DataDir: filepath.Join(dir, "half"), API: api.Config{Addr: "127.0.0.1:0"},
 		Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Bootstrap: true, RaftTLSCert: cert}})
 	if err == nil {

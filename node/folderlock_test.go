@@ -62,7 +62,10 @@ func TestNode_SecondNodeOnLiveFolderDeletesNothing(t *testing.T) {
 		t.Fatalf("in-progress folders (-want +got):\n%s", diff)
 	}
 
-	_, err = Open(Config{DataDir: data, NodeID: "n2", API: api.Config{Addr: "127.0.0.1:0"},
+	// The same node id, as a restart by mistake or a second service
+	// manager would use (another id is refused earlier, by the folder's
+	// recorded node id, before anything is touched either).
+	_, err = Open(Config{DataDir: data, NodeID: "n1", API: api.Config{Addr: "127.0.0.1:0"},
 		Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Raft: calm}})
 	if !errors.Is(err, pebblelog.ErrLocked) {
 		t.Fatalf("second node on a live folder: %v, want ErrLocked", err)

@@ -295,6 +295,7 @@ func TestNode_ReadyCluster(t *testing.T) {
 		"commit index":   sample(fams, "greffe_raft_commit_index") >= 2,
 		"applied index":  sample(fams, "greffe_raft_applied_index") >= 1,
 		"one member":     sample(fams, "greffe_raft_members") == 1,
+		"no refused RPC": sample(fams, "greffe_raft_refused_rpcs_total") == 0,
 		"appended event": sample(fams, "greffe_appended_events_total") == 1,
 	}
 	for what, ok := range got {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/greffe/greffe/internal/netpolicy"
 )
 
 // Replicator configuration: the fields, their defaults and their
@@ -20,7 +22,8 @@ import (
 // each field (DefaultConfig). None of them can change while it runs.
 type Config struct {
 	// NodeID is this node's raft server id. Required; it never changes for
-	// a data folder.
+	// a data folder: Dir records it at the first start, and Open refuses
+	// another (ErrNodeIDChanged, nodeid.go).
 	NodeID string
 	// RaftAddr is the TCP address raft listens on. Required.
 	RaftAddr string
@@ -45,9 +48,17 @@ type Config struct {
 	Peers map[string]string
 	// TLS, when set, puts mutual TLS on the raft port: every connection,
 	// raft's and the info protocol's, in and out, presents this node's
-	// certificate and must present one the cluster's CA signed (PeerTLS
-	// builds it). Nil: plain TCP, for a private network only.
+	// certificate and must present one the cluster's CA signed that names
+	// a node id (PeerTLS builds it; greffe cluster certs issues the
+	// certificates). This node's own certificate must name NodeID. Nil:
+	// plain TCP, allowed on loopback only unless Insecure.
 	TLS *tls.Config
+	// Insecure allows plain TCP raft (TLS nil) on an address beyond
+	// loopback (RaftAddr or Advertise). Anyone who reaches the raft port
+	// of such a node can then write to its ledger, remove members and read
+	// its state: for a network the operator trusts entirely. Open logs a
+	// warning saying so. Default false: such an address needs TLS.
+	Insecure bool
 
 	// HeartbeatTimeout and ElectionTimeout: how long a follower waits without
 	// hearing from the leader before it stands for election. Default 1 s
@@ -181,6 +192,23 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		errs = append(errs, fmt.Errorf("LeaderLeaseTimeout %s is above HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
+	}
+	if c.TLS == nil && !c.Insecure {
+		for _, a := range []struct{ field, addr string }{{"RaftAddr", c.RaftAddr}, {"Advertise", c.Advertise}} {
+			if a.addr != "" && !netpolicy.IsLoopback(a.addr) {
+				errs = append(errs, fmt.Errorf("%s %q is beyond loopback and raft has no TLS: anyone who reaches it could write to the ledger and remove members; "+
+					"give the raft port mutual TLS (--raft-tls-cert, --raft-tls-key, --raft-tls-ca: greffe cluster certs issues them), "+
+					"or, on a network you trust entirely, allow plain raft with --raft-insecure (Insecure)", a.field, a.addr))
+			}
+		}
+	}
+	if c.TLS != nil {
+		switch id, err := ownNodeID(c.TLS); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("TLS: this node's raft certificate: %v", err))
+		case id != c.NodeID:
+			errs = append(errs, fmt.Errorf("TLS: this node's raft certificate names node %q, but this node is %q; issue it a certificate of its own (greffe cluster certs --node %s=HOST)", id, c.NodeID, c.NodeID))
+		}
 	}
 	if c.LogCacheEntries < 1 || c.SnapshotRetain < 1 {
 		errs = append(errs, fmt.Errorf("LogCacheEntries %d and SnapshotRetain %d must be positive", c.LogCacheEntries, c.SnapshotRetain))

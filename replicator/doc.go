@@ -9,8 +9,16 @@
 // on the raft port (how followers learn the leader's HTTP address and every
 // node's checkpoint verifier keys).
 //
+// The raft port authenticates its peers: with mutual TLS, by the node id
+// its certificates name (peercert.go), and every RPC's sender is checked
+// against the latest configuration before raft sees it
+// (authtransport.go); plain raft is refused beyond loopback unless
+// Config.Insecure. A removal is acted on only once committed (removal.go),
+// and a raft folder belongs to one node id for good (nodeid.go).
+//
 // It imports events, events/pebblelog (for the store's snapshot and apply
-// types), raft and Pebble; never api, node or cmd. Raft's errors are
+// types), internal/netpolicy (what counts as loopback), raft and Pebble;
+// never api, node or cmd. Raft's errors are
 // translated here: callers see *NotLeaderError (which carries the leader's
 // address), events.ErrOutcomeUnknown, or an *Error with a stable code.
 //

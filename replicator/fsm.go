@@ -50,6 +50,8 @@ type fsm struct {
 	// fatal is called once when the ledger fails to apply a committed entry:
 	// the node can no longer follow the log and must stop (replicator.go).
 	fatal func(error)
+	// configs is given every committed configuration entry (removal.go).
+	configs func(index uint64, c raft.Configuration)
 
 	// applied is the highest raft index the FSM has taken in (applied,
 	// skipped as already applied, or a configuration entry), or the index
@@ -69,8 +71,8 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
-func newFSM(l Ledger, log *slog.Logger, fatal func(error)) *fsm {
-	f := &fsm{ledger: l, log: log, fatal: fatal}
+func newFSM(l Ledger, log *slog.Logger, fatal func(error), configs func(uint64, raft.Configuration)) *fsm {
+	f := &fsm{ledger: l, log: log, fatal: fatal, configs: configs}
 	f.mu.advanced = make(chan struct{})
 	f.applied.Store(l.AppliedIndex())
 	return f
@@ -103,8 +105,15 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 }
 
 func (f *fsm) applyOne(l *raft.Log) *applyResult {
+	if l.Type == raft.LogConfiguration {
+		// Raft keeps it and the ledger has nothing to do, but it is the
+		// one place a follower sees a configuration committed. Raft
+		// decoded the same bytes when it stored the entry.
+		f.configs(l.Index, raft.DecodeConfiguration(l.Data))
+		return nil
+	}
 	if l.Type != raft.LogCommand {
-		return nil // a configuration entry: raft keeps it, the ledger has nothing to do
+		return nil
 	}
 	f.entries.Add(1)
 	f.entryBytes.Add(uint64(len(l.Data)))

@@ -55,6 +55,14 @@ type Status struct {
 	TrailingLogs uint64 `json:"trailing_logs"`
 	// Restores counts snapshots this node installed since it started.
 	Restores uint64 `json:"restores"`
+	// RefusedRPCs counts the raft RPCs this node refused since it started:
+	// a sender that names no node, this node, another node than its
+	// certificate, or a node that is not a member (docs/CLUSTER.md).
+	RefusedRPCs uint64 `json:"refused_rpcs"`
+	// RefusedConnections counts the raft connections it refused: a TLS
+	// handshake that failed, a certificate without a node id, too many
+	// connections.
+	RefusedConnections uint64 `json:"refused_connections"`
 	// Servers are the cluster's members.
 	Servers []ServerStatus `json:"servers"`
 }
@@ -123,6 +131,7 @@ func (p *Replicator) Status(ctx context.Context) (Status, error) {
 		st.SnapshotIndex = v
 	}
 	st.TrailingLogs = p.raft.ReloadableConfig().TrailingLogs
+	st.RefusedRPCs, st.RefusedConnections = p.trans.refusedCount(), p.refusals.conns.Load()
 	infos := p.queryMembers(ctx, servers)
 	for _, s := range servers {
 		ss := ServerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage), Leader: s.ID == id}
@@ -171,7 +180,7 @@ func (p *Replicator) queryMembers(ctx context.Context, servers []raft.Server) ma
 			defer wg.Done()
 			qctx, cancel := context.WithTimeout(ctx, infoTimeout)
 			defer cancel()
-			info, err := queryInfo(qctx, p.res.dialAddr(s.ID, s.Address), p.cfg.TLS)
+			info, err := queryInfo(qctx, p.res.dialAddr(s.ID, s.Address), p.cfg.TLS, string(s.ID))
 			if err == nil && info.NodeID != string(s.ID) {
 				err = fmt.Errorf("%s answers as %q", s.Address, info.NodeID)
 			}
@@ -186,15 +195,15 @@ func (p *Replicator) queryMembers(ctx context.Context, servers []raft.Server) ma
 
 // refreshPeers records what every reachable member says (verifier keys,
 // HTTP URL, progress); members that do not answer keep their last answer.
-// It reports whether this node was removed: its own configuration no longer
-// lists it, or a leader at least as recent as this node does not.
+// It reports whether the leader said this node was removed: a member that
+// leads in a term at least this node's says that its committed
+// configuration, newer than the newest that listed this node, lacks it
+// (removal.go). The answer comes from the member's address, and with TLS
+// from a certificate naming that member (queryMembers).
 func (p *Replicator) refreshPeers() (removed bool) {
 	servers, err := p.configuration()
 	if err != nil || len(servers) == 0 {
 		return false // not a member yet (a joining node before its first entry)
-	}
-	if selfRemoved(servers, p.cfg.NodeID, &p.wasMember) {
-		return true
 	}
 	answers := p.queryMembers(p.ctx, servers)
 	term := p.raft.CurrentTerm()
@@ -206,28 +215,12 @@ func (p *Replicator) refreshPeers() (removed bool) {
 		}
 		p.peers[id] = a.info
 		p.rememberKeys(id, a.info.VerifierKeys)
-		if a.info.State == raft.Leader.String() && a.info.Term >= term && !slices.Contains(a.info.Members, p.cfg.NodeID) {
+		if a.info.State == raft.Leader.String() && a.info.Term >= term && a.info.CommittedConfigIndex > 0 &&
+			p.watch.leaderSays(a.info.CommittedConfigIndex, a.info.CommittedMembers) {
 			removed = true
 		}
 	}
 	return removed
-}
-
-// selfRemoved reports, from this node's own view of the configuration,
-// whether it was removed: only once it has seen itself in it
-// (*wasMember, set here). A joining node's first configuration may lack
-// it: the snapshot the leader sends a new member holds the configuration
-// of the snapshot's index, from before the entry that added the member,
-// which the member applies right after. Taking that for a removal stopped
-// a joiner that had just installed the snapshot of a cluster seeded from a
-// backup (TestNode_BackupOfClusterMember, under -race). The leader's own
-// answer (refreshPeers) still tells a joiner that was never added.
-func selfRemoved(servers []raft.Server, self string, wasMember *bool) bool {
-	if slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == self }) {
-		*wasMember = true
-		return false
-	}
-	return *wasMember
 }
 
 // Verifiers returns the checkpoint verifier keys of every node this node
@@ -483,7 +476,7 @@ func (p *Replicator) Leader(ctx context.Context) (url string, self bool, err err
 	p.leader.Unlock()
 	qctx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
-	info, err := queryInfo(qctx, p.res.dialAddr(id, addr), p.cfg.TLS)
+	info, err := queryInfo(qctx, p.res.dialAddr(id, addr), p.cfg.TLS, string(id))
 	if err == nil && (info.NodeID != string(id) || info.HTTPURL == "") {
 		err = fmt.Errorf("%s answers as %q with URL %q", addr, info.NodeID, info.HTTPURL)
 	}

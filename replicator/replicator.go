@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/internal/netpolicy"
 )
 
 // The Replicator itself: its state, Open (which wires the raft log and
@@ -36,19 +37,23 @@ type Replicator struct {
 	rptr   atomic.Pointer[raft.Raft] // for the info protocol, which may run before Open returns
 	logs   *LogStore
 	mux    *muxLayer
-	trans  *raft.NetworkTransport
+	trans  *authTransport
 	res    resolver
-	obs    *raft.Observer
-	obsCh  chan raft.Observation
+	// refusals logs and counts refused raft connections and RPCs.
+	refusals *refusalLog
+	// watch follows the committed configurations, to tell a removal
+	// (removal.go).
+	watch *removalWatch
+	obs   *raft.Observer
+	obsCh chan raft.Observation
 	// hadState is whether raft state existed when the node started (a
 	// member restarting, not a new node).
 	hadState bool
 	// lastEntries and lastBytes are the FSM's counters at the last
 	// adaptTrailingLogs; owned by the maintain loop.
 	lastEntries, lastBytes uint64
-	// wasMember is whether this node has seen itself in its own view of
-	// the configuration (selfRemoved); owned by the maintain loop.
-	wasMember bool
+	// ticks counts the maintain loop's ticks (tests wait on it).
+	ticks atomic.Uint64
 
 	pending chan *proposal
 	fatalCh chan error
@@ -130,8 +135,12 @@ const (
 )
 
 // ErrRemoved is the reason Done reports when this node was removed from the
-// cluster.
+// cluster: a committed configuration lacks it (removal.go).
 var ErrRemoved = errors.New("replicator: this node was removed from the cluster")
+
+// errRaftStopped is the reason Done reports when raft stopped without this
+// replicator stopping it (it never should: ShutdownOnRemove is off).
+var errRaftStopped = errors.New("replicator: raft stopped on its own")
 
 // Open starts this node's raft member over ledger and makes the replicator
 // the ledger's proposer. When the newest local snapshot is ahead of the
@@ -142,6 +151,11 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "raft")
+	// Before anything in the folder is written.
+	recorded, err := readNodeID(cfg.FS, cfg.Dir, cfg.NodeID)
+	if err != nil {
+		return nil, err
+	}
 	if err := mkdirAllSynced(cfg.FS, cfg.Dir); err != nil {
 		return nil, fmt.Errorf("raft dir: %w", err)
 	}
@@ -150,10 +164,22 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	if err != nil {
 		return nil, err
 	}
+	since, err := loadMemberSince(logs)
+	if err != nil {
+		_ = logs.Close()
+		return nil, err
+	}
+	watch := newRemovalWatch(cfg.NodeID, since, func(i uint64) error { return storeMemberSince(logs, i) })
 	snaps, err := OpenSnapshotStore(cfg.FS.PathJoin(cfg.Dir, "snapshots"), cfg.FS, cfg.SnapshotRetain, log)
 	if err != nil {
 		_ = logs.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
+	}
+	// A snapshot's configuration is the committed one at its index:
+	// the newest one's now, every later one's when it is stored.
+	snaps.stored = func(m raft.SnapshotMeta) { watch.committed(m.ConfigurationIndex, m.Configuration) }
+	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
+		watch.committed(metas[0].ConfigurationIndex, metas[0].Configuration)
 	}
 	if err := catchUpFromSnapshot(snaps, ledger, log); err != nil {
 		_ = logs.Close()
@@ -163,6 +189,23 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	if err != nil {
 		_ = logs.Close()
 		return nil, fmt.Errorf("raft state: %w", err)
+	}
+	if !recorded {
+		if err := recordNodeID(cfg.FS, cfg.Dir, cfg.NodeID); err != nil {
+			_ = logs.Close()
+			return nil, err
+		}
+	}
+	if cfg.TLS != nil {
+		// Whatever built the config: every peer, in and out, must present
+		// a certificate that names a node id.
+		tc := cfg.TLS.Clone()
+		tc.ClientAuth, tc.VerifyConnection = tls.RequireAndVerifyClientCert, verifyPeerNode
+		cfg.TLS = tc
+	} else if !netpolicy.IsLoopback(cfg.RaftAddr) || cfg.Advertise != "" && !netpolicy.IsLoopback(cfg.Advertise) {
+		log.Warn("INSECURE: raft runs on plain TCP beyond loopback (--raft-insecure): anyone who reaches this raft port can write events "+
+			"that this node will sign, remove members and read the ledger's state; use mutual TLS (greffe cluster certs, --raft-tls-*) "+
+			"unless every host of this network is trusted", "raft_addr", cfg.RaftAddr, "advertise", cfg.Advertise)
 	}
 	ln, err := net.Listen("tcp", cfg.RaftAddr)
 	if err != nil {
@@ -182,8 +225,9 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		return nil, fmt.Errorf("raft advertise %s: %w", cfg.Advertise, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Replicator{cfg: cfg, ledger: ledger, logs: logs, hadState: hadState, res: resolver{},
-		pending: make(chan *proposal, proposalQueue), fatalCh: make(chan error, 1),
+	p := &Replicator{cfg: cfg, ledger: ledger, logs: logs, hadState: hadState, res: resolver{}, watch: watch,
+		refusals: newRefusalLog(log),
+		pending:  make(chan *proposal, proposalQueue), fatalCh: make(chan error, 1),
 		obsCh: make(chan raft.Observation, observerQueue), peers: map[string]NodeInfo{},
 		done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	p.readyMu.ch = make(chan struct{})
@@ -201,15 +245,18 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	}
 	// Before the mux layer: it answers the info protocol (p.info reads the
 	// FSM's counters) as soon as it accepts, before Open returns.
-	p.fsm = newFSM(ledger, log, p.setFatal)
-	p.mux = newMuxLayer(ln, adv, cfg.TLS, p.info, log)
-	tc := &raft.NetworkTransportConfig{Logger: hlog, Stream: p.mux, MaxPool: 3, Timeout: 10 * time.Second}
+	p.fsm = newFSM(ledger, log, p.setFatal, watch.committed)
+	p.mux = newMuxLayer(ln, adv, cfg.TLS, p.info, p.refusals)
+	var provider raft.ServerAddressProvider
 	if len(p.res) > 0 {
 		// Only with overrides: raft warns on every dial the provider does
 		// not resolve.
-		tc.ServerAddressProvider = p.res
+		provider = p.res
 	}
-	p.trans = raft.NewNetworkTransportWithConfig(tc)
+	p.trans = newAuthTransport(p.mux, cfg.NodeID, hlog, p.refusals, provider)
+	// Raft connections are served from now on; their RPCs wait until
+	// raft runs (p.trans.start).
+	p.mux.start(p.trans.serve, p.memberAt)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
@@ -260,6 +307,7 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	}
 	p.raft = r
 	p.rptr.Store(r)
+	p.trans.start(func() raft.Configuration { return r.GetConfiguration().Configuration() })
 	if cfg.Bootstrap && !hadState && !seeded {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: p.trans.LocalAddr()}}})
 		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
@@ -377,7 +425,7 @@ func (p *Replicator) maintainLoop() {
 			}
 		case o := <-p.obsCh:
 			if st, ok := o.Data.(raft.RaftState); ok && st == raft.Shutdown {
-				p.stopped(ErrRemoved)
+				p.stopped(errRaftStopped)
 			}
 		case err := <-p.fatalCh:
 			p.cfg.Logger.Error("the ledger failed to apply a committed raft entry: stopping this member", "err", err)
@@ -385,12 +433,14 @@ func (p *Replicator) maintainLoop() {
 			p.stopped(err)
 		case <-tick.C:
 			p.adaptTrailingLogs()
-			if p.refreshPeers() {
-				p.cfg.Logger.Warn("this node is no longer a member of the cluster: stopping", "node", p.cfg.NodeID)
+			if removed := p.refreshPeers(); removed || p.watch.removed() {
+				p.cfg.Logger.Warn("this node was removed from the cluster by a committed configuration: stopping", "node", p.cfg.NodeID,
+					"configuration_index", p.watch.removedAt())
 				_ = p.stopRaft()
 				p.stopped(ErrRemoved)
 				continue
 			}
+			p.ticks.Add(1)
 			if p.raft.State() == raft.Leader {
 				if p.ready.Load() != p.raft.CurrentTerm() {
 					p.establish() // a previous barrier failed: try again
@@ -471,5 +521,23 @@ func (p *Replicator) info() NodeInfo {
 	}
 	in.AppliedIndex = p.fsm.applied.Load()
 	in.Restores = p.fsm.restores.Load()
+	in.CommittedConfigIndex, in.CommittedMembers = p.watch.view()
 	return in
+}
+
+// memberAt returns the id of the member of the latest configuration that
+// this node dials at addr (its configured address or its override), or ""
+// when none is: with TLS, the certificate of whoever answers at addr must
+// name that id.
+func (p *Replicator) memberAt(addr string) string {
+	r := p.rptr.Load()
+	if r == nil {
+		return ""
+	}
+	for _, s := range r.GetConfiguration().Configuration().Servers {
+		if string(s.Address) == addr || p.res.dialAddr(s.ID, s.Address) == addr {
+			return string(s.ID)
+		}
+	}
+	return ""
 }

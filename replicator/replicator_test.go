@@ -59,7 +59,9 @@ func startNode(t *testing.T, n *testNode, cfg Config) {
 	cfg.Info = func() NodeInfo {
 		return NodeInfo{HTTPURL: "http://" + n.id + ".test", VerifierKeys: []string{"key-" + n.id}}
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", n.id)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", n.id)
+	}
 	rep, err := Open(cfg, st)
 	if err != nil {
 		_ = st.Close()

@@ -71,6 +71,11 @@ type SnapshotStore struct {
 
 	// mu serialises naming new snapshots and reaping old ones.
 	mu sync.Mutex
+	// stored, when set, is told the metadata of every snapshot put in
+	// place (taken here or installed from the leader): its configuration
+	// is the committed one at its index (removal.go). Set before raft
+	// starts.
+	stored func(raft.SnapshotMeta)
 }
 
 var _ raft.SnapshotStore = (*SnapshotStore)(nil)
@@ -448,6 +453,9 @@ func (sk *snapshotSink) Close() error {
 		return fmt.Errorf("raft snapshot %s: %w", sk.meta.ID, err)
 	}
 	s.log.Debug("raft snapshot saved", "id", sk.meta.ID, "bytes", sk.meta.Size)
+	if s.stored != nil {
+		s.stored(sk.meta.SnapshotMeta)
+	}
 	return s.reap()
 }
 

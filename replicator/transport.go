@@ -4,14 +4,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -23,12 +20,18 @@ import (
 // node who it is, and gets one JSON NodeInfo back before the node closes it.
 // That is how a follower learns the leader's HTTP address (raft only knows
 // raft addresses), how /v1/info learns every node's checkpoint verifier
-// keys, and how the leader sees that a non-voter has caught up. The answer
-// is always current: a node restarted on another HTTP port says so.
+// keys, how the leader sees that a non-voter has caught up, and how a
+// removed follower learns its removal (removal.go). The answer is always
+// current: a node restarted on another HTTP port says so.
 //
-// Anyone who can reach the raft port can speak raft to the node, so the
-// port belongs on a private network; the info protocol reveals nothing that
-// GET /v1/info does not.
+// With mutual TLS, only a peer whose certificate the cluster CA signed and
+// that names a node id (peercert.go) gets past the handshake, for either
+// protocol; raft's RPCs are then checked against the configuration
+// (authtransport.go). Any member certificate gets the info answer, a
+// removed member's included (that is how it learns it was removed). On
+// plain raft anyone who reaches the port gets it: the ledger id, the
+// members, the verifier keys, the HTTP URL, the raft state, term and
+// indexes (docs/CLUSTER.md), and can speak raft as any member it names.
 const infoMagic byte = 'G'
 
 // NodeInfo is what a node says about itself on its raft port.
@@ -51,53 +54,73 @@ type NodeInfo struct {
 	HeadSize uint64 `json:"head_size"`
 	// Restores counts the snapshots the node installed since it started.
 	Restores uint64 `json:"restores"`
-	// Members are the server ids of the node's latest raft configuration.
-	// A follower learns that it was removed from a leader's list: raft
-	// itself never tells a removed follower.
+	// Members are the server ids of the node's latest raft configuration
+	// (which may hold an entry not committed yet).
 	Members []string `json:"members"`
+	// CommittedMembers are the server ids of the newest committed
+	// configuration the node knows, and CommittedConfigIndex its raft
+	// index (0: none known yet). A follower learns that it was removed
+	// from the leader's: raft itself never tells a removed follower
+	// (removal.go).
+	CommittedMembers     []string `json:"committed_members"`
+	CommittedConfigIndex uint64   `json:"committed_config_index"`
 }
 
 // Bounds of the protocol.
 const (
 	// sniffTimeout bounds how long a new connection may stay silent before
-	// its first byte; raft writes it at once.
+	// its first byte (with TLS, the handshake included); raft writes it at
+	// once.
 	sniffTimeout = 10 * time.Second
 	// maxSniffing bounds connections waiting for their first byte, so that
 	// idle connections cannot pile up goroutines.
 	maxSniffing = 256
-	// acceptQueue holds raft connections between the sniffer and raft's
-	// accept loop, which takes them as fast as they come.
-	acceptQueue = 16
 	// maxInfoBytes bounds an info answer (a few keys and addresses).
 	maxInfoBytes = 64 << 10
 )
 
-// muxLayer is raft's StreamLayer on the raft listener, sorting incoming
-// connections between raft and the info protocol. It owns its goroutines:
-// Close stops them and waits.
+// muxLayer owns the raft listener: it sorts incoming connections between
+// raft (handed to serveRaft with the connection's TLS peer) and the info
+// protocol, and dials raft peers. It owns its goroutines: Close stops them
+// and waits.
 type muxLayer struct {
-	ln     net.Listener
-	adv    net.Addr
-	tls    *tls.Config // nil: plain TCP
-	info   func() NodeInfo
-	log    *slog.Logger
-	conns  chan net.Conn
-	sem    chan struct{}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	ln   net.Listener
+	adv  net.Addr
+	tls  *tls.Config // nil: plain TCP
+	info func() NodeInfo
+	// serveRaft serves a raft connection whose TLS peer is the node id
+	// peer ("" on plain raft); set before the listener's first connection
+	// can reach it (sniff waits for ready).
+	serveRaft func(c net.Conn, peer string)
+	// expect returns the node id of the member at a raft address this
+	// node dials ("" when it is no member it knows).
+	expect  func(addr string) string
+	ready   chan struct{}
+	refuses *refusalLog
+	ctx     context.Context
+	cancel  context.CancelFunc
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	readyMu sync.Once
 }
 
-var _ raft.StreamLayer = (*muxLayer)(nil)
-
-func newMuxLayer(ln net.Listener, advertise net.Addr, tlsCfg *tls.Config, info func() NodeInfo, log *slog.Logger) *muxLayer {
+func newMuxLayer(ln net.Listener, advertise net.Addr, tlsCfg *tls.Config, info func() NodeInfo, refuses *refusalLog) *muxLayer {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &muxLayer{ln: ln, adv: advertise, tls: tlsCfg, info: info, log: log, conns: make(chan net.Conn, acceptQueue),
-		sem: make(chan struct{}, maxSniffing), ctx: ctx, cancel: cancel}
+	m := &muxLayer{ln: ln, adv: advertise, tls: tlsCfg, info: info, refuses: refuses, ready: make(chan struct{}),
+		expect: func(string) string { return "" }, sem: make(chan struct{}, maxSniffing), ctx: ctx, cancel: cancel}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.acceptLoop() }()
 	return m
+}
+
+// start hands raft connections to serveRaft from now on, and checks the
+// peers this node dials with expect.
+func (m *muxLayer) start(serveRaft func(net.Conn, string), expect func(string) string) {
+	m.readyMu.Do(func() {
+		m.serveRaft, m.expect = serveRaft, expect
+		close(m.ready)
+	})
 }
 
 func (m *muxLayer) acceptLoop() {
@@ -111,7 +134,7 @@ func (m *muxLayer) acceptLoop() {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			m.log.Warn("raft listener", "err", err)
+			m.refuses.log.Warn("raft listener", "err", err)
 			select {
 			case <-time.After(50 * time.Millisecond): // a persistent accept error must not spin
 			case <-m.ctx.Done():
@@ -134,17 +157,29 @@ func (m *muxLayer) acceptLoop() {
 	}
 }
 
-// sniff reads the first byte of c and routes the connection.
+// sniff reads the first byte of c (with TLS, after the handshake, which
+// checks the peer's certificate) and routes the connection.
 func (m *muxLayer) sniff(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	br := bufio.NewReaderSize(c, 4096)
 	first, err := br.Peek(1) // with TLS, after the handshake
 	if err != nil {
 		if m.tls != nil && !errors.Is(err, io.EOF) {
-			m.log.Warn("raft connection refused", "remote", c.RemoteAddr().String(), "err", err)
+			m.refuses.connRefused(c.RemoteAddr(), err)
 		}
 		_ = c.Close()
 		return
+	}
+	peer := ""
+	if tc, ok := c.(*tls.Conn); ok {
+		// The handshake's VerifyConnection checked it already; this is
+		// the one place the id is read, so check again rather than trust
+		// every tls.Config to carry it.
+		if peer, err = peerNodeID(tc.ConnectionState()); err != nil {
+			m.refuses.connRefused(c.RemoteAddr(), err)
+			_ = c.Close()
+			return
+		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if first[0] == infoMagic {
@@ -154,10 +189,12 @@ func (m *muxLayer) sniff(c net.Conn) {
 		return
 	}
 	select {
-	case m.conns <- &peekedConn{Conn: c, r: br}:
+	case <-m.ready:
 	case <-m.ctx.Done():
 		_ = c.Close()
+		return
 	}
+	m.serveRaft(&peekedConn{Conn: c, r: br}, peer)
 }
 
 // peekedConn replays the bytes the sniffer buffered.
@@ -168,16 +205,6 @@ type peekedConn struct {
 
 func (p *peekedConn) Read(b []byte) (int, error) { return p.r.Read(b) }
 
-// Accept returns the next raft connection.
-func (m *muxLayer) Accept() (net.Conn, error) {
-	select {
-	case c := <-m.conns:
-		return c, nil
-	case <-m.ctx.Done():
-		return nil, net.ErrClosed
-	}
-}
-
 // Close stops accepting, closes the listener and waits for the sniffers.
 // Idempotent.
 func (m *muxLayer) Close() error {
@@ -186,14 +213,6 @@ func (m *muxLayer) Close() error {
 		m.cancel()
 		err = m.ln.Close()
 		m.wg.Wait()
-		for {
-			select {
-			case c := <-m.conns:
-				_ = c.Close()
-			default:
-				return
-			}
-		}
 	})
 	return err
 }
@@ -201,17 +220,24 @@ func (m *muxLayer) Close() error {
 // Addr is the advertised raft address.
 func (m *muxLayer) Addr() net.Addr { return m.adv }
 
-// Dial connects to a raft peer.
+// Dial connects to a raft peer. With TLS, the peer's certificate must name
+// the node id of the member at address, when it is one this node knows.
 func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dialRaft(ctx, string(address), m.tls)
+	want := ""
+	select {
+	case <-m.ready:
+		want = m.expect(string(address))
+	default:
+	}
+	return dialRaft(ctx, string(address), m.tls, want)
 }
 
 // dialRaft connects to a raft port, with mutual TLS when tlsCfg is set:
-// the peer's certificate must be signed by the cluster's CA and name the
-// host dialled.
-func dialRaft(ctx context.Context, addr string, tlsCfg *tls.Config) (net.Conn, error) {
+// the peer's certificate must be signed by the cluster's CA, name the host
+// dialled and a node id, and that id must be wantID when it is not empty.
+func dialRaft(ctx context.Context, addr string, tlsCfg *tls.Config, wantID string) (net.Conn, error) {
 	if tlsCfg == nil {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
@@ -220,33 +246,24 @@ func dialRaft(ctx context.Context, addr string, tlsCfg *tls.Config) (net.Conn, e
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		cfg.ServerName = host
 	}
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		id, err := peerNodeID(cs)
+		if err != nil {
+			return err
+		}
+		if wantID != "" && id != wantID {
+			return fmt.Errorf("%s: %s presented the certificate of node %q, not of %q", CodeRaftPeerWrongNode, addr, id, wantID)
+		}
+		return nil
+	}
 	d := tls.Dialer{Config: cfg}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-// PeerTLS builds Config.TLS from PEM files: this node's certificate and key,
-// and the cluster CA that signs every member's certificate. Certificates
-// must name the raft addresses peers dial (IP or DNS SANs).
-func PeerTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("raft tls: %w", err)
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("raft tls: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("raft tls: %s holds no PEM certificate", caFile)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ClientCAs: pool,
-		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}, nil
-}
-
-// queryInfo asks the node at addr who it is.
-func queryInfo(ctx context.Context, addr string, tlsCfg *tls.Config) (NodeInfo, error) {
-	c, err := dialRaft(ctx, addr, tlsCfg)
+// queryInfo asks the node at addr who it is; with TLS, its certificate
+// must name wantID (when not empty).
+func queryInfo(ctx context.Context, addr string, tlsCfg *tls.Config, wantID string) (NodeInfo, error) {
+	c, err := dialRaft(ctx, addr, tlsCfg, wantID)
 	if err != nil {
 		return NodeInfo{}, fmt.Errorf("node info %s: %w", addr, err)
 	}

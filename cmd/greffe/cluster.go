@@ -22,9 +22,10 @@ func registerClusterFlags(f *pflag.FlagSet, cc *node.ClusterConfig) {
 	f.StringVar(&cc.Advertise, "raft-advertise", "", "raft address the other nodes dial (default --raft-addr)")
 	f.BoolVar(&cc.Bootstrap, "bootstrap", false, "start a new cluster with this node as its only member (first start only)")
 	f.StringVar(&cc.Join, "join", "", "HTTP URL of a cluster member to join through (first start only)")
-	f.StringVar(&cc.RaftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS on the raft port (PEM; with --raft-tls-key and --raft-tls-ca)")
+	f.StringVar(&cc.RaftTLSCert, "raft-tls-cert", "", "this node's certificate for mutual TLS on the raft port (PEM; with --raft-tls-key and --raft-tls-ca; greffe cluster certs issues them); required beyond loopback unless --raft-insecure")
 	f.StringVar(&cc.RaftTLSKey, "raft-tls-key", "", "the key of --raft-tls-cert (PEM)")
 	f.StringVar(&cc.RaftTLSCA, "raft-tls-ca", "", "the cluster CA that signs every member's raft certificate (PEM)")
+	f.BoolVar(&cc.RaftInsecure, "raft-insecure", false, "allow plain TCP raft beyond loopback, without --raft-tls-*: anyone who reaches the raft port can then write to the ledger; for a network you trust entirely (logged as a warning at start)")
 	f.StringVar(&cc.JoinToken, "join-token", os.Getenv("GREFFE_JOIN_TOKEN"), "operator bearer token for --join (env GREFFE_JOIN_TOKEN)")
 	hidden := []string{"raft-peer", "raft-snapshot-threshold", "raft-trailing-logs", "raft-snapshot-interval",
 		"raft-heartbeat-timeout", "raft-election-timeout", "raft-lease-timeout"}
@@ -43,9 +44,9 @@ func registerClusterFlags(f *pflag.FlagSet, cc *node.ClusterConfig) {
 func newClusterCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect and change a raft cluster: status, join, remove, transfer-leader",
+		Short: "Inspect and change a raft cluster: status, join, remove, transfer-leader; issue its raft certificates",
 	}
-	c.AddCommand(newClusterStatusCmd(), newClusterJoinCmd(), newClusterRemoveCmd(), newClusterTransferCmd())
+	c.AddCommand(newClusterStatusCmd(), newClusterJoinCmd(), newClusterRemoveCmd(), newClusterTransferCmd(), newClusterCertsCmd())
 	return c
 }
 
@@ -138,7 +139,7 @@ func newClusterRemoveCmd() *cobra.Command {
 	var r remote
 	c := &cobra.Command{
 		Use:   "remove NODE_ID",
-		Short: "Remove a member; the removed node's process exits",
+		Short: "Remove a member; the removed node's process exits with status 4",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var st replicator.Status

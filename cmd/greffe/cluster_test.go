@@ -975,8 +975,11 @@ func TestCluster_Faults(t *testing.T) {
 		go func() { exited <- p.cmd.Wait() }()
 		select {
 		case err := <-exited:
-			if err != nil {
-				t.Errorf("the removed node exited with %v, want 0", err)
+			// Exit 4 (exitRemoved): it used to be 0, as after a clean stop
+			// (issue #20).
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitRemoved {
+				t.Errorf("the removed node exited with %v, want exit status %d", err, exitRemoved)
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatalf("the removed node %s did not exit", victim)

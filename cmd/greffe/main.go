@@ -17,6 +17,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/replicator"
 )
 
 // Exit codes (README.md, "CLI exit codes"). Stable.
@@ -25,6 +26,11 @@ const (
 	exitRefused   = 1 // the node refused (4xx), or verify found a fault
 	exitCannot    = 2 // usage error, or could not run (unreachable, 5xx)
 	exitUncertain = 3 // the outcome is unknown: retry with the same ids
+	// exitRemoved: serve stopped because a committed configuration removed
+	// this node from its cluster. Not 0, so that a service manager does not
+	// take it for a clean stop; its own code, so that one can be told not
+	// to restart it (systemd: RestartPreventExitStatus=4).
+	exitRemoved = 4
 )
 
 // exitError carries an exit code chosen by a command.
@@ -81,6 +87,9 @@ func exitCodeOf(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if errors.Is(err, replicator.ErrRemoved) {
+		return exitRemoved
 	}
 	var ae *client.Error
 	if errors.As(err, &ae) {

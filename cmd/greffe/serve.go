@@ -34,7 +34,10 @@ func newServeCmd() *cobra.Command {
 served over HTTP on --http, until SIGINT or SIGTERM stops it gracefully.
 
 Exit codes: 0 stopped by a signal; 2 could not start (a bad flag or file,
-an address in use, a damaged store, …); not 0 when it stops on an error.
+an address in use, a damaged store, a data folder of another --node-id,
+raft beyond loopback without TLS, …); 4 removed from its cluster by a
+committed configuration (do not restart it: its folder can no longer
+serve the cluster); not 0 when it stops on another error.
 A damaged store (a MANIFEST or write-ahead log record that does not
 read back) is refused before anything in the folder is written, in one line
 naming the file: see greffe verify --data and docs/OPERATIONS.md, Disaster

@@ -78,7 +78,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "replicator",
-		greffe: []string{"events", "events/pebblelog"},
+		greffe: []string{"events", "events/pebblelog", "internal/netpolicy"},
 		modules: []string{
 			"github.com/hashicorp/raft",
 			"github.com/hashicorp/go-hclog",
@@ -87,7 +87,7 @@ var rules = []rule{
 		belowAPI: true,
 		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
 			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
-			"hclog is the logger raft's Config takes",
+			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it)",
 	},
 	{
 		pkg:      "replicator/kafka",
@@ -120,10 +120,12 @@ var rules = []rule{
 		modules: []string{
 			"github.com/transparency-dev",
 			"github.com/invopop/jsonschema",
+			"golang.org/x/mod/sumdb/note",
 		},
 		why: "the HTTP surface: everything above but cmd (ARCHITECTURE.md, api/doc.go); node wires api, so never the reverse; " +
 			"transparency-dev for the proofs and the tlog-tiles layout it serves; invopop/jsonschema to reflect the OpenAPI " +
-			"document's schemas from the types (api/openapi.go)",
+			"document's schemas from the types (api/openapi.go); x/mod/sumdb/note for the signers of the backup manifest it " +
+			"streams (api/backup.go, issue #20)",
 	},
 	{
 		pkg: "api/dashboard",
@@ -223,6 +225,11 @@ var rules = []rule{
 		pkg:     "internal/faultfs",
 		modules: []string{"github.com/cockroachdb/pebble/v2/vfs"},
 		why:     "fault injection for tests, over Pebble's vfs (internal/faultfs/faultfs.go)",
+	},
+	{
+		pkg:      "internal/netpolicy",
+		belowAPI: true,
+		why:      "the network policies listeners share (what counts as loopback): the standard library only",
 	},
 	{
 		pkg:      "internal/jsonscan",

@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,6 +85,21 @@ func NewCA(t testing.TB, dir string) *CA {
 // server and as a client certificate, to dir/name.pem and dir/name-key.pem.
 func (ca *CA) Issue(t testing.TB, dir, name string) (certFile, keyFile string) {
 	t.Helper()
+	return ca.IssueURI(t, dir, name, "")
+}
+
+// IssueURI is Issue with uri (when not empty) as the certificate's one URI
+// SAN: the raft transport reads a member's node id from it.
+func (ca *CA) IssueURI(t testing.TB, dir, name, uri string) (certFile, keyFile string) {
+	t.Helper()
+	var uris []*url.URL
+	if uri != "" {
+		u, err := url.Parse(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, u)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +110,7 @@ func (ca *CA) Issue(t testing.TB, dir, name string) (certFile, keyFile string) {
 	}
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, URIs: uris, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
