@@ -32,6 +32,17 @@ const (
 	CodeInternal         = "internal"
 	CodeUnavailable      = "unavailable"
 	CodeCorrupt          = "corrupt"
+	// CodeTooManySubscriptions: the caller holds as many SSE
+	// subscriptions as one principal may, or the node serves as many as
+	// it may (details.scope "principal" or "total", details.limit); 429
+	// with Retry-After (Config.MaxSubscriptionsPerPrincipal,
+	// MaxSubscriptions).
+	CodeTooManySubscriptions = "too_many_subscriptions"
+	// CodeTooManyProvenReads: the caller has as many proven reads being
+	// answered as one principal may, or the node as many as it may
+	// (details.scope, details.limit); 429 with Retry-After
+	// (Config.MaxProvenReadsPerPrincipal, MaxProvenReads).
+	CodeTooManyProvenReads = "too_many_proven_reads"
 )
 
 // statusKey is a row of statuses: a code for one kind, a code for every
@@ -98,6 +109,9 @@ var statuses = map[statusKey]int{
 	{events.CodeAppendTooLarge, anyKind}:         http.StatusRequestEntityTooLarge,
 	{CodeBodyTooLarge, anyKind}:                  http.StatusRequestEntityTooLarge,
 	{CodeUnsupportedMedia, anyKind}:              http.StatusUnsupportedMediaType,
+	// 429: the caller holds as much of a capped resource as it may.
+	{CodeTooManySubscriptions, anyKind}: http.StatusTooManyRequests,
+	{CodeTooManyProvenReads, anyKind}:   http.StatusTooManyRequests,
 	// 409: the request conflicts with the state (refused), or lost a
 	// race it may win when re-sent (failed).
 	{events.CodeWrongExpectedVersion, anyKind}:             http.StatusConflict,
