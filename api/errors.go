@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
@@ -43,6 +43,14 @@ const (
 	// (details.scope, details.limit); 429 with Retry-After
 	// (Config.MaxProvenReadsPerPrincipal, MaxProvenReads).
 	CodeTooManyProvenReads = "too_many_proven_reads"
+	// CodeHostNotAllowed: a node without tokens answers only requests
+	// addressed to a loopback name, and this one's Host is not one (DNS
+	// rebinding); 403 (api/browser.go).
+	CodeHostNotAllowed = "host_not_allowed"
+	// CodeOriginNotAllowed: a node without tokens answers only its own
+	// web pages, and this request came from a page of another origin; 403
+	// (api/browser.go).
+	CodeOriginNotAllowed = "origin_not_allowed"
 )
 
 // statusKey is a row of statuses: a code for one kind, a code for every
@@ -109,6 +117,8 @@ var statuses = map[statusKey]int{
 	{events.CodeAppendTooLarge, anyKind}:         http.StatusRequestEntityTooLarge,
 	{CodeBodyTooLarge, anyKind}:                  http.StatusRequestEntityTooLarge,
 	{CodeUnsupportedMedia, anyKind}:              http.StatusUnsupportedMediaType,
+	{CodeHostNotAllowed, anyKind}:                http.StatusForbidden,
+	{CodeOriginNotAllowed, anyKind}:              http.StatusForbidden,
 	// 429: the caller holds as much of a capped resource as it may.
 	{CodeTooManySubscriptions, anyKind}: http.StatusTooManyRequests,
 	{CodeTooManyProvenReads, anyKind}:   http.StatusTooManyRequests,
@@ -217,10 +227,28 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return DecodeStrict(http.MaxBytesReader(w, r.Body, maxBodyBytes), v)
 }
 
-// checkContentType refuses a body that is not sent as JSON.
+// checkContentType refuses a body that is not declared application/json
+// (parameters such as charset allowed), a missing Content-Type too, with
+// or without tokens. Every POST of the API takes a JSON body and decodes
+// it here (decodeBody, decodeStreamAppend). Beyond naming the format, it
+// is what keeps web pages of other origins out: a page can POST
+// cross-origin without a CORS preflight only as text/plain, a form
+// encoding, or with no type at all (a form, fetch with mode no-cors,
+// navigator.sendBeacon), and a preflight for application/json is never
+// granted (the node sends no CORS headers). Without tokens that POST would
+// be an admin's (issue #20); with tokens a page cannot attach the bearer
+// token anyway, so there it is defence in depth, and free.
 func checkContentType(r *http.Request) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Code: CodeUnsupportedMedia, Message: "send the body as application/json"}
+	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return nil // what clients send: no parse (it allocates) on the append path
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		msg := fmt.Sprintf("Content-Type %q: send the body as application/json", ct)
+		if ct == "" {
+			msg = "no Content-Type: send the body as application/json (Content-Type: application/json; curl --json does)"
+		}
+		return &Error{Code: CodeUnsupportedMedia, Field: "Content-Type", Message: msg}
 	}
 	return nil
 }

@@ -197,6 +197,11 @@ type Server struct {
 	subs   subscriptions // the SSE subscriptions being served (subscriptions.go)
 	quotas quotas        // the caps on what callers hold (limits.go)
 
+	// handler is what the http.Server serves below the browser checks:
+	// the mux with its body bounds, and the forwarder in front of them in
+	// a cluster (UseRouter). Set before Serve.
+	handler http.Handler
+
 	// openapiDoc builds the OpenAPI document once (api/openapi.go).
 	openapiDoc func() ([]byte, error)
 
@@ -251,8 +256,9 @@ func New(cfg Config, ledger Ledger) (*Server, error) {
 	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux(), openapiDoc: sync.OnceValues(OpenAPI), quotas: newQuotas(cfg)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.routes()
+	s.handler = s.boundBodies(s.mux)
 	s.srv = &http.Server{
-		Handler:           s.boundBodies(s.mux),
+		Handler:           s.guardBrowsers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) })),
 		ReadHeaderTimeout: 10 * time.Second,
 		// No WriteTimeout: subscriptions stream for as long as the client
 		// stays; each write is bounded instead (Config.WriteTimeout,
@@ -338,8 +344,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Handler returns the server's handler (for in-process tests).
-func (s *Server) Handler() http.Handler { return s.boundBodies(s.mux) }
+// Handler returns the server's handler (for in-process tests): what
+// Serve serves, but the bound on writes, which is the connection's.
+func (s *Server) Handler() http.Handler { return s.srv.Handler }
 
 // DefaultBodyReadTimeout is Config.BodyReadTimeout's default.
 const DefaultBodyReadTimeout = 30 * time.Second
