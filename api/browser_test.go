@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/api/dashboard"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events/pebblelog"
 )
@@ -50,6 +51,9 @@ func browserNode(t *testing.T, tokens *api.Tokens) (string, string, *pebblelog.S
 		t.Fatal(err)
 	}
 	srv.MountBackup(s, keys)
+	d := dashboard.Handler() // as node/observe.go mounts it
+	srv.HandlePublic("GET "+dashboard.PagePattern, d)
+	srv.HandlePublic("GET "+dashboard.AssetPrefix, d)
 	url := serve(t, srv, s.Close)
 	return url, strings.TrimPrefix(url, "http://"), s
 }
@@ -123,6 +127,9 @@ func TestNoTokens_RefusesForeignHost(t *testing.T) {
 		{"localhost, capitals, no port", "/v1/info", "LocalHost", answerIs{200, ""}},
 		{"loopback IPv6", "/v1/info", "[::1]:" + port, answerIs{200, ""}},
 		{"backup on loopback", "/v1/backup?keys=false", hostport, answerIs{200, ""}},
+		{"rebound name, the dashboard", "/", "evil.example.com:" + port, answerIs{403, "host_not_allowed"}},
+		{"the dashboard on loopback", "/", hostport, answerIs{200, ""}},
+		{"the dashboard's script on loopback", "/ui/app.js", "localhost:" + port, answerIs{200, ""}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,8 +22,10 @@ import (
 //   - a proven read holds its page, the page's stored bytes and proofs
 //     while it is built and written: capped by Config.MaxProvenReads and
 //     MaxProvenReadsPerPrincipal;
-//   - a page is bounded in bytes (maxPageBytes) as well as in events, and
-//     a page proven event by event in events (maxProvenEntries);
+//   - a page is bounded in bytes (maxPageBytes) as well as in events, a
+//     page proven event by event in events (maxProvenEntries), and the
+//     stored-bytes read (format=entries) copies at most entriesChunkBytes
+//     out of the store at a time;
 //   - every write of an answer must make progress within
 //     Config.WriteTimeout (internal/progress), or the connection is
 //     closed. net/http's own Server.WriteTimeout bounds a whole response
