@@ -1,7 +1,7 @@
 package api_test
 
 import (
-	"crypto/rand"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,12 +11,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/api"
-	"github.com/greffe/greffe/api/dashboard"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/node"
 )
 
 // Issue #20, finding 13: without tokens any web page was admin. A page on
@@ -26,36 +25,40 @@ import (
 // sends text/plain or no Content-Type, which needs no CORS preflight).
 // These tests send what such a browser sends, over a real connection.
 
-const privateKey = "PRIVATE KEY MATERIAL"
-
-// browserNode is a node without tokens, on a loopback port, with GET
-// /v1/backup mounted over a key folder holding a private key. It returns
-// the base URL, its host:port and the store.
-func browserNode(t *testing.T, tokens *api.Tokens) (string, string, *pebblelog.Store) {
+// browserNode is a real node (node.Open: its store, its keys, GET
+// /v1/backup, the dashboard, as greffe serve runs it) on a loopback port,
+// with tokens or not. It returns the base URL, its host:port, the store and
+// the bytes of the node's private key file.
+func browserNode(t *testing.T, tokens *api.Tokens) (string, string, *pebblelog.Store, []byte) {
 	t.Helper()
-	s, err := pebblelog.Open(pebblelog.Config{Dir: t.TempDir(), LedgerID: "api-browser", CheckpointInterval: -1})
+	dir := t.TempDir()
+	n, err := node.Open(node.Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	skey, _, _ := note.GenerateKey(rand.Reader, s.Origin())
-	signer, _ := note.NewSigner(skey)
-	if err := s.SetSigners([]note.Signer{signer}); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	keys, err := filepath.Glob(filepath.Join(dir, "keys", "*"))
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the node's key folder: %v %v", keys, err)
 	}
-	keys := t.TempDir()
-	if err := os.WriteFile(filepath.Join(keys, "node.key"), []byte(privateKey), 0o600); err != nil {
-		t.Fatal(err)
+	var private []byte
+	for _, k := range keys {
+		if b, err := os.ReadFile(k); err == nil && strings.Contains(string(b), "PRIVATE+KEY") {
+			private = b
+		}
 	}
-	srv, err := api.New(api.Config{Addr: "127.0.0.1:0", Tokens: tokens}, s)
-	if err != nil {
-		t.Fatal(err)
+	if private == nil {
+		t.Fatalf("no private key among %v", keys)
 	}
-	srv.MountBackup(s, keys)
-	d := dashboard.Handler() // as node/observe.go mounts it
-	srv.HandlePublic("GET "+dashboard.PagePattern, d)
-	srv.HandlePublic("GET "+dashboard.AssetPrefix, d)
-	url := serve(t, srv, s.Close)
-	return url, strings.TrimPrefix(url, "http://"), s
+	return n.URL(), strings.TrimPrefix(n.URL(), "http://"), n.Store, private
 }
 
 // sendAs sends one request with the given Host, Origin and Content-Type
@@ -108,13 +111,13 @@ type answerIs struct {
 // private key) included. Before the fix GET /v1/backup answered 200 with
 // the key.
 func TestNoTokens_RefusesForeignHost(t *testing.T) {
-	url, hostport, _ := browserNode(t, nil)
+	url, hostport, _, private := browserNode(t, nil)
 	_, port, _ := strings.Cut(hostport, ":")
 	tests := []struct {
 		name, path, host string
 		want             answerIs
 	}{
-		{"rebound name, backup", "/v1/backup", "evil.example.com:" + port, answerIs{403, "host_not_allowed"}},
+		{"rebound name, backup with the keys", "/v1/backup?include_keys=true", "evil.example.com:" + port, answerIs{403, "host_not_allowed"}},
 		{"rebound name, backup without port", "/v1/backup", "evil.example.com", answerIs{403, "host_not_allowed"}},
 		{"rebound name, info", "/v1/info", "evil.example.com:" + port, answerIs{403, "host_not_allowed"}},
 		{"rebound name, health", "/healthz", "evil.example.com:" + port, answerIs{403, "host_not_allowed"}},
@@ -137,7 +140,7 @@ func TestNoTokens_RefusesForeignHost(t *testing.T) {
 			if diff := cmp.Diff(tc.want, answerIs{status, code}); diff != "" {
 				t.Fatalf("Host %s (-want +got):\n%s\n%.300s", tc.host, diff, body)
 			}
-			if tc.want.Status != 200 && strings.Contains(body, privateKey) {
+			if tc.want.Status != 200 && strings.Contains(body, strings.TrimSpace(string(private))) {
 				t.Fatal("the refusal carries the private key")
 			}
 		})
@@ -150,7 +153,7 @@ func TestNoTokens_RefusesForeignHost(t *testing.T) {
 // dashboard's own requests (same origin: no Origin on its GETs, its own
 // on anything else) pass. Before the fix every origin was served.
 func TestNoTokens_RefusesForeignOrigin(t *testing.T) {
-	url, hostport, st := browserNode(t, nil)
+	url, hostport, st, _ := browserNode(t, nil)
 	_, port, _ := strings.Cut(hostport, ":")
 	body := `{"events": [{"type": "A"}]}`
 	tests := []struct {
@@ -202,7 +205,7 @@ func TestPost_RequiresJSON(t *testing.T) {
 		token  string
 	}{{"without tokens", nil, ""}, {"with tokens", tokens, "writer-token-0123456789"}} {
 		t.Run(tok.name, func(t *testing.T) {
-			url, _, st := browserNode(t, tok.tokens)
+			url, _, st, _ := browserNode(t, tok.tokens)
 			tests := []struct {
 				name, path, contentType, body string
 				want                          answerIs
@@ -242,7 +245,7 @@ func TestTokens_HostAndOriginLeftToTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, _, _ := browserNode(t, tokens)
+	url, _, _, _ := browserNode(t, tokens)
 	for _, tc := range []struct {
 		name, host, origin, token string
 		want                      answerIs
