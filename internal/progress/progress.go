@@ -9,6 +9,7 @@ package progress
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,13 +36,41 @@ func (l Listener) Accept() (net.Conn, error) {
 
 // Conn is a connection whose writes each have a deadline of the timeout
 // from when they start, per Chunk; a write that passes it fails with an
-// error that matches os.ErrDeadlineExceeded. Its reads are the
+// error that matches os.ErrDeadlineExceeded. A write deadline its user
+// sets (SetWriteDeadline, SetDeadline: a handler's own bound, through
+// http.ResponseController) still holds when it is the earlier: the
+// timeout only ever shortens what a write may wait. Its reads are the
 // connection's. Safe for concurrent use as net.Conn is, except that two
 // concurrent writes share one deadline (the servers that use it, net/http,
 // crypto/tls and grpc's transport, never write concurrently).
 type Conn struct {
 	net.Conn
 	timeout time.Duration
+	// set is the write deadline the user set, in Unix nanoseconds (0:
+	// none); read by Write, written by the setters, possibly from
+	// another goroutine.
+	set atomic.Int64
+}
+
+// SetWriteDeadline sets the deadline of writes, as net.Conn's does; a
+// write still ends within the timeout of its start when that comes first.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.note(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets the deadlines of reads and writes, as net.Conn's does.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.note(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *Conn) note(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	c.set.Store(ns)
 }
 
 // Write writes p in pieces of at most Chunk, each under a fresh deadline.
@@ -49,7 +78,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		piece := p[:min(len(p), Chunk)]
-		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+		d := time.Now().Add(c.timeout)
+		if set := c.set.Load(); set != 0 && set < d.UnixNano() {
+			d = time.Unix(0, set)
+		}
+		if err := c.Conn.SetWriteDeadline(d); err != nil {
 			return written, err
 		}
 		n, err := c.Conn.Write(piece)

@@ -64,3 +64,37 @@ func TestConn_SlowPeerThatReadsIsNotCut(t *testing.T) {
 		t.Fatalf("the peer read %d of %d", n, total)
 	}
 }
+
+// TestConn_UsersEarlierDeadlineHolds: a write deadline the connection's
+// user sets (a handler's own stall bound) still ends a write when it comes
+// before the timeout; one set later does not extend the timeout; a zero
+// deadline clears it.
+func TestConn_UsersEarlierDeadlineHolds(t *testing.T) {
+	c, _ := pipe(t, time.Hour)
+	if err := c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write past the user's deadline: %v, want a deadline error", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the user's deadline of 100ms ended the write after %v", took)
+	}
+
+	c, _ = pipe(t, 100*time.Millisecond)
+	if err := c.SetDeadline(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a later user deadline extended the timeout: %v", err)
+	}
+
+	c, peer := pipe(t, time.Hour)
+	_ = c.SetWriteDeadline(time.Now().Add(-time.Second)) // passed
+	_ = c.SetWriteDeadline(time.Time{})                  // cleared
+	go func() { _, _ = io.ReadFull(peer, make([]byte, 1)) }()
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatalf("a write after the user cleared its deadline: %v", err)
+	}
+}
