@@ -137,7 +137,8 @@ func TestDecodeStreamAppendErrors(t *testing.T) {
 		name, ct, body string
 	}{
 		{"ok", "application/json", `{"events":[{"type":"T","data":{}}]}`},
-		{"slow ok", "", `{"events":[{"Type":"T"}]}`},
+		{"slow ok", "application/json", `{"events":[{"Type":"T"}]}`},
+		{"no content type", "", `{"events":[{"type":"T"}]}`},
 		{"wrong content type", "text/plain", `{}`},
 		{"unknown field", "application/json", `{"events":[{"tipe":"T"}]}`},
 		{"syntax", "application/json", `{"events":[{"type":}]}`},
@@ -252,6 +253,7 @@ func FuzzFastDecodeStreamAppend(f *testing.F) {
 		}
 		// The handler's decoder, fast path first, against the reference.
 		r := httptest.NewRequest(http.MethodPost, "/v1/streams/s", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json") // required (api/errors.go, checkContentType)
 		var handled client.StreamAppendIn
 		herr := decodeStreamAppend(httptest.NewRecorder(), r, &handled)
 		if (herr == nil) != (err == nil) {

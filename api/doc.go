@@ -8,5 +8,10 @@
 // a generator, not a hand-written document, is the only way the schemas
 // stay the types'.
 //
+// Every resource a client can hold is bounded (api/limits.go): SSE
+// subscriptions and proven reads per principal and in total, pages in
+// bytes, and the time a client may take to read an answer. Without tokens
+// it answers loopback names and its own pages only (api/browser.go).
+//
 // It may import every greffe package but cmd.
 package api

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -36,8 +37,17 @@ const MaxEntriesLimit = 1 << 20
 
 // entriesChunk is how many events are copied out of the store under one
 // iterator before they are written to the network, which happens outside
-// the store's lock: a slow reader never holds the store.
-const entriesChunk = 4096
+// the store's lock: a slow reader never holds the store. entriesChunkBytes
+// bounds the copy in bytes: 4,096 events of 64 KiB were 256 MiB held for
+// one reader (issue #20); 1 MiB still holds the 4,096 events of a few
+// hundred bytes a chunk usually carries.
+const (
+	entriesChunk      = 4096
+	entriesChunkBytes = 1 << 20
+)
+
+// errChunkFull stops a chunk's scan at entriesChunkBytes.
+var errChunkFull = errors.New("api: entries chunk full")
 
 // rawScanner is what the stored-bytes read needs of the ledger;
 // *pebblelog.Store has it. Without it, ReadRaw serves (one allocation per
@@ -102,20 +112,30 @@ func (s *Server) readAllEntries(w http.ResponseWriter, r *http.Request) {
 	for pos := lo; pos < hi; {
 		end := min(pos+entriesChunk, hi)
 		buf = buf[:0]
-		add := func(_ uint64, b []byte) error {
+		next := pos // the position after the last event copied
+		add := func(p uint64, b []byte) error {
+			if len(buf) > 0 && len(buf)+2+len(b) > entriesChunkBytes {
+				return errChunkFull // the rest of the chunk is the next one's
+			}
 			buf = binary.BigEndian.AppendUint16(buf, uint16(len(b)))
 			buf = append(buf, b...)
+			next = p + 1
 			return nil
 		}
 		var err error
 		if scan != nil {
-			err = scan.ScanRaw(r.Context(), pos, end, add)
+			if err = scan.ScanRaw(r.Context(), pos, end, add); errors.Is(err, errChunkFull) {
+				err, end = nil, next
+			}
 		} else {
 			var raws [][]byte
 			raws, err = s.ledger.ReadRaw(r.Context(), pos, end)
 			for i, b := range raws {
-				_ = add(pos+uint64(i), b)
+				if add(pos+uint64(i), b) != nil {
+					break
+				}
 			}
+			end = next
 		}
 		if err != nil {
 			// The status is sent: cut the body short, which the reader

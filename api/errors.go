@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/commands"
@@ -33,6 +33,25 @@ const (
 	CodeInternal         = "internal"
 	CodeUnavailable      = "unavailable"
 	CodeCorrupt          = "corrupt"
+	// CodeTooManySubscriptions: the caller holds as many SSE
+	// subscriptions as one principal may, or the node serves as many as
+	// it may (details.scope "principal" or "total", details.limit); 429
+	// with Retry-After (Config.MaxSubscriptionsPerPrincipal,
+	// MaxSubscriptions).
+	CodeTooManySubscriptions = "too_many_subscriptions"
+	// CodeTooManyProvenReads: the caller has as many proven reads being
+	// answered as one principal may, or the node as many as it may
+	// (details.scope, details.limit); 429 with Retry-After
+	// (Config.MaxProvenReadsPerPrincipal, MaxProvenReads).
+	CodeTooManyProvenReads = "too_many_proven_reads"
+	// CodeHostNotAllowed: a node without tokens answers only requests
+	// addressed to a loopback name, and this one's Host is not one (DNS
+	// rebinding); 403 (api/browser.go).
+	CodeHostNotAllowed = "host_not_allowed"
+	// CodeOriginNotAllowed: a node without tokens answers only its own
+	// web pages, and this request came from a page of another origin; 403
+	// (api/browser.go).
+	CodeOriginNotAllowed = "origin_not_allowed"
 )
 
 // statusKey is a row of statuses: a code for one kind, a code for every
@@ -103,6 +122,11 @@ var statuses = map[statusKey]int{
 	{events.CodeAppendTooLarge, anyKind}:         http.StatusRequestEntityTooLarge,
 	{CodeBodyTooLarge, anyKind}:                  http.StatusRequestEntityTooLarge,
 	{CodeUnsupportedMedia, anyKind}:              http.StatusUnsupportedMediaType,
+	{CodeHostNotAllowed, anyKind}:                http.StatusForbidden,
+	{CodeOriginNotAllowed, anyKind}:              http.StatusForbidden,
+	// 429: the caller holds as much of a capped resource as it may.
+	{CodeTooManySubscriptions, anyKind}: http.StatusTooManyRequests,
+	{CodeTooManyProvenReads, anyKind}:   http.StatusTooManyRequests,
 	// 409: the request conflicts with the state (refused), or lost a
 	// race it may win when re-sent (failed).
 	{events.CodeWrongExpectedVersion, anyKind}:             http.StatusConflict,
@@ -208,10 +232,28 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 	return DecodeStrict(http.MaxBytesReader(w, r.Body, maxBodyBytes), v)
 }
 
-// checkContentType refuses a body that is not sent as JSON.
+// checkContentType refuses a body that is not declared application/json
+// (parameters such as charset allowed), a missing Content-Type too, with
+// or without tokens. Every POST of the API takes a JSON body and decodes
+// it here (decodeBody, decodeStreamAppend). Beyond naming the format, it
+// is what keeps web pages of other origins out: a page can POST
+// cross-origin without a CORS preflight only as text/plain, a form
+// encoding, or with no type at all (a form, fetch with mode no-cors,
+// navigator.sendBeacon), and a preflight for application/json is never
+// granted (the node sends no CORS headers). Without tokens that POST would
+// be an admin's (issue #20); with tokens a page cannot attach the bearer
+// token anyway, so there it is defence in depth, and free.
 func checkContentType(r *http.Request) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return &Error{Code: CodeUnsupportedMedia, Message: "send the body as application/json"}
+	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return nil // what clients send: no parse (it allocates) on the append path
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		msg := fmt.Sprintf("Content-Type %q: send the body as application/json", ct)
+		if ct == "" {
+			msg = "no Content-Type: send the body as application/json (Content-Type: application/json; curl --json does)"
+		}
+		return &Error{Code: CodeUnsupportedMedia, Field: "Content-Type", Message: msg}
 	}
 	return nil
 }

@@ -86,7 +86,9 @@ func (s *Server) UseRouter(rt Router) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// Every client of this node may be forwarding at once.
 	tr.MaxIdleConnsPerHost = 256
-	s.srv.Handler = &forwarder{s: s, rt: rt, next: s.srv.Handler, transport: tr}
+	// Below the browser checks (guardBrowsers): a request they refuse is
+	// never forwarded, where the leader would see the leader's Host.
+	s.handler = &forwarder{s: s, rt: rt, next: s.handler, transport: tr}
 }
 
 type forwarder struct {
@@ -188,6 +190,9 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, base string) {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(HeaderForwardedBy, f.s.cfg.NodeID)
+			// This node checked the Origin (guardBrowsers); the leader,
+			// on another port, would take the page's own for a foreign one.
+			pr.Out.Header.Del("Origin")
 		},
 		Transport: f.transport,
 		ErrorLog:  slog.NewLogLogger(f.s.cfg.Logger.Handler(), slog.LevelDebug),

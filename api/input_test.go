@@ -358,9 +358,9 @@ func TestAPI_StalledBodyTimesOut(t *testing.T) {
 	}()
 
 	for _, tc := range []struct{ name, request string }{
-		{"chunked", "POST /v1/streams/stalled HTTP/1.1\r\nHost: greffe\r\nContent-Type: application/json\r\n" +
+		{"chunked", "POST /v1/streams/stalled HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
 			"Transfer-Encoding: chunked\r\n\r\n" + "c\r\n{\"events\":[{\r\n"},
-		{"content length", "POST /v1/append HTTP/1.1\r\nHost: greffe\r\nContent-Type: application/json\r\n" +
+		{"content length", "POST /v1/append HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
 			"Content-Length: 1000\r\n\r\n" + `{"appends":[`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,15 +2,21 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
@@ -201,15 +207,19 @@ func parseRead(r *http.Request) (events.ReadOptions, error) {
 		}
 		o.Limit = v
 	}
+	o.MaxBytes = maxPageBytes // api/limits.go
 	return o, nil
 }
 
+// readOut is a page's answer. next, where the following page starts, is
+// set when this one may have stopped before the end (events.ReadOptions.
+// Full): it holds its limit of events, or it reached the byte budget.
 func readOut(evs []events.Event, o events.ReadOptions, key func(events.Event) uint64) client.ReadOut {
 	out := client.ReadOut{Events: evs}
 	if out.Events == nil {
 		out.Events = []events.Event{}
 	}
-	if len(evs) == o.EffectiveLimit() {
+	if o.Full(evs) {
 		last := key(evs[len(evs)-1])
 		if o.Direction == events.Forward {
 			n := last + 1
@@ -228,6 +238,11 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	release, ok := s.provenRead(w, r, &o, false) // ?prove: capped (api/proven.go)
+	if !ok {
+		return
+	}
+	defer release()
 	evs, err := s.ledger.ReadStream(r.Context(), r.PathValue("stream"), o)
 	if err != nil {
 		writeError(w, err)
@@ -250,6 +265,11 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	release, ok := s.provenRead(w, r, &o, true) // ?prove: capped (api/proven.go)
+	if !ok {
+		return
+	}
+	defer release()
 	evs, err := s.ledger.ReadAll(r.Context(), o)
 	if err != nil {
 		writeError(w, err)
@@ -268,6 +288,11 @@ func (s *Server) eventByID(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Code: events.CodeInvalidEventID, Field: "id", Message: "the event id in the path is not a UUID"})
 		return
 	}
+	release, ok := s.provenRead(w, r, nil, false) // ?prove: capped (api/proven.go)
+	if !ok {
+		return
+	}
+	defer release()
 	e, err := s.ledger.EventByID(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
@@ -280,10 +305,16 @@ func (s *Server) eventByID(w http.ResponseWriter, r *http.Request) {
 }
 
 // sseHeartbeat keeps idle subscriptions alive through proxies; ssePending is
-// how many events may wait between the subscription and the client's socket.
+// how many events may wait between the subscription and the client's
+// socket, and ssePendingBytes how many of their bytes (events.EncodedSize):
+// what waits pins the store's pages it came from, so 256 events of 8 KB
+// held four pages per stalled subscriber (2 MiB; issue #20), where 256 KiB
+// keep it to the page being read and the one before. 64 events are enough
+// for the writer to batch its flushes.
 const (
-	sseHeartbeat = 15 * time.Second
-	ssePending   = 256
+	sseHeartbeat    = 15 * time.Second
+	ssePending      = 64
+	ssePendingBytes = 256 << 10
 )
 
 // subscribe streams events as Server-Sent Events: "id" is the position (so a
@@ -333,11 +364,16 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	if t := q.Get("types"); t != "" {
 		f.Types = strings.Split(t, ",")
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		writeError(w, &Error{Code: CodeInternal, Message: "streaming unsupported by this connection"})
 		return
 	}
+	release, ok := acquire(w, r, s.quotas.subscriptions, retryAfterSubscriptions, CodeTooManySubscriptions, "SSE subscriptions",
+		"greffe serve --max-subscriptions-per-principal and --max-subscriptions") // api/limits.go
+	if !ok {
+		return
+	}
+	defer release()
 	// Tracked (for the metrics) before the client sees the response.
 	pos, untrack := s.subs.add(from)
 	defer untrack()
@@ -346,26 +382,52 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
+	rc := http.NewResponseController(w)
+	// flush sends what is buffered to the client, and reports a client
+	// that took nothing within the write timeout (internal/progress) as an
+	// error, as it reports one that left.
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
 	fmt.Fprintf(bw, ": greffe subscription from %d\n\n", from)
-	_ = bw.Flush()
-	flusher.Flush()
+	if err := flush(); err != nil {
+		s.subscriberGone(r, pos, err)
+		return
+	}
 
-	ctx := r.Context()
 	// The subscription runs on its own goroutine and hands events over a
 	// bounded channel; this goroutine alone writes the response (a
 	// ResponseWriter is not safe for concurrent use) and adds heartbeats when
 	// idle. A slow client fills the channel and blocks its own subscription
-	// only: writers never wait for it.
+	// only: writers never wait for it. The handler owns the goroutine: it
+	// cancels it and waits for it before returning, so that nothing the
+	// subscription holds (its page of the log) outlives the request.
+	ctx, cancel := context.WithCancel(r.Context())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	done := make(chan error, 1)
 	pending := make(chan events.Event, ssePending)
+	room := semaphore.NewWeighted(ssePendingBytes) // the bytes pending may hold
+	weight := func(e *events.Event) int64 { return int64(min(events.EncodedSize(e), ssePendingBytes)) }
 	// The filter is applied here rather than by the store (which reads
 	// every event either way) so that pos, the metrics' view of how far
 	// behind the head this subscription is, advances past skipped events.
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		done <- s.ledger.Subscribe(ctx, from, events.Filter{}, func(e events.Event) error {
 			pos.Store(e.Position + 1)
 			if !f.Match(&e) {
 				return nil
+			}
+			if err := room.Acquire(ctx, weight(&e)); err != nil {
+				return err
 			}
 			select {
 			case pending <- e:
@@ -380,33 +442,48 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case e := <-pending:
-			if err := writeSSE(bw, e); err != nil {
+			err := writeSSE(bw, e)
+			room.Release(weight(&e))
+			if err != nil {
+				s.subscriberGone(r, pos, err)
 				return
 			}
 			// Flush when nothing else is immediately pending.
 			if len(pending) == 0 {
-				if bw.Flush() != nil {
+				if err := flush(); err != nil {
+					s.subscriberGone(r, pos, err)
 					return
 				}
-				flusher.Flush()
 			}
 		case <-hb.C:
 			fmt.Fprint(bw, ": heartbeat\n\n")
-			if bw.Flush() != nil {
+			if err := flush(); err != nil {
+				s.subscriberGone(r, pos, err)
 				return
 			}
-			flusher.Flush()
 		case err := <-done:
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(bw, "event: error\ndata: %q\n\n", err.Error())
-				_ = bw.Flush()
-				flusher.Flush()
+				_ = flush()
 			}
 			return
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// subscriberGone notes why a subscription's write failed: a client that
+// took nothing within the write timeout is dropped, and counted
+// (greffe_quota_dropped_total{quota="sse_subscriptions"}); one that left
+// is not.
+func (s *Server) subscriberGone(r *http.Request, pos *atomic.Uint64, err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	s.quotas.subscriptions.Dropped()
+	s.cfg.Logger.Info("dropped an SSE subscriber that stopped reading; it resumes with Last-Event-ID",
+		"principal", PrincipalFrom(r.Context()).Name, "remote", r.RemoteAddr, "next", pos.Load(), "write_timeout", s.cfg.WriteTimeout)
 }
 
 func writeSSE(bw *bufio.Writer, e events.Event) error {

@@ -67,6 +67,28 @@ type proofRequest struct {
 	ranged bool
 }
 
+// noRelease is the release of a read that took nothing.
+func noRelease() {}
+
+// provenRead takes a place among the proven reads (api/limits.go) for a
+// read that asks for a proof, or answers 429 and returns false; a read
+// without ?prove takes none. For a page (o not nil) it also bounds the
+// events proven one by one (maxProvenEntries): every proven page but a
+// page of the global log (global) proven by one range proof. A bad
+// ?prove is left to proven, which refuses it after the read.
+func (s *Server) provenRead(w http.ResponseWriter, r *http.Request, o *events.ReadOptions, global bool) (release func(), ok bool) {
+	mode := r.URL.Query().Get("prove")
+	if mode == "" {
+		return noRelease, true
+	}
+	release, ok = acquire(w, r, s.quotas.proven, retryAfterProven, CodeTooManyProvenReads, "proven reads",
+		"api.Config.MaxProvenReadsPerPrincipal and MaxProvenReads")
+	if ok && o != nil && !(global && mode == "range") {
+		o.Limit = min(o.EffectiveLimit(), maxProvenEntries)
+	}
+	return release, ok
+}
+
 // parseProve reads prove, trusted and witness_quorum; ok is false without
 // prove=1.
 func parseProve(r *http.Request) (p proofRequest, ok bool, err error) {

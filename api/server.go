@@ -18,6 +18,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/progress"
 )
 
 // Ledger is what the HTTP API needs from the store (pebblelog.Store
@@ -79,6 +80,29 @@ type Config struct {
 	// checkpoints (*witness.Collector), served on GET /v1/checkpoint and
 	// in proven answers (api/proven.go). Nil: the node has no witnesses.
 	Cosignatures Cosignatures
+	// WriteTimeout bounds how long the node waits for a client to take
+	// each piece of an answer: every write to the connection, of at most
+	// 64 KiB, must complete within it (api/limits.go). A client that
+	// stops reading (a subscriber that never reads, a reader sitting on a
+	// page) has its connection closed when it passes, and what its
+	// request held is released; a subscriber resumes with Last-Event-ID.
+	// Default 30 s (64 KiB take a quarter of a second at 2 Mbit/s).
+	// Negative: no bound. Fixed at New.
+	WriteTimeout time.Duration
+	// MaxSubscriptions caps the SSE subscriptions (GET /v1/subscribe)
+	// served at once, MaxSubscriptionsPerPrincipal those of one principal
+	// (a token's name; without tokens every caller is the one principal
+	// "anonymous"). One past either cap is refused with 429
+	// too_many_subscriptions and Retry-After. Defaults
+	// DefaultMaxSubscriptions and DefaultMaxSubscriptionsPerPrincipal;
+	// the cap per principal may not exceed the total. Fixed at New.
+	MaxSubscriptions, MaxSubscriptionsPerPrincipal int
+	// MaxProvenReads caps the proven reads (a GET with ?prove) being
+	// answered at once, MaxProvenReadsPerPrincipal those of one principal:
+	// one past either is refused with 429 too_many_proven_reads and
+	// Retry-After. Defaults DefaultMaxProvenReads and
+	// DefaultMaxProvenReadsPerPrincipal. Fixed at New.
+	MaxProvenReads, MaxProvenReadsPerPrincipal int
 }
 
 // Check reports what would make New or Listen refuse cfg, without binding
@@ -104,7 +128,50 @@ func (cfg Config) Check() error {
 			return fmt.Errorf("tls: %w", err)
 		}
 	}
-	return nil
+	return cfg.checkCaps()
+}
+
+// checkCaps reports every cap of cfg that is negative, or whose cap per
+// principal exceeds its total (after defaults), at once.
+func (cfg Config) checkCaps() error {
+	cfg.setCapDefaults()
+	var errs []error
+	for _, c := range []struct {
+		name, flags         string
+		perPrincipal, total int
+	}{
+		{"MaxSubscriptions", "greffe serve --max-subscriptions-per-principal, --max-subscriptions", cfg.MaxSubscriptionsPerPrincipal, cfg.MaxSubscriptions},
+		{"MaxProvenReads", "lower the one or raise the other", cfg.MaxProvenReadsPerPrincipal, cfg.MaxProvenReads},
+	} {
+		switch {
+		case c.perPrincipal < 0 || c.total < 0:
+			errs = append(errs, fmt.Errorf("api: %s %d and %sPerPrincipal %d: a cap is positive (0: the default)", c.name, c.total, c.name, c.perPrincipal))
+		case c.perPrincipal > c.total:
+			errs = append(errs, fmt.Errorf("api: %sPerPrincipal %d is above %s %d: one principal cannot hold more than the node (%s)", c.name, c.perPrincipal, c.name, c.total, c.flags))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setCapDefaults gives the caps and the write timeout left zero their
+// defaults.
+func (cfg *Config) setCapDefaults() {
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{
+		{&cfg.MaxSubscriptions, DefaultMaxSubscriptions},
+		{&cfg.MaxSubscriptionsPerPrincipal, DefaultMaxSubscriptionsPerPrincipal},
+		{&cfg.MaxProvenReads, DefaultMaxProvenReads},
+		{&cfg.MaxProvenReadsPerPrincipal, DefaultMaxProvenReadsPerPrincipal},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 }
 
 // ErrInsecure is returned when the server would listen beyond loopback
@@ -127,7 +194,13 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 
-	subs subscriptions // the SSE subscriptions being served (subscriptions.go)
+	subs   subscriptions // the SSE subscriptions being served (subscriptions.go)
+	quotas quotas        // the caps on what callers hold (limits.go)
+
+	// handler is what the http.Server serves below the browser checks:
+	// the mux with its body bounds, and the forwarder in front of them in
+	// a cluster (UseRouter). Set before Serve.
+	handler http.Handler
 
 	// openapiDoc builds the OpenAPI document once (api/openapi.go).
 	openapiDoc func() ([]byte, error)
@@ -179,17 +252,20 @@ func New(cfg Config, ledger Ledger) (*Server, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux(), openapiDoc: sync.OnceValues(OpenAPI)}
+	cfg.setCapDefaults()
+	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux(), openapiDoc: sync.OnceValues(OpenAPI), quotas: newQuotas(cfg)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.routes()
+	s.handler = s.boundBodies(s.mux)
 	s.srv = &http.Server{
-		Handler:           s.boundBodies(s.mux),
+		Handler:           s.guardBrowsers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) })),
 		ReadHeaderTimeout: 10 * time.Second,
 		// No WriteTimeout: subscriptions stream for as long as the client
-		// stays. No ReadTimeout either: it would also end a subscription,
-		// whose connection the server reads to notice the client leave.
-		// Request bodies are bounded in size by MaxBytesReader and in time
-		// by boundBodies instead.
+		// stays; each write is bounded instead (Config.WriteTimeout,
+		// internal/progress). No ReadTimeout either: it would also end a
+		// subscription, whose connection the server reads to notice the
+		// client leave. Request bodies are bounded in size by
+		// MaxBytesReader and in time by boundBodies instead.
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		BaseContext: func(net.Listener) context.Context { return s.base },
@@ -230,6 +306,9 @@ func (s *Server) Listen() (net.Addr, error) {
 			return nil, fmt.Errorf("listen %s: %w", s.cfg.Addr, err)
 		}
 	}
+	if s.cfg.WriteTimeout > 0 {
+		ln = progress.Listener{Listener: ln, Timeout: s.cfg.WriteTimeout} // under TLS: its records are the writes
+	}
 	if s.cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
 		if err != nil {
@@ -265,8 +344,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Handler returns the server's handler (for in-process tests).
-func (s *Server) Handler() http.Handler { return s.boundBodies(s.mux) }
+// Handler returns the server's handler (for in-process tests): what
+// Serve serves, but the bound on writes, which is the connection's.
+func (s *Server) Handler() http.Handler { return s.srv.Handler }
 
 // DefaultBodyReadTimeout is Config.BodyReadTimeout's default.
 const DefaultBodyReadTimeout = 30 * time.Second

@@ -40,8 +40,8 @@ type keyRingKey struct{}
 // against kr. Call it once, before Serve. Without a key ring every signed
 // append is refused (unknown_key): the node fails closed.
 func (s *Server) UseKeyRing(kr KeyRing) {
-	next := s.srv.Handler
-	s.srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	next := s.handler
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRingKey{}, kr)))
 	})
 }

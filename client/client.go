@@ -127,7 +127,45 @@ func (c *Client) raw(ctx context.Context, method, path string, body any) (*http.
 		}
 		path += sep + "consistency=" + url.QueryEscape(c.Consistency)
 	}
-	return c.tryEndpoints(ctx, method, path, b, body != nil) // client/endpoints.go
+	for try := 0; ; try++ {
+		resp, err := c.tryEndpoints(ctx, method, path, b, body != nil) // client/endpoints.go
+		wait, again := retryCapped(method, err, try)
+		if !again {
+			return resp, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Retries of a read refused because a capped resource was full (429 with
+// Retry-After: a node's proven reads or subscriptions, docs/API.md): the
+// places free up as holders finish, within the node's write timeout at
+// worst.
+const (
+	// maxCappedRetries bounds how often one read is sent again: a node
+	// whose caps stay full for so long is overloaded, and the caller hears
+	// it (the last 429).
+	maxCappedRetries = 8
+	// maxCappedWait bounds one wait, whatever the node asks.
+	maxCappedWait = 5 * time.Second
+)
+
+// retryCapped says whether a GET answered err should be sent again, and
+// after how long. Only GETs: a POST refused for a cap (none is today)
+// would be the caller's to repeat with its ids.
+func retryCapped(method string, err error, try int) (time.Duration, bool) {
+	var e *Error
+	if method != http.MethodGet || try >= maxCappedRetries || !errors.As(err, &e) ||
+		e.Status != http.StatusTooManyRequests || e.RetryAfter <= 0 {
+		return 0, false
+	}
+	return min(e.RetryAfter, maxCappedWait), true
 }
 
 // rawAt sends one request to the node at base.
@@ -169,11 +207,15 @@ func (c *Client) rawAt(ctx context.Context, base, method, path string, b []byte,
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var eb ErrorBody
+	e := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
 	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
-		eb.Error.Status = resp.StatusCode
-		return eb.Error
+		e = eb.Error
+		e.Status = resp.StatusCode
 	}
-	return &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	}
+	return e
 }
 
 // CodeOf returns the stable code of an API error, or "".

@@ -28,6 +28,9 @@ type Error struct {
 	// Details are the facts behind the error, by name (a gate's details,
 	// next_due, …).
 	Details map[string]any `json:"details,omitempty"`
+	// RetryAfter is the wait the node asked for in a Retry-After header
+	// (a 429 for a capped resource: docs/API.md); zero when none.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }

@@ -25,6 +25,15 @@ type ReadOptions struct {
 	From      uint64
 	Limit     int
 	Direction Direction
+	// MaxBytes, when positive, also bounds the page in bytes: the read
+	// stops before the event that would take the encoded size of its
+	// events (EncodedSize, the stored bytes) above MaxBytes, but returns
+	// at least one event. 0: the page is bounded by Limit alone. The API
+	// sets it at the edge, so that a page of large events holds what a
+	// client may make the node allocate to a bounded amount (issue #20);
+	// readers inside the node leave it 0 and page by count. Full tells a
+	// page that may have stopped short from one that reached the end.
+	MaxBytes int
 }
 
 // DefaultReadLimit and MaxReadLimit bound one read call.
@@ -42,6 +51,26 @@ func (o ReadOptions) EffectiveLimit() int {
 		return MaxReadLimit
 	}
 	return o.Limit
+}
+
+// Full reports whether a page read with o may have stopped before the end
+// of what it reads, so that the next page (from after its last event) may
+// hold more: it holds the limit's count of events, or, with MaxBytes, its
+// events came within one event's largest size (MaxEncodedSize) of
+// MaxBytes, so that the read may have left the next one out. A page that
+// is not full ended where the log (or the stream) did when it was read.
+func (o ReadOptions) Full(page []Event) bool {
+	if len(page) >= o.EffectiveLimit() {
+		return true
+	}
+	if o.MaxBytes <= 0 || len(page) == 0 {
+		return false
+	}
+	n := 0
+	for i := range page {
+		n += EncodedSize(&page[i])
+	}
+	return n > o.MaxBytes-MaxEncodedSize
 }
 
 // Filter selects events for a subscription. The zero Filter selects all.

@@ -6,11 +6,12 @@
 // The collectors read the components' own counters at scrape time (the
 // store's Stats and Histograms, the replicator's status, the projections'
 // positions, the Kafka exporter's lag, the SSE subscriptions' positions,
-// the witnesses' last cosignatures) instead of instrumenting their hot
+// the witnesses' last cosignatures, the surfaces' caps) instead of instrumenting their hot
 // paths; the only hot-path cost is the store's fixed-bucket histograms, a
 // few atomic adds per batch.
 //
 // It may import events, the store, commands (for the refusals stream's
-// name), projections, replicator and witness (for their status types) and
-// the Prometheus client; it must not import api or node, which wire it.
+// name), projections, replicator, witness and internal/quota (for their
+// status types) and the Prometheus client; it must not import api or
+// node, which wire it.
 package metrics

@@ -81,6 +81,9 @@ type Config struct {
 	Subscriptions Subscriptions
 	// Witnesses is the node's witness collector (nil: no --witness).
 	Witnesses Witnesses
+	// Quotas are the surfaces whose caps on what callers hold are
+	// reported (the HTTP API, the gRPC surface when it runs).
+	Quotas []Quotas
 	// NodeID, Version and LedgerID label greffe_node_info.
 	NodeID, Version, LedgerID string
 	// Clock gives the time the checkpoint's age is measured at. Default
@@ -132,6 +135,9 @@ func New(cfg Config) (*Metrics, error) {
 	}
 	if cfg.Witnesses != nil {
 		cs = append(cs, newWitnessCollector(cfg.Witnesses, cfg))
+	}
+	if len(cfg.Quotas) > 0 {
+		cs = append(cs, newQuotaCollector(cfg.Quotas))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -55,6 +55,9 @@ func (n *Node) openEcosystem() error {
 		gc := cfg.GRPC
 		gc.Version = Version
 		gc.Logger = n.cfg.Logger.With("component", "grpc")
+		if gc.WriteTimeout == 0 {
+			gc.WriteTimeout = n.cfg.API.WriteTimeout // serve --write-timeout bounds both surfaces
+		}
 		// The HTTP API's TLS certificate and tokens protect the gRPC
 		// surface too: a token's name and value are the user and password
 		// of esdb://NAME:TOKEN@host?tls=true.

@@ -86,6 +86,10 @@ func (n *Node) openObserve() error {
 	if n.Witnesses != nil {
 		mc.Witnesses = n.Witnesses
 	}
+	mc.Quotas = []metrics.Quotas{n.API}
+	if n.Ecosystem != nil && n.Ecosystem.GRPC != nil {
+		mc.Quotas = append(mc.Quotas, n.Ecosystem.GRPC)
+	}
 	m, err := metrics.New(mc)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -189,17 +190,42 @@ func TestDashboard_Browser(t *testing.T) {
 	// A standing probe schedule for one provider, and a fresh probe of
 	// it: its row shows the schedule and is activation-ready (at the end
 	// of the fixtures' clock every other row is stale or not ready); the
-	// others are history.
+	// others are history. The probe is an executor's signed measurement:
+	// a probe merely stated by a writer proves nothing (issue #20).
 	const scheduled, scheduledTag = "glm-local", "glm-4.7-flash:q4_K_M"
-	for name, data := range map[string]any{
-		"ApproveProbeSchedule": aggregates.ApproveProbeSchedule{Provider: scheduled, Host: "spark-1", Kind: aggregates.ProbeModels,
-			Interval: aggregates.D(time.Minute), Timeout: aggregates.D(10 * time.Second), Approver: "owner"},
-		"RecordProbe": aggregates.RecordProbe{Name: scheduled, Kind: aggregates.ProbeModels, Outcome: aggregates.ProbeOK,
-			Models: []string{scheduledTag}, Latency: aggregates.D(40 * time.Millisecond), ObservedBy: "supervisor"},
+	const endpoint, host, executor = "http://127.0.0.1:11434/v1", "spark-1", "dash-gpu"
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	now := fx.cfg.Clock.Now()
+	probe := aggregates.MeasurementResult{MeasurementID: "dash-probe", ExecutorID: executor, Host: host,
+		Argv: []string{aggregates.ProbeModels, endpoint}, StartedAt: now, EndedAt: now, Outcome: aggregates.ResultCompleted,
+		Probe: &aggregates.ProbeReading{Kind: aggregates.ProbeModels, Endpoint: endpoint, Outcome: aggregates.ProbeOK,
+			Models: []string{scheduledTag}, Latency: aggregates.D(40 * time.Millisecond), HTTPStatus: 200}}
+	payload, err := json.Marshal(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := events.SignData(ctx, aggregates.MeasurementPayloadType, payload, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name string
+		data any
+	}{
+		{"ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: scheduled, Host: host, Kind: aggregates.ProbeModels,
+			Interval: aggregates.D(time.Minute), Timeout: aggregates.D(10 * time.Second), Approver: "owner"}},
+		{"GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-" + executor, Approver: "owner", Action: aggregates.ActionActivation,
+			Subject: aggregates.ExecutorStream(executor), Uses: 1, ExpiresAt: now.Add(time.Hour)}},
+		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: executor, Host: host,
+			PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: "reg-" + executor}},
+		{"RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: probe.MeasurementID, Host: host, Kind: aggregates.MeasurementProbe,
+			Provider: scheduled, Argv: probe.Argv, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 4096}},
+		{"ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: probe.MeasurementID, ExecutorID: executor, LeaseUntil: now.Add(time.Minute)}},
+		{"RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: probe.MeasurementID, ExecutorID: executor, Payload: payload, Envelope: *env}},
 	} {
-		b, _ := json.Marshal(data)
-		if _, err := c.Command(ctx, client.CommandIn{Command: name, ID: uuid.NewString(), Actor: "owner", Data: b}); err != nil {
-			t.Fatalf("%s: %v", name, err)
+		b, _ := json.Marshal(step.data)
+		if _, err := c.Command(ctx, client.CommandIn{Command: step.name, ID: uuid.NewString(), Actor: "owner", Data: b}); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
 		}
 	}
 	head := n.Store.Head().Size

@@ -22,6 +22,12 @@
 // append_only), and every refusal carries its stable code in the message and
 // in the "greffe-code" trailer.
 //
-// The package may import events, the EventStore client's generated protos and
-// grpc; it must not import node or cmd.
+// Every resource a client holds is bounded (limits.go): streams per
+// connection, Read calls per principal and in total (too_many_streams),
+// pages in bytes, and the time a send may wait for a client that does not
+// read.
+//
+// The package may import events, the EventStore client's generated protos,
+// grpc, and internal/quota and internal/progress (the caps and write
+// bounds it shares with the HTTP API); it must not import node or cmd.
 package kurrentgrpc

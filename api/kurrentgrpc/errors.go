@@ -26,6 +26,10 @@ const (
 	CodeInvalidFilter = "invalid_filter"
 	// CodeAppendOnly: Delete and Tombstone; greffe never removes history.
 	CodeAppendOnly = "append_only"
+	// CodeTooManyStreams: the caller (or the node) has as many Read calls
+	// open as it may (Config.MaxReadsPerPrincipal, MaxReads); sent as
+	// RESOURCE_EXHAUSTED. Close one, or retry later.
+	CodeTooManyStreams = "too_many_streams"
 )
 
 // CodeTrailer is the trailer that carries the stable code of a refusal.
@@ -66,7 +70,7 @@ func grpcCode(code string, kind events.Kind) codes.Code {
 		return codes.AlreadyExists
 	case events.CodeNotFound, events.CodeStreamNotFound:
 		return codes.NotFound
-	case events.CodeEventTooLarge, events.CodeAppendTooLarge, events.CodeTooManyEvents:
+	case events.CodeEventTooLarge, events.CodeAppendTooLarge, events.CodeTooManyEvents, CodeTooManyStreams:
 		return codes.ResourceExhausted
 	case events.CodeStoreFailed:
 		return codes.Unavailable

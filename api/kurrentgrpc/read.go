@@ -13,9 +13,16 @@ import (
 	"github.com/greffe/greffe/events"
 )
 
-// readPage is how many events one log read asks for. Reads of any count are
-// served page by page, so memory stays bounded whatever the client asks.
-const readPage = 512
+// readPage is how many events one log read asks for, and readPageBytes how
+// many of their stored bytes (events.ReadOptions.MaxBytes): reads of any
+// count are served page by page, so memory stays bounded whatever the
+// client asks, whatever the events' size. 512 events of 64 KiB were 32 MiB
+// held per call while its client was slow (issue #20); 512 KiB still hold
+// 512 typical events (a few hundred bytes each).
+const (
+	readPage      = 512
+	readPageBytes = 512 << 10
+)
 
 // defaultCheckpointWindow is the search window of a filtered subscription
 // whose client asked for no maximum: a checkpoint every 32 events scanned,
@@ -30,9 +37,20 @@ const defaultCheckpointWindow = 32
 // then the events already in the log, then CaughtUp, then live events;
 // filtered $all subscriptions also send checkpoints.
 func (svc *streamsService) Read(req *streams.ReadReq, out streams.Streams_ReadServer) error {
+	release, err := svc.s.acquireRead(out.Context()) // limits.go
+	if err != nil {
+		return svc.s.toStatus(out.Context(), err)
+	}
+	defer release()
+	out, bound := svc.s.boundSends(out)
 	ctx, cancel := svc.s.callContext(out.Context())
 	defer cancel()
-	err := svc.read(ctx, req, out)
+	err = svc.read(ctx, req, out)
+	if bound.stop() {
+		svc.s.reads.Dropped()
+		svc.s.cfg.Logger.Info("ended a gRPC read whose client stopped reading", "principal", svc.s.principal(out.Context()).Name, "write_timeout", svc.s.cfg.WriteTimeout)
+		return errStalled
+	}
 	if err != nil && out.Context().Err() == nil && ctx.Err() != nil {
 		// The server is closing, not the client: say so rather than
 		// "canceled", which the client would take as its own doing.
@@ -107,6 +125,7 @@ func (r *reader) readStream(ctx context.Context, stream string, so *streams.Read
 		return refusef(CodeInvalidRequest, "a stream read starts at start, end or a revision")
 	}
 	first := true
+	o.MaxBytes = readPageBytes
 	for count > 0 {
 		o.Limit = int(min(count, readPage))
 		evs, err := r.log.ReadStream(ctx, stream, o)
@@ -125,7 +144,7 @@ func (r *reader) readStream(ctx context.Context, stream string, so *streams.Read
 			}
 		}
 		count -= uint64(len(evs))
-		if len(evs) < o.Limit {
+		if !o.Full(evs) {
 			return nil
 		}
 		last := evs[len(evs)-1].Version
@@ -172,8 +191,8 @@ func (r *reader) readAll(ctx context.Context, ao *streams.ReadReq_Options_AllOpt
 	if backward {
 		o.Direction = events.Backward
 	}
+	o.Limit, o.MaxBytes = readPage, readPageBytes
 	for count > 0 {
-		o.Limit = readPage
 		evs, err := r.log.ReadAll(ctx, o)
 		if err != nil {
 			return err
@@ -189,7 +208,7 @@ func (r *reader) readAll(ctx context.Context, ao *streams.ReadReq_Options_AllOpt
 				return nil
 			}
 		}
-		if len(evs) < o.Limit {
+		if !o.Full(evs) {
 			return nil
 		}
 		last := evs[len(evs)-1].Position
@@ -246,7 +265,8 @@ func (r *reader) subscribeStream(ctx context.Context, stream string, so *streams
 	h := r.log.Head().Size
 	for !fromEnd {
 		h = r.log.Head().Size
-		evs, err := r.log.ReadStream(ctx, stream, events.ReadOptions{From: next, Limit: readPage})
+		o := events.ReadOptions{From: next, Limit: readPage, MaxBytes: readPageBytes}
+		evs, err := r.log.ReadStream(ctx, stream, o)
 		if err != nil && !errors.Is(err, events.ErrNotFound) {
 			return err
 		}
@@ -261,7 +281,7 @@ func (r *reader) subscribeStream(ctx context.Context, stream string, so *streams
 			}
 			next = evs[i].Version + 1
 		}
-		if reachedHead || len(evs) < readPage {
+		if reachedHead || !o.Full(evs) || len(evs) == 0 {
 			break
 		}
 	}
@@ -323,7 +343,7 @@ func (r *reader) subscribeAll(ctx context.Context, ao *streams.ReadReq_Options_A
 		if next >= h {
 			break
 		}
-		evs, err := r.log.ReadAll(ctx, events.ReadOptions{From: next, Limit: int(min(h-next, readPage))})
+		evs, err := r.log.ReadAll(ctx, events.ReadOptions{From: next, Limit: int(min(h-next, readPage)), MaxBytes: readPageBytes})
 		if err != nil {
 			return err
 		}

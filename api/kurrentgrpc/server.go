@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/progress"
+	"github.com/greffe/greffe/internal/quota"
 )
 
 // Config configures the gRPC surface. Zero values mean defaults.
@@ -49,7 +51,49 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Logger receives errors of calls. Default: discard.
 	Logger *slog.Logger
+	// MaxConcurrentStreams caps the calls one connection may have open at
+	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): a client waits for
+	// one to end before it starts the next. Default
+	// DefaultMaxConcurrentStreams. Fixed at New.
+	MaxConcurrentStreams int
+	// MaxReads caps the Read calls (reads and subscriptions) served at
+	// once, MaxReadsPerPrincipal those of one principal (the
+	// authenticated name; every caller is Actor without an Authenticator):
+	// one past either is refused with RESOURCE_EXHAUSTED and the code
+	// too_many_streams. Defaults DefaultMaxReads and
+	// DefaultMaxReadsPerPrincipal; the cap per principal may not exceed
+	// the total. Fixed at New.
+	MaxReads, MaxReadsPerPrincipal int
+	// WriteTimeout bounds how long a send to a client may wait: a Read
+	// whose client takes no message for that long (its stream's window is
+	// full) is ended and what it held released, and a connection whose
+	// peer takes no bytes for that long is closed. Default 30 s.
+	// Negative: no bound. Fixed at New.
+	WriteTimeout time.Duration
 }
+
+// Defaults of the caps (Config); the memory they bound is measured in
+// docs/PERFORMANCE.md ("Stalled readers").
+const (
+	// DefaultMaxConcurrentStreams: the KurrentDB clients multiplex every
+	// call of an application over one connection; 128 let a busy one
+	// append and read at once (HTTP/2 recommends no fewer than 100), while
+	// one connection can no longer open the unbounded number grpc allows
+	// by default (80 streams on one connection took 2.4 GB, issue #20).
+	DefaultMaxConcurrentStreams = 128
+	// DefaultMaxReads: a Read holds at most one page of readPageBytes
+	// (512 KiB) and its stream's buffers while its client is slow: 256 of
+	// them stay under ~300 MiB (docs/PERFORMANCE.md).
+	DefaultMaxReads = 256
+	// DefaultMaxReadsPerPrincipal: an application follows a few streams
+	// and reads a few more; 32 leave room for several sharing a token,
+	// while one cannot take more than an eighth of the node's reads.
+	DefaultMaxReadsPerPrincipal = 32
+	// DefaultWriteTimeout is Config.WriteTimeout's default, the HTTP
+	// API's (api.DefaultWriteTimeout): a client that took nothing for
+	// 30 s is not reading.
+	DefaultWriteTimeout = 30 * time.Second
+)
 
 // KeepaliveMinTime is the shortest interval between client pings the server
 // accepts. The EventStore clients ping every 10 s by default (and refuse
@@ -83,6 +127,18 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if c.MaxReads == 0 {
+		c.MaxReads = DefaultMaxReads
+	}
+	if c.MaxReadsPerPrincipal == 0 {
+		c.MaxReadsPerPrincipal = DefaultMaxReadsPerPrincipal
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
 }
 
 // Validate reports every problem of c at once. Call it after defaults are
@@ -100,6 +156,15 @@ func (c *Config) Validate() error {
 	}
 	if err := events.ValidateStreamName("Actor", c.Actor); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MaxConcurrentStreams < 0 {
+		errs = append(errs, fmt.Errorf("MaxConcurrentStreams %d: a cap is positive (0: the default)", c.MaxConcurrentStreams))
+	}
+	switch {
+	case c.MaxReads < 0 || c.MaxReadsPerPrincipal < 0:
+		errs = append(errs, fmt.Errorf("MaxReads %d and MaxReadsPerPrincipal %d: a cap is positive (0: the default)", c.MaxReads, c.MaxReadsPerPrincipal))
+	case c.MaxReadsPerPrincipal > c.MaxReads:
+		errs = append(errs, fmt.Errorf("MaxReadsPerPrincipal %d is above MaxReads %d: one principal cannot hold more than the surface", c.MaxReadsPerPrincipal, c.MaxReads))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
@@ -123,6 +188,8 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	closeOnce  sync.Once
+
+	reads *quota.Quota // the Read calls being served (limits.go)
 }
 
 // New builds the server and registers the Streams, ServerFeatures and Gossip
@@ -135,12 +202,14 @@ func New(cfg Config, log events.Log) (*Server, error) {
 	if !isLoopback(cfg.Addr) && (cfg.TLS == nil || cfg.Authenticate == nil) {
 		return nil, fmt.Errorf("%w (%s)", ErrInsecure, cfg.Addr)
 	}
-	s := &Server{cfg: cfg, log: log, instance: uuid.New()}
+	s := &Server{cfg: cfg, log: log, instance: uuid.New(), reads: quota.New("grpc_reads", cfg.MaxReadsPerPrincipal, cfg.MaxReads)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	opts := []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.UnaryInterceptor(s.unaryAuth),
 		grpc.StreamInterceptor(s.streamAuth),
+		grpc.MaxConcurrentStreams(uint32(cfg.MaxConcurrentStreams)),
+		grpc.InTapHandle(cancellableStream), // limits.go
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
@@ -171,6 +240,11 @@ func (s *Server) Listen() (net.Addr, error) {
 	l, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen %s: %w", s.cfg.Addr, err)
+	}
+	if s.cfg.WriteTimeout > 0 {
+		// A peer that takes no bytes for WriteTimeout loses its connection
+		// (every call on it ends), as on the HTTP API.
+		l = progress.Listener{Listener: l, Timeout: s.cfg.WriteTimeout}
 	}
 	s.mu.Lock()
 	s.listener = l

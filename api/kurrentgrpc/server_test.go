@@ -765,6 +765,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"non-loopback address", Config{Addr: "0.0.0.0:2113"}, ErrInsecure},
 		{"version not numeric", Config{Addr: "127.0.0.1:0", Version: "v1-beta"}, ErrInvalidConfig},
 		{"address without port", Config{Addr: "127.0.0.1"}, ErrInvalidConfig},
+		{"negative stream cap", Config{Addr: "127.0.0.1:0", MaxConcurrentStreams: -1}, ErrInvalidConfig},
+		{"negative read cap", Config{Addr: "127.0.0.1:0", MaxReads: -1}, ErrInvalidConfig},
+		{"read cap per principal above the total", Config{Addr: "127.0.0.1:0", MaxReads: 4, MaxReadsPerPrincipal: 8}, ErrInvalidConfig},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -179,7 +179,9 @@ func readAllRange(c *cobra.Command, cl *client.Client, from uint64, to *uint64, 
 			return out, err
 		}
 		out.Events = append(out.Events, res.Events...)
-		if len(res.Events) < page || res.Next == nil {
+		// next says there may be more: a full page, or one the node cut
+		// at its byte budget (fewer events than asked, issue #20).
+		if res.Next == nil || len(res.Events) == 0 {
 			return out, nil // the head
 		}
 		next = *res.Next

@@ -15,7 +15,9 @@ import (
 
 // ReadAll reads acknowledged events in global order. Forward reads start at
 // o.From; backward reads start at o.From (or the last event for FromEnd) and
-// go down. An empty page is not an error.
+// go down. An empty page is not an error. With o.MaxBytes the page stops
+// before the event that would take its stored bytes above it (it keeps
+// the events nearest o.From, in either direction).
 func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) (_ []events.Event, err error) {
 	defer s.noteDamage(&err)
 	size := s.Head().Size
@@ -33,8 +35,19 @@ func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) (_ []events.E
 		top := min(o.From, size-1)
 		hi = top + 1
 		lo = hi - min(hi, limit)
+		if o.MaxBytes > 0 {
+			// The page keeps the top of [lo, hi): find how far down its
+			// bytes reach before decoding anything.
+			if lo, err = s.bytesBelow(ctx, lo, hi, o.MaxBytes); err != nil {
+				return nil, err
+			}
+		}
 	}
-	evs, err := s.readRange(ctx, lo, hi, true)
+	maxBytes := o.MaxBytes
+	if o.Direction == events.Backward {
+		maxBytes = 0 // bytesBelow cut the range already
+	}
+	evs, _, err := s.readRangeMatching(ctx, lo, hi, true, nil, maxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -46,25 +59,62 @@ func (s *Store) ReadAll(ctx context.Context, o events.ReadOptions) (_ []events.E
 	return evs, nil
 }
 
-// readRange decodes events [lo, hi) in position order. All event bytes of
-// the page share one allocation.
-func (s *Store) readRange(ctx context.Context, lo, hi uint64, hash bool) ([]events.Event, error) {
-	return s.readRangeMatching(ctx, lo, hi, hash, nil)
-}
-
-// readRangeMatching is readRange keeping only the events f matches (nil:
-// all), judged on their stored bytes before anything is copied or decoded:
-// a subscription to a few streams reads past the rest for the price of an
-// iterator step.
-func (s *Store) readRangeMatching(ctx context.Context, lo, hi uint64, hash bool, f *events.Filter) ([]events.Event, error) {
+// bytesBelow returns the lowest position p of [lo, hi) such that the
+// events [p, hi) take at most maxBytes stored bytes (hi-1 when the top
+// event alone is larger: a page holds at least one). It reads the values'
+// lengths only, not their bytes (Pebble's lazy values).
+func (s *Store) bytesBelow(ctx context.Context, lo, hi uint64, maxBytes int) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return 0, err
+	}
+	if lo >= hi {
+		return lo, nil
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
 	if err != nil {
-		return nil, err
+		return 0, err
+	}
+	defer it.Close()
+	total, low := 0, hi
+	for ok := it.Last(); ok; ok = it.Prev() {
+		pos := binary.BigEndian.Uint64(it.Key()[1:])
+		if pos != low-1 {
+			return 0, fmt.Errorf("position %d missing (found %d): %w", low-1, pos, events.ErrCorrupt)
+		}
+		lv := it.LazyValue()
+		if total += lv.Len(); total > maxBytes && low < hi {
+			return low, it.Error()
+		}
+		low = pos
+	}
+	if err := it.Error(); err != nil {
+		return 0, err
+	}
+	if low != lo {
+		return 0, fmt.Errorf("position %d missing: %w", lo, events.ErrCorrupt)
+	}
+	return lo, nil
+}
+
+// readRangeMatching decodes the events [lo, hi) that f matches (nil: all)
+// in position order, judged on their stored bytes before anything is
+// copied or decoded: a subscription to a few streams reads past the rest
+// for the price of an iterator step. All event bytes of the page share one
+// allocation. maxBytes > 0 bounds the page's stored bytes (of the events
+// it keeps): it stops before the event that would take them above
+// maxBytes, keeping at least one. end is where the next read of the range
+// starts: hi, or the position of the first event left out.
+func (s *Store) readRangeMatching(ctx context.Context, lo, hi uint64, hash bool, f *events.Filter, maxBytes int) (_ []events.Event, end uint64, _ error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
+	if err != nil {
+		return nil, 0, err
 	}
 	defer it.Close()
 	n := hi - lo
@@ -72,59 +122,76 @@ func (s *Store) readRangeMatching(ctx context.Context, lo, hi uint64, hash bool,
 		n = min(n, 64) // most of a filtered page is skipped
 	}
 	out := make([]events.Event, 0, n)
-	// One arena holds the page's bytes (events alias it). It starts small
-	// and doubles, so a subscription woken for a few events does not pay
-	// for a large buffer.
+	// Arenas hold the page's bytes (events alias them). The first is small
+	// and each next one twice the last, so a subscription woken for a few
+	// events does not pay for a large buffer; with maxBytes, never more
+	// than the bytes the page may still take, so that the page's arenas
+	// stay within about maxBytes (doubling alone allocates up to four
+	// times what it keeps).
 	var arena []byte
+	kept := 0    // stored bytes of the events kept
+	cut := false // stopped by maxBytes
 	want := lo
 	for ok := it.First(); ok; ok = it.Next() {
 		pos := binary.BigEndian.Uint64(it.Key()[1:])
 		if pos != want {
-			return nil, fmt.Errorf("position %d missing (found %d): %w", want, pos, events.ErrCorrupt)
+			return nil, 0, fmt.Errorf("position %d missing (found %d): %w", want, pos, events.ErrCorrupt)
+		}
+		if maxBytes > 0 && len(out) > 0 {
+			lv := it.LazyValue()
+			if kept+lv.Len() > maxBytes {
+				cut = true // the page is full in bytes; it resumes at want
+				break
+			}
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if f != nil && !f.MatchRaw(v) {
 			want++
 			continue
 		}
+		kept += len(v)
 		if cap(arena)-len(arena) < len(v) {
-			arena = make([]byte, 0, max(len(v), 2*cap(arena), 4<<10))
+			grow := max(2*cap(arena), 4<<10)
+			if maxBytes > 0 {
+				grow = min(grow, maxBytes-kept)
+			}
+			arena = make([]byte, 0, max(len(v), grow))
 		}
 		start := len(arena)
 		arena = append(arena, v...)
 		raw := arena[start:len(arena):len(arena)]
 		ev, err := events.DecodeShared(raw) // the arena is never written again
 		if err != nil {
-			return nil, fmt.Errorf("position %d: %w", pos, err)
+			return nil, 0, fmt.Errorf("position %d: %w", pos, err)
 		}
 		if ev.Position != pos {
-			return nil, fmt.Errorf("key position %d holds event of position %d: %w", pos, ev.Position, events.ErrCorrupt)
+			return nil, 0, fmt.Errorf("key position %d holds event of position %d: %w", pos, ev.Position, events.ErrCorrupt)
 		}
 		out = append(out, ev)
 		want++
 	}
 	if err := it.Error(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if want != hi {
-		return nil, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
+	if want != hi && !cut {
+		return nil, 0, fmt.Errorf("position %d missing: %w", want, events.ErrCorrupt)
 	}
 	if hash && len(out) > 0 {
 		// Leaf hashes come from the stored tiles (one read per 256 events)
 		// rather than from hashing every event again.
 		r := s.treeReader(s.Head().Size)
-		leaves, err := r.leaves(lo, hi)
+		leaves, err := r.leaves(lo, want)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for i := range out {
 			out[i].LeafHash = [32]byte(leaves[out[i].Position-lo])
 		}
 	}
-	return out, nil
+	return out, want, nil
 }
 
 // ReadRaw returns the stored bytes of events [lo, hi), which must be
@@ -289,8 +356,16 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 		return nil, nil
 	}
 	out := make([]events.Event, 0, len(found))
+	kept := 0 // stored bytes of out, for o.MaxBytes
 	for _, f := range found {
-		ev, err := s.eventAtLocked(f.pos)
+		raw, err := s.rawAtLocked(f.pos)
+		if err != nil {
+			return nil, err
+		}
+		if kept += len(raw); o.MaxBytes > 0 && kept > o.MaxBytes && len(out) > 0 {
+			break // full in bytes: the next page starts at this version
+		}
+		ev, err := decodeAt(f.pos, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -305,13 +380,25 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 
 // eventAtLocked reads one event. REQUIRES: s.dbMu held for reading.
 func (s *Store) eventAtLocked(pos uint64) (events.Event, error) {
-	raw, err := s.get(eventKey(pos))
-	if errors.Is(err, events.ErrNotFound) {
-		return events.Event{}, fmt.Errorf("indexed position %d missing: %w", pos, events.ErrCorrupt)
-	}
+	raw, err := s.rawAtLocked(pos)
 	if err != nil {
 		return events.Event{}, err
 	}
+	return decodeAt(pos, raw)
+}
+
+// rawAtLocked reads the stored bytes of one indexed event (a copy).
+// REQUIRES: s.dbMu held for reading.
+func (s *Store) rawAtLocked(pos uint64) ([]byte, error) {
+	raw, err := s.get(eventKey(pos))
+	if errors.Is(err, events.ErrNotFound) {
+		return nil, fmt.Errorf("indexed position %d missing: %w", pos, events.ErrCorrupt)
+	}
+	return raw, err
+}
+
+// decodeAt decodes the stored bytes of the event at pos.
+func decodeAt(pos uint64, raw []byte) (events.Event, error) {
 	ev, err := events.Decode(raw)
 	if err != nil {
 		return events.Event{}, fmt.Errorf("position %d: %w", pos, err)
@@ -344,8 +431,17 @@ func (s *Store) EventByID(ctx context.Context, id uuid.UUID) (_ events.Event, er
 	return s.eventAtLocked(pos)
 }
 
-// subscribePage is how many events a subscription reads from disk at once.
-const subscribePage = 1024
+// subscribePage is how many events a subscription reads from disk at once,
+// and subscribePageBytes how many of their stored bytes: a subscriber
+// whose consumer is slow holds its page until the consumer takes it (an
+// SSE client that stops reading holds it until the API drops it), so a
+// page of 1,024 events of 64 KiB (64 MiB) per subscriber was what let 40
+// stalled subscribers take 2 GB (issue #20). 512 KiB still carries 1,024
+// typical events (a few hundred bytes each) per read.
+const (
+	subscribePage      = 1024
+	subscribePageBytes = 512 << 10
+)
 
 // Subscribe implements events.Subscriber. It reads pages from Pebble up to
 // the acknowledged head, then waits for the head to move. Writers only close
@@ -377,10 +473,11 @@ func (s *Store) SubscribeProgress(ctx context.Context, from uint64, f events.Fil
 		size := s.Head().Size
 		if next < size {
 			hi := min(size, next+subscribePage)
-			evs, err := s.readRangeMatching(ctx, next, hi, true, match)
+			evs, end, err := s.readRangeMatching(ctx, next, hi, true, match, subscribePageBytes)
 			if err != nil {
 				return err
 			}
+			hi = end
 			for i := range evs {
 				if f.Match(&evs[i]) {
 					if err := fn(evs[i]); err != nil {

@@ -133,12 +133,13 @@ var rules = []rule{
 	},
 	{
 		pkg:    "api/kurrentgrpc",
-		greffe: []string{"events"},
+		greffe: []string{"events", "internal/quota", "internal/progress"},
 		modules: []string{
 			"github.com/EventStore/EventStore-Client-Go/v4",
 			"google.golang.org/grpc",
 		},
-		why: "the KurrentDB gRPC surface: events, the EventStore client's generated protos and grpc (api/kurrentgrpc/doc.go)",
+		why: "the KurrentDB gRPC surface: events, the EventStore client's generated protos and grpc (api/kurrentgrpc/doc.go), " +
+			"and the caps and write bounds it shares with the HTTP API (internal/quota, internal/progress)",
 	},
 	{
 		pkg:     "cmd/...",
@@ -156,9 +157,9 @@ var rules = []rule{
 	},
 	{
 		pkg:     "metrics",
-		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator", "witness"},
+		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator", "witness", "internal/quota"},
 		modules: []string{"github.com/prometheus"},
-		why: "not in the table: events, the store, commands, projections, replicator and witness for their status types, " +
+		why: "not in the table: events, the store, commands, projections, replicator, witness and internal/quota for their status types, " +
 			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
 	},
 	{
@@ -235,6 +236,14 @@ var rules = []rule{
 		pkg:      "internal/jsonscan",
 		belowAPI: true,
 		why:      "a byte-level JSON cursor: the standard library only",
+	},
+	{
+		pkg: "internal/quota",
+		why: "the caps on what callers hold, shared by the HTTP and gRPC surfaces: the standard library only",
+	},
+	{
+		pkg: "internal/progress",
+		why: "connections whose writes must make progress, shared by the HTTP and gRPC surfaces: the standard library only",
 	},
 	{
 		pkg: "internal/testcert",
