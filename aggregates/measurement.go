@@ -592,9 +592,10 @@ const (
 	// it was approved; it decided to run it (or not) without the approval,
 	// which can no longer cover it.
 	CodeMeasurementAlreadyClaimed = "measurement_already_claimed"
-	// CodeResultOutcomeUnknown: the signed result's outcome is none of the
-	// outcomes a result may carry (resultOutcomes), or absent: a result
-	// that does not say how it ended grounds nothing.
+	// CodeResultOutcomeUnknown: the signed result's outcome is absent or
+	// none of exited, timeout, signaled, start_failed, completed and
+	// refused_by_host: a result that does not say how it ended grounds
+	// nothing.
 	CodeResultOutcomeUnknown = "result_outcome_unknown"
 )
 
