@@ -339,3 +339,25 @@ func TestApprovals_WhileTheExecutorIsDown(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack_WriterRevokesTheExecutorsKey: a writer's RevokeExecutorKey
+// (a writer's command before issue #20) would stop every executor: it is
+// refused role_not_allowed, over HTTP, and the executor keeps measuring;
+// the approver's revocation stops it (ErrKeyRevoked).
+func TestAttack_WriterRevokesTheExecutorsKey(t *testing.T) {
+	h := newPrincipalsHarness(t)
+	key := h.register()
+	x := h.start(h.executorConfig(key))
+	h.seen(key)
+	revoke := aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: events.KeyID(key.Public().(ed25519.PublicKey)), Reason: "a writer stops the GPU hosts"}
+	_, err := h.send("RevokeExecutorKey", revoke)
+	refusedWith(t, err, http.StatusForbidden, aggregates.CodeRoleNotAllowed)
+	if diff := cmp.Diff([]string{events.TypeExecutorKeyRegistered}, h.stream(aggregates.ExecutorStream("gpu1"))); diff != "" {
+		t.Errorf("the executor's stream after the writer's revocation (-want +got):\n%s", diff)
+	}
+	h.seen(key) // still measuring
+	h.approve("RevokeExecutorKey", revoke)
+	if err := x.wait(); !errors.Is(err, executor.ErrKeyRevoked) {
+		t.Fatalf("after the approver's revocation the executor returned %v, want ErrKeyRevoked", err)
+	}
+}
