@@ -59,6 +59,10 @@ const (
 	// CodeMeasurementStale: the measurement ended longer ago than the
 	// policy's measurement freshness.
 	CodeMeasurementStale = "measurement_stale"
+	// CodeMeasurementRefusedByHost: the measurement is a signed refusal of
+	// the executor's host policy (outcome refused_by_host): nothing was
+	// measured, so there is nothing to screen (issue #20).
+	CodeMeasurementRefusedByHost = "measurement_refused_by_host"
 	// CodeAdmissionMissing: a mission that starts a runtime has no
 	// admission for the attempt about to start.
 	CodeAdmissionMissing = "admission_missing"
@@ -163,6 +167,12 @@ func (c *DecideAdmission) Decide(in Inputs) ([]NewEvent, error) {
 			"measurement %s is %s, not a recorded signed result; admission is never decided on missing data", c.MeasurementID, st)
 	}
 	res := meas.Result
+	if res.Outcome == ResultRefusedByHost {
+		// Refused by name, not only through the readings it lacks: a
+		// refusal is not a measurement of the host.
+		return nil, refuse(CodeMeasurementRefusedByHost, map[string]any{"measurement_id": c.MeasurementID, "outcome": res.Outcome, "error": res.Error},
+			"measurement %s was refused by its host's policy (%s): nothing was measured; request a measurement the host allows, or have an approver approve it", c.MeasurementID, res.Error)
+	}
 	if age := in.At.Sub(res.EndedAt); age > in.Policy.Admission.MeasurementFreshness.Duration {
 		return nil, refuse(CodeMeasurementStale, map[string]any{"measurement_id": c.MeasurementID, "ended_at": res.EndedAt,
 			"age": age.String(), "freshness": in.Policy.Admission.MeasurementFreshness.String()},

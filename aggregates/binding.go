@@ -133,8 +133,14 @@ type ArtifactHashed struct {
 	// Role is the artifact's role in the binding: weights, engine, server,
 	// tokenizer, template, config or source.
 	Role string `json:"role"`
-	// VerifiedBy is who verified it: an accountable person or role.
+	// VerifiedBy is who verified it, as stated: an accountable person or
+	// role, or the executor that read it (then checked: an executor
+	// principal acts only for its own id).
 	VerifiedBy string `json:"verified_by"`
+	// Principal is the authenticated principal that sent the command this
+	// hash was recorded by ("anonymous" on a node without tokens): who
+	// vouches for VerifiedBy. Absent from hashes recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// VerifierRole is the role of who hashed it: supervisor, worker or
 	// operator (only a supervisor's hash verifies a binding).
 	VerifierRole string `json:"verifier_role"`
@@ -197,8 +203,14 @@ type BindingVerified struct {
 	BindingID string `json:"binding_id"`
 	// Identity is the identity verified (the proposal's).
 	Identity string `json:"identity"`
-	// VerifiedBy is who verified it: an accountable person or role.
+	// VerifiedBy is who verified it, as the command stated it: an
+	// accountable person or role. A statement, recorded, never checked:
+	// what verifies a binding is its artifacts' signed hashes.
 	VerifiedBy string `json:"verified_by"`
+	// Principal is the authenticated principal that sent VerifyBinding
+	// ("anonymous" on a node without tokens); absent from verifications
+	// recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
@@ -384,7 +396,8 @@ type RecordArtifactHash struct {
 	// Role is the artifact's role in the binding: weights, engine, server,
 	// tokenizer, template, config or source.
 	Role string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
-	// VerifiedBy is who verified it: an accountable person or role.
+	// VerifiedBy is who verified it, as stated: an accountable person or
+	// role. Recorded beside the authenticated principal, never checked.
 	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	// VerifierRole is the role of who hashed it, as stated: supervisor,
 	// worker or operator (a stated hash verifies no binding, whatever its
@@ -425,7 +438,7 @@ func (c *RecordArtifactHash) Streams(States) []string { return []string{BindingS
 func (c *RecordArtifactHash) Decide(in Inputs) ([]NewEvent, error) {
 	b := in.States.Binding(c.BindingID)
 	h := ArtifactHashed{BindingID: c.BindingID, Path: c.Path, Size: c.Size, MtimeNS: c.MtimeNS, SHA256: c.SHA256,
-		Role: c.Role, VerifiedBy: c.VerifiedBy, VerifierRole: c.VerifierRole, Stated: true, At: in.At}
+		Role: c.Role, VerifiedBy: c.VerifiedBy, Principal: in.Principal.Name, VerifierRole: c.VerifierRole, Stated: true, At: in.At}
 	return b.hashed([]ArtifactHashed{h}, in.At), nil
 }
 
@@ -564,7 +577,8 @@ func (c *ProposeBinding) Decide(in Inputs) ([]NewEvent, error) {
 type VerifyBinding struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
 	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	// VerifiedBy is who verifies it: a supervisor, not the worker.
+	// VerifiedBy is who verifies it, as stated: a supervisor, not the
+	// worker. Recorded beside the authenticated principal, never checked.
 	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
@@ -625,7 +639,7 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 			"binding %s claims identity %s but its fields recompute to %s", b.ID, b.ClaimedIdentity, id)
 	}
 	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingVerified, Data: BindingVerified{
-		BindingID: c.BindingID, Identity: id, VerifiedBy: c.VerifiedBy, At: in.At,
+		BindingID: c.BindingID, Identity: id, VerifiedBy: c.VerifiedBy, Principal: in.Principal.Name, At: in.At,
 	}}}, nil
 }
 

@@ -91,7 +91,7 @@ func TestBinding_Decide(t *testing.T) {
 			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), signedHashes("b1", arts)},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"},
 			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{
-				BindingID: "b1", Identity: propose("b1", "qwen", "qwen3.8:27b", arts).Identity, VerifiedBy: "supervisor-1", At: t0}}},
+				BindingID: "b1", Identity: propose("b1", "qwen", "qwen3.8:27b", arts).Identity, VerifiedBy: "supervisor-1", Principal: AnonymousName, At: t0}}},
 		},
 		{
 			name:  "verify twice appends nothing",
@@ -107,7 +107,7 @@ func TestBinding_Decide(t *testing.T) {
 			wantFn: func(l *ledger) []NewEvent {
 				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[arts[0].Path]
 				now := ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: changed.MtimeNS, SHA256: hexOf("other weights"),
-					Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, Stated: true, At: t0}
+					Role: RoleWeights, VerifiedBy: "supervisor-1", Principal: AnonymousName, VerifierRole: VerifierSupervisor, Stated: true, At: t0}
 				if !was.Signed() {
 					t.Fatalf("the binding was verified on %+v", was)
 				}
@@ -124,7 +124,7 @@ func TestBinding_Decide(t *testing.T) {
 			when:  hashArtifact("b1", arts[0], VerifierSupervisor),
 			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{
 				BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: 1_757_000_000_000_000_000, SHA256: arts[0].SHA256,
-				Role: RoleWeights, VerifiedBy: "supervisor-1", VerifierRole: VerifierSupervisor, Stated: true, At: t0}}},
+				Role: RoleWeights, VerifiedBy: "supervisor-1", Principal: AnonymousName, VerifierRole: VerifierSupervisor, Stated: true, At: t0}}},
 		},
 		{
 			name:  "an invalidated binding is never verified again",

@@ -67,7 +67,7 @@ func Catalogue() []CommandSpec {
 		{"StopMission", "Mission", writerRoles(), func() Command { return &StopMission{} }},
 
 		{"RegisterExecutorKey", "Measurement", writerRoles(), func() Command { return &RegisterExecutorKey{} }},
-		{"RevokeExecutorKey", "Measurement", writerRoles(), func() Command { return &RevokeExecutorKey{} }},
+		{"RevokeExecutorKey", "Measurement", approverRoles(), func() Command { return &RevokeExecutorKey{} }},
 		{"RequestMeasurement", "Measurement", writerRoles(), func() Command { return &RequestMeasurement{} }},
 		{"ClaimMeasurement", "Measurement", executorRoles(), func() Command { return &ClaimMeasurement{} }},
 		{"RenewMeasurementLease", "Measurement", executorRoles(), func() Command { return &RenewMeasurementLease{} }},

@@ -63,9 +63,14 @@ type ClaimProposed struct {
 type ClaimAccepted struct {
 	// ClaimID is the claim's id (its stream is claim-<id>).
 	ClaimID string `json:"claim_id"`
-	// Reviewer is who reviewed it: an accountable person or role, not the
-	// worker.
+	// Reviewer is who reviewed it, as the command stated it: an accountable
+	// person or role, not the worker. A statement, recorded, never checked
+	// against the principal: what accepts a claim is its verified evidence.
 	Reviewer string `json:"reviewer"`
+	// Principal is the authenticated principal that sent AcceptClaim
+	// ("anonymous" on a node without tokens): who vouches for Reviewer.
+	// Absent from acceptances recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// Evidence is each evidence event, resolved and verified, with what it
 	// covers.
 	Evidence []Evidence `json:"evidence"`
@@ -211,8 +216,9 @@ func (c *ProposeClaim) Decide(in Inputs) ([]NewEvent, error) {
 type AcceptClaim struct {
 	// ClaimID is the claim's id (its stream is claim-<id>).
 	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
-	// Reviewer is who reviewed it: an accountable person or role, not the
-	// worker.
+	// Reviewer is who reviewed it, as stated: an accountable person or
+	// role, not the worker. Recorded beside the authenticated principal,
+	// never checked against it.
 	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 }
 
@@ -258,6 +264,7 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	resolved := make([]Evidence, 0, len(cl.Evidence))
 	var unresolved, unverified []string
+	reasons := map[string]string{} // unverified id -> why (ResolveEvidence's reason)
 	for _, id := range cl.Evidence {
 		ev, ok := in.Evidence[id]
 		switch {
@@ -265,6 +272,7 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 			unresolved = append(unresolved, id.String())
 		case !ev.Verified || ev.EventID != id:
 			unverified = append(unverified, id.String())
+			reasons[id.String()] = ev.Reason
 		}
 		resolved = append(resolved, ev)
 	}
@@ -273,9 +281,9 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeClaimEvidenceUnresolved, det, "evidence %v names no recorded event", unresolved)
 	}
 	if len(unverified) > 0 {
-		det["unverified"] = unverified
+		det["unverified"], det["reasons"] = unverified, reasons
 		return nil, refuse(CodeClaimEvidenceUnverified, det,
-			"evidence %v is not a signed passing independent check, a signed measurement or a signed live probe", unverified)
+			"evidence %v is not a signed passing independent check, a signed measurement or a signed live probe (details.reasons says why, for each)", unverified)
 	}
 	var cov []Coverage
 	for _, ev := range resolved {
@@ -287,7 +295,7 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 			"claim %s covers more than its evidence: %s covered by none of it", c.ClaimID, strings.Join(out, ", "))
 	}
 	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimAccepted, Data: ClaimAccepted{
-		ClaimID: c.ClaimID, Reviewer: c.Reviewer, Evidence: resolved, At: in.At,
+		ClaimID: c.ClaimID, Reviewer: c.Reviewer, Principal: in.Principal.Name, Evidence: resolved, At: in.At,
 	}}}, nil
 }
 

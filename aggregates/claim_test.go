@@ -1,6 +1,7 @@
 package aggregates
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,7 +11,8 @@ import (
 // evidenceHistory records one of each kind of evidence and returns the
 // ledger with the ids of: an independent pass (signed by the check
 // runner), a fail, a worker's own pass, a pass a writer stated as
-// independent, a signed measurement, an ok probe (the executor's, signed)
+// independent, a signed measurement, a signed measurement its host's
+// policy refused, an ok probe (the executor's, signed)
 // listing the tag exactly, a probe listing an alias only, the same ok
 // probe as a writer stated it, and an event that is no evidence.
 func evidenceHistory(t *testing.T) (*ledger, map[string]uuid.UUID) {
@@ -31,6 +33,12 @@ func evidenceHistory(t *testing.T) (*ledger, map[string]uuid.UUID) {
 	l.given(registered(gpu1, 1)...)
 	l.given(requestProbe("x"), claim("x", gpu1))
 	rec("measurement", signed(resources("x"), 1))
+	// A signed refusal of the executor's host policy (issue #20): signed,
+	// and of nothing measured.
+	refused := resources("refused")
+	refused.Outcome, refused.ExitCode, refused.Error = ResultRefusedByHost, -1, "run_not_allowed: … (host policy: runs)"
+	l.given(requestProbe("refused"), claim("refused", gpu1))
+	rec("refused", signed(refused, 1))
 	rec("probe", signedProbe(glm, ProbeSmoke, ProbeOK, glmTag))
 	rec("alias", signedProbe(glm, ProbeModels, ProbeOK, "glm-4.7-flash"))
 	rec("stated-probe", probe(glm, ProbeSmoke, ProbeOK, glmTag))
@@ -92,6 +100,8 @@ func TestClaim_Decide(t *testing.T) {
 		{name: "a pass a writer stated as independent is no evidence", claim: propose(thisCase, "stated-pass"), when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "a probe a writer stated is no evidence", claim: propose(probeScope, "stated-probe"), when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "a declaration is no evidence", claim: propose(thisCase, "other"), when: acceptK1, code: CodeClaimEvidenceUnverified},
+		{name: "a measurement its host refused is no evidence", claim: propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectHost, ID: host}}}, "refused"),
+			when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "a measurement whose key was revoked since", claim: propose(thisCase, "measurement"),
 			before: []step{&RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "compromised"}}, when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "accepted after being refused", claim: propose(thisCase, "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: acceptK1, code: CodeClaimClosed},
@@ -134,6 +144,24 @@ func TestClaim_Decide(t *testing.T) {
 		assertCode(t, err, CodeClaimExists)
 	})
 
+	// The refusal says why each reference does not verify: a host's
+	// refusal, not a bad signature.
+	t.Run("a refused measurement's reason", func(t *testing.T) {
+		l, ids := evidenceHistory(t)
+		l.given(propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectHost, ID: host}}}, "measurement", "refused")(ids))
+		_, err := l.decide(acceptK1)
+		assertCode(t, err, CodeClaimEvidenceUnverified)
+		var r *Refusal
+		errors.As(err, &r)
+		want := map[string]string{ids["refused"].String(): "the measurement was refused by its host's policy (refused_by_host): nothing was measured"}
+		if diff := cmp.Diff(want, r.Details["reasons"]); diff != "" {
+			t.Errorf("details.reasons (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{ids["refused"].String()}, r.Details["unverified"]); diff != "" {
+			t.Errorf("details.unverified (-want +got):\n%s", diff)
+		}
+	})
+
 	t.Run("accepted on a pass, a signed measurement and a live probe", func(t *testing.T) {
 		l, ids := evidenceHistory(t)
 		l.given(propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectMission, ID: m1}, {Kind: SubjectHost, ID: host}, {Kind: SubjectProvider, ID: glm}},
@@ -146,7 +174,7 @@ func TestClaim_Decide(t *testing.T) {
 			e, _ := l.byID(id)
 			return RefOf(&e)
 		}
-		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimAccepted, Data: ClaimAccepted{ClaimID: "k1", Reviewer: "auditor", At: t0, Evidence: []Evidence{
+		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimAccepted, Data: ClaimAccepted{ClaimID: "k1", Reviewer: "auditor", Principal: AnonymousName, At: t0, Evidence: []Evidence{
 			{EventID: ids["pass"], Ref: refOf(ids["pass"]), Kind: EvidenceCheck, Verified: true, Reason: "independent pass of check c01 on candidate " + hexOf("v1"),
 				Covers: []Coverage{{Subject: ClaimSubject{Kind: SubjectMission, ID: m1}, Case: "c01", At: t0}}},
 			{EventID: ids["measurement"], Ref: refOf(ids["measurement"]), Kind: EvidenceMeasurement, Verified: true, Reason: "signed measurement",

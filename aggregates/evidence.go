@@ -11,7 +11,8 @@ import (
 // Evidence is what one event cited as evidence resolved to. Only three
 // kinds verify, each signed by a registered key (issue #20): a passing
 // check signed by an independent check runner (RecordSignedCheck), a
-// measurement whose signature verifies against its executor's keys, and an
+// measurement whose signature verifies against its executor's keys and
+// that measured something (not refused_by_host), and an
 // ok models/smoke probe derived from an executor's signed probe that
 // listed the configured tag exactly. What a writer merely stated (a check,
 // a probe) never verifies.
@@ -89,6 +90,10 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 				ev.Reason = "the measurement's signature does not verify: " + err.Error()
 			} else if err := json.Unmarshal(e.Data, &r); err != nil {
 				ev.Reason = "the measurement's data does not decode"
+			} else if r.Outcome == ResultRefusedByHost {
+				// Signed, but of a refusal: the host measured nothing of what
+				// was asked, so it proves nothing about it.
+				ev.Reason = "the measurement was refused by its host's policy (" + ResultRefusedByHost + "): nothing was measured"
 			} else {
 				ev.Verified, ev.Reason = true, "signed measurement"
 				ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectHost, ID: r.Host}, Case: r.MeasurementID, At: r.EndedAt.UTC()}}

@@ -92,6 +92,10 @@ func signedProbe(name, kind, outcome string, models ...string) ledgerStep {
 		id := fmt.Sprintf("probe-%d", len(l.log))
 		r := MeasurementResult{MeasurementID: id, ExecutorID: prober, Host: host, Argv: argv, StartedAt: l.at, EndedAt: l.at, Outcome: ResultCompleted,
 			Probe: &ProbeReading{Kind: kind, Endpoint: p.Endpoint, Outcome: outcome, Models: models, Latency: D(40 * time.Millisecond)}}
+		if outcome == ProbeRefused { // the prober's host policy refused it (issue #20)
+			const refusal = "probe_host_not_allowed: the endpoint is not one of the host's probe_hosts; nothing was dialled (host policy: probe_hosts)"
+			r.Outcome, r.ExitCode, r.Error, r.Probe.Error, r.Probe.Latency = ResultRefusedByHost, -1, refusal, refusal, Duration{}
+		}
 		return []step{
 			ensureKey(prober, proberSeed, KeyRoleExecutor),
 			&RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: MeasurementProbe, Provider: name, Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10},
@@ -335,7 +339,7 @@ func u64(v uint64) *uint64 { return &v }
 // resources is a measurement result that passes every admission screen.
 func resources(id string) MeasurementResult {
 	return MeasurementResult{MeasurementID: id, ExecutorID: gpu1, Host: host, Argv: probeArgv,
-		StartedAt: t0, EndedAt: t0, ExitCode: 0,
+		StartedAt: t0, EndedAt: t0, ExitCode: 0, Outcome: ResultExited,
 		StdoutSHA256: hexOf("stdout"), StdoutExcerpt: "NVIDIA GB10, 580.95, 122880 MiB, 4096 MiB",
 		GPU:                    &GPUReading{Name: "NVIDIA GB10", Driver: "580.95", MemoryTotalBytes: 120 << 30, MemoryUsedBytes: 4 << 30},
 		RAMAvailableBytes:      u64(8 << 30),

@@ -151,6 +151,11 @@ const (
 type MeasurementApproved struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
 	MeasurementID string `json:"measurement_id"`
+	// Host is the request's host, copied from it so that an executor
+	// following the log tells the approvals of its own host from the
+	// others' without reading every measurement's stream; absent from
+	// approvals recorded before it was added.
+	Host string `json:"host,omitempty"`
 	// Approver is the authenticated principal that approved it ("anonymous"
 	// on a node without tokens).
 	Approver string `json:"approver"`
@@ -345,7 +350,22 @@ const (
 	// ResultCompleted: a probe or a hash ran to its end; its reading says
 	// what it found.
 	ResultCompleted = "completed"
+	// ResultRefusedByHost: the executor's host policy refused the request
+	// (issue #20): nothing was run, read or dialled, and no snapshot taken
+	// (or, for a probe refused at the dial, nothing connected). Error
+	// starts with the host policy's code ("run_not_allowed: …"). Such a
+	// result proves nothing about what it was asked to measure: it grounds
+	// no admission (measurement_refused_by_host), is no evidence, derives
+	// no ArtifactHashed, and its probe's ProbeRecorded is refused, never
+	// live.
+	ResultRefusedByHost = "refused_by_host"
 )
+
+// resultOutcomes returns every outcome a recorded result may carry (a new
+// slice on each call): any other, or none, is result_outcome_unknown.
+func resultOutcomes() []string {
+	return []string{ResultExited, ResultTimeout, ResultSignaled, ResultStartFailed, ResultCompleted, ResultRefusedByHost}
+}
 
 // ResourceSnapshot is what the executor read of its host at one instant.
 // A reading it could not take is absent, with the reason, never zero.
@@ -572,6 +592,11 @@ const (
 	// it was approved; it decided to run it (or not) without the approval,
 	// which can no longer cover it.
 	CodeMeasurementAlreadyClaimed = "measurement_already_claimed"
+	// CodeResultOutcomeUnknown: the signed result's outcome is absent or
+	// none of exited, timeout, signaled, start_failed, completed and
+	// refused_by_host: a result that does not say how it ended grounds
+	// nothing.
+	CodeResultOutcomeUnknown = "result_outcome_unknown"
 )
 
 // RequestMeasurement asks for an exact argv to be run on a host.
@@ -738,7 +763,7 @@ func (c *ApproveMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 			c.MeasurementID, m.Claim.ExecutorID, m.Status())
 	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementApproved, Data: MeasurementApproved{
-		MeasurementID: c.MeasurementID, Approver: in.Principal.Name, At: in.At,
+		MeasurementID: c.MeasurementID, Host: m.Request.Host, Approver: in.Principal.Name, At: in.At,
 	}}}, nil
 }
 
@@ -991,8 +1016,11 @@ func (r *MeasurementResult) validateReadings() error {
 		if err := checkOneOf("payload.probe.kind", pr.Kind, ProbeModels, ProbeSmoke); err != nil {
 			return err
 		}
-		if err := checkOneOf("payload.probe.outcome", pr.Outcome, ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout); err != nil {
+		if err := checkOneOf("payload.probe.outcome", pr.Outcome, ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout, ProbeRefused); err != nil {
 			return err
+		}
+		if pr.Outcome == ProbeRefused && r.Outcome != ResultRefusedByHost {
+			return invalid("payload.probe.outcome", "is %s only in a result whose outcome is %s (the host policy refused the probe)", ProbeRefused, ResultRefusedByHost)
 		}
 		if len(pr.Models) > 4*maxListLen {
 			return invalid("payload.probe.models", "has %d entries; the limit is %d", len(pr.Models), 4*maxListLen)
@@ -1103,6 +1131,9 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeMeasurementTimeInvalid, det,
 			"the result started at %s, before measurement %s was requested at %s: a run cannot start before it was approved",
 			r.StartedAt.UTC().Format(time.RFC3339Nano), c.MeasurementID, m.Request.At.UTC().Format(time.RFC3339Nano))
+	case !slices.Contains(resultOutcomes(), r.Outcome):
+		det["outcome"], det["outcomes"] = r.Outcome, resultOutcomes()
+		return nil, refuse(CodeResultOutcomeUnknown, det, "the signed result's outcome %q is none of %v; a result says how it ended", r.Outcome, resultOutcomes())
 	case int64(len(r.StdoutExcerpt)) > m.Request.OutputCapBytes || int64(len(r.StderrExcerpt)) > m.Request.OutputCapBytes:
 		det["output_cap_bytes"], det["stdout_bytes"], det["stderr_bytes"] = m.Request.OutputCapBytes, len(r.StdoutExcerpt), len(r.StderrExcerpt)
 		return nil, refuse(CodeOutputCapExceeded, det, "an excerpt is longer than the request's output cap of %d bytes", m.Request.OutputCapBytes)
@@ -1131,22 +1162,29 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		}
 		spec, _ := ParseProbeArgv(m.Request.Argv) // validated when requested
 		pr := r.Probe
-		out = append(out, NewEvent{Stream: ProviderStream(p.Name), Type: TypeProbeRecorded, Data: ProbeRecorded{
+		d := ProbeRecorded{
 			Provider: p.Name, Kind: pr.Kind, Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency,
-			ObservedBy: c.ExecutorID, ObservedAt: r.EndedAt.UTC(), ExpectedTag: p.ModelTag,
+			ObservedBy: c.ExecutorID, Principal: in.Principal.Name, ObservedAt: r.EndedAt.UTC(), ExpectedTag: p.ModelTag,
 			// A smoke completion of another tag says nothing about this one.
 			ExactTagListed: p.ModelTag != "" && slices.Contains(pr.Models, p.ModelTag) && (spec.Kind != ProbeSmoke || spec.ModelTag == p.ModelTag),
 			MeasurementID:  c.MeasurementID, At: in.At,
-		}})
+		}
+		if r.Outcome == ResultRefusedByHost {
+			// The host refused to probe: nothing was dialled, whatever the
+			// reading says. Fail closed, and apart from a runtime's failure.
+			d.Outcome, d.Models, d.Latency, d.ExactTagListed = ProbeRefused, nil, Duration{}, false
+		}
+		out = append(out, NewEvent{Stream: ProviderStream(p.Name), Type: TypeProbeRecorded, Data: d})
 	case MeasurementHash:
 		b := in.States.Binding(m.Request.BindingID)
 		var hashes []ArtifactHashed
 		for _, a := range r.Artifacts {
-			if a.Error != "" {
+			// A refused hash read nothing, whatever its readings say.
+			if a.Error != "" || r.Outcome == ResultRefusedByHost {
 				continue
 			}
 			hashes = append(hashes, ArtifactHashed{BindingID: m.Request.BindingID, Path: a.Path, Size: a.Size, MtimeNS: a.MtimeNS,
-				SHA256: a.SHA256, Role: a.Role, VerifiedBy: c.ExecutorID, VerifierRole: VerifierSupervisor,
+				SHA256: a.SHA256, Role: a.Role, VerifiedBy: c.ExecutorID, Principal: in.Principal.Name, VerifierRole: VerifierSupervisor,
 				MeasurementID: c.MeasurementID, At: in.At})
 		}
 		out = append(out, b.hashed(hashes, in.At)...)

@@ -98,6 +98,17 @@ func TestMeasurement_Decide(t *testing.T) {
 	beforeRequest := resources("x")
 	beforeRequest.StartedAt = t0.Add(-time.Second)
 	sig2 := signed(resources("x"), 2) // executorKey(2) is registered for gpu2
+	// Issue #20: a result says how it ended, in a known outcome.
+	noOutcome := resources("x")
+	noOutcome.Outcome = ""
+	crashed := resources("x")
+	crashed.Outcome = "crashed"
+	// A signed refusal of the host's policy is recorded like any result
+	// (it ends the request visibly); it grounds nothing (admission.go,
+	// evidence.go).
+	refusedRun := resources("x")
+	refusedRun.Outcome, refusedRun.ExitCode, refusedRun.Error = ResultRefusedByHost, -1, "run_not_allowed: the argv matches none of the host's 0 run templates; nothing was run (host policy: runs)"
+	refusedRun.GPU, refusedRun.RAMAvailableBytes, refusedRun.ResidentModelsObserved, refusedRun.StdoutSHA256, refusedRun.StdoutExcerpt = nil, nil, false, "", ""
 	kid1 := events.KeyID(pubOf(executorKey(1)))
 	base := []step{registered(gpu1, 1), requestProbe("x")}
 	claimed := []step{base, claim("x", gpu1)}
@@ -152,6 +163,13 @@ func TestMeasurement_Decide(t *testing.T) {
 		{name: "a result without a signature", given: claimed, when: noSignature, code: CodeMeasurementUnsigned},
 		{name: "an unsigned result for no request", given: base[:1], when: noSignature, code: CodeMeasurementUnsigned},
 		{name: "an excerpt over the output cap", given: claimed, when: signed(chatty, 1), code: CodeOutputCapExceeded},
+		{name: "a result without an outcome", given: claimed, when: signed(noOutcome, 1), code: CodeResultOutcomeUnknown},
+		{name: "a result of an unknown outcome", given: claimed, when: signed(crashed, 1), code: CodeResultOutcomeUnknown},
+		{
+			name: "a result the host refused is recorded", given: claimed, when: signed(refusedRun, 1),
+			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementRecorded,
+				Data: json.RawMessage(signed(refusedRun, 1).Payload), Envelope: &signed(refusedRun, 1).Envelope}},
+		},
 		{
 			name: "a late result is recorded beside the uncertainty", given: []step{claimed, advance(2 * time.Minute)}, when: signed(resources("x"), 1),
 			want: []NewEvent{
@@ -190,7 +208,7 @@ func TestMeasurement_LateResult(t *testing.T) {
 func TestMeasurement_StoredVerbatim(t *testing.T) {
 	l := newLedger(t)
 	payload := []byte("{\n  \"measurement_id\": \"x\", \"executor_id\": \"gpu1\", \"host\": \"spark-1\",\n  \"argv\": " + string(must(json.Marshal(probeArgv))) +
-		", \"started_at\": \"2026-09-06T10:00:00Z\", \"ended_at\": \"2026-09-06T10:00:00Z\", \"exit_code\": 0, \"resident_models_observed\": true}")
+		", \"started_at\": \"2026-09-06T10:00:00Z\", \"ended_at\": \"2026-09-06T10:00:00Z\", \"exit_code\": 0, \"outcome\": \"exited\", \"resident_models_observed\": true}")
 	env := must(events.SignData(context.Background(), MeasurementPayloadType, payload, executorKey(1)))
 	l.given(registered(gpu1, 1), requestProbe("x"), claim("x", gpu1),
 		&RecordMeasurement{MeasurementID: "x", ExecutorID: gpu1, Payload: payload, Envelope: *env})
@@ -244,9 +262,21 @@ func TestMeasurement_Probe(t *testing.T) {
 	otherEndpoint := listed
 	otherEndpoint.Endpoint = "http://127.0.0.1:8080/v1"
 	smokeOK := ProbeReading{Kind: ProbeSmoke, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{tag}, Latency: D(800 * time.Millisecond), HTTPStatus: 200, SmokeFinishReason: "stop"}
+	// Issue #20: a probe the host policy refused. Its ProbeRecorded is
+	// refused, whatever its reading says (fail closed: a refused_by_host
+	// result that claims to list the tag makes nothing live).
+	const refusal = "probe_host_not_allowed: 127.0.0.1:11434 is not one of the host's probe_hosts; nothing was dialled (host policy: probe_hosts)"
+	refusedReading := ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: ProbeRefused, Error: refusal}
+	refusedResult := func(pr ProbeReading) MeasurementResult {
+		r := probeResult("p", models, pr)
+		r.Outcome, r.ExitCode, r.Error = ResultRefusedByHost, -1, refusal
+		return r
+	}
+	refusedProbe := NewEvent{Stream: "provider-ollama", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: "ollama", Kind: ProbeModels,
+		Outcome: ProbeRefused, ObservedBy: gpu1, Principal: AnonymousName, ObservedAt: t0, ExpectedTag: tag, MeasurementID: "p", At: t0}}
 	probeEvent := func(pr ProbeReading, exact bool, at time.Time) NewEvent {
 		return NewEvent{Stream: "provider-ollama", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: "ollama", Kind: pr.Kind,
-			Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency, ObservedBy: gpu1, ObservedAt: t0, ExpectedTag: tag,
+			Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency, ObservedBy: gpu1, Principal: AnonymousName, ObservedAt: t0, ExpectedTag: tag,
 			ExactTagListed: exact, MeasurementID: "p", At: at}}
 	}
 	recorded := func(r MeasurementResult) NewEvent {
@@ -278,6 +308,14 @@ func TestMeasurement_Probe(t *testing.T) {
 			given: []step{provider, registered(gpu1, 1), requestOf("p", MeasurementProbe, smoke, "ollama", ""), claim("p", gpu1)},
 			when:  signed(probeResult("p", smoke, smokeOK), 1),
 			want:  []NewEvent{recorded(probeResult("p", smoke, smokeOK)), probeEvent(smokeOK, true, t0)},
+		},
+		{
+			name: "a probe the host refused is the provider's refused probe", given: claimed, when: signed(refusedResult(refusedReading), 1),
+			want: []NewEvent{recorded(refusedResult(refusedReading)), refusedProbe},
+		},
+		{
+			name: "a refused result whose reading lists the tag is refused all the same", given: claimed, when: signed(refusedResult(listed), 1),
+			want: []NewEvent{recorded(refusedResult(listed)), refusedProbe},
 		},
 		{name: "a probe's result without its reading", given: claimed, when: signed(func() MeasurementResult {
 			r := probeResult("p", models, listed)
@@ -311,7 +349,7 @@ func TestMeasurement_Hash(t *testing.T) {
 	base := []step{registered(gpu1, 1), requestOf("h", MeasurementHash, argv, "", "b1"), claim("h", gpu1)}
 	hashed := func(a ArtifactReading) ArtifactHashed {
 		return ArtifactHashed{BindingID: "b1", Path: a.Path, Size: a.Size, MtimeNS: a.MtimeNS, SHA256: a.SHA256, Role: a.Role,
-			VerifiedBy: gpu1, VerifierRole: VerifierSupervisor, MeasurementID: "h", At: t0}
+			VerifiedBy: gpu1, Principal: AnonymousName, VerifierRole: VerifierSupervisor, MeasurementID: "h", At: t0}
 	}
 	recorded := func(r MeasurementResult) NewEvent {
 		s := signed(r, 1)
@@ -339,6 +377,20 @@ func TestMeasurement_Hash(t *testing.T) {
 					{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{BindingID: "b1", Reason: InvalidatedArtifactChanged,
 						Path: arts[0].Path, Was: &was, Now: &now, At: t0}},
 					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: hashed(changed.Artifacts[1])}}
+			},
+		},
+		{
+			// Issue #20: a refusal read nothing, whatever its readings say.
+			name: "a hash the host refused derives no hash", given: []step{verifiedBinding("b1", "qwen", "qwen3.8:27b", arts), base},
+			when: signed(func() MeasurementResult {
+				r := changed
+				r.Outcome, r.ExitCode, r.Error = ResultRefusedByHost, -1, "hash_path_not_allowed: … (host policy: hash_paths)"
+				return r
+			}(), 1),
+			wantFn: func(*ledger) []NewEvent {
+				r := changed
+				r.Outcome, r.ExitCode, r.Error = ResultRefusedByHost, -1, "hash_path_not_allowed: … (host policy: hash_paths)"
+				return []NewEvent{recorded(r)}
 			},
 		},
 		{name: "a hash of other files than approved", given: base, when: signed(swapped, 1), code: CodeArgvNotApproved},
@@ -439,6 +491,10 @@ func TestRecordMeasurement_ValidateReadings(t *testing.T) {
 	badOutcome := probeResult("p", []string{ProbeModels, probeEndpoint}, ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: "fine"})
 	badHash := hashResult("h", []string{"weights=/w"}, ArtifactReading{Path: "/w", Role: RoleWeights, SHA256: "abc"})
 	unread := hashResult("h", []string{"weights=/w"}, ArtifactReading{Path: "/w", Role: RoleWeights, Error: "permission denied"})
+	refusedReading := ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: ProbeRefused, Error: "probe_host_not_allowed: …"}
+	refusedInCompleted := probeResult("p", []string{ProbeModels, probeEndpoint}, refusedReading)
+	refused := refusedInCompleted
+	refused.Outcome = ResultRefusedByHost
 	for _, tc := range []struct {
 		name string
 		cmd  *RecordMeasurement
@@ -447,6 +503,8 @@ func TestRecordMeasurement_ValidateReadings(t *testing.T) {
 		{"a probe outcome outside the enumeration", signed(badOutcome, 1), "data.payload.probe.outcome"},
 		{"an artifact digest that is not one", signed(badHash, 1), "data.payload.artifacts[0].sha256"},
 		{"an artifact not read carries its error, no digest", signed(unread, 1), ""},
+		{"a refused probe reading in a result that is not a refusal", signed(refusedInCompleted, 1), "data.payload.probe.outcome"},
+		{"a refused probe reading in a refused result", signed(refused, 1), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ""

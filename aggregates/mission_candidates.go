@@ -183,6 +183,7 @@ func (c *RecordCheck) Decide(in Inputs) ([]NewEvent, error) {
 // append. (A new attempt's first candidate is not a correction and is
 // never judged so.)
 func recordCheck(in Inputs, rec CheckRecorded, signed *NewEvent) ([]NewEvent, error) {
+	rec.Principal = in.Principal.Name
 	m := missionOf(in, rec.MissionID)
 	if err := m.open(false); err != nil {
 		return nil, err

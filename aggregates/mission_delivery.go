@@ -21,8 +21,9 @@ type RecordReview struct {
 	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// Verdict is the review's verdict: accepted or refused.
 	Verdict string `json:"verdict" jsonschema:"enum=accepted,enum=refused"`
-	// Reviewer is who reviewed it: an accountable person or role, not the
-	// worker.
+	// Reviewer is who reviewed it, as stated: an accountable person or
+	// role, not the worker. Recorded beside the authenticated principal,
+	// never checked against it.
 	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
 	// Coverage maps each acceptance check id to the evidence the reviewer
 	// relied on for it.
@@ -91,7 +92,7 @@ func (c *RecordReview) Decide(in Inputs) ([]NewEvent, error) {
 			"candidate %s was superseded by a newer candidate", c.CandidateHash)
 	}
 	rev := ReviewRecorded{MissionID: m.ID, CandidateHash: c.CandidateHash, Verdict: c.Verdict, Reviewer: c.Reviewer,
-		Coverage: c.Coverage, RefusalKind: c.RefusalKind, Reason: c.Reason, At: in.At}
+		Principal: in.Principal.Name, Coverage: c.Coverage, RefusalKind: c.RefusalKind, Reason: c.Reason, At: in.At}
 	out := []NewEvent{{Stream: MissionStream(m.ID), Type: TypeReviewRecorded, Data: rev}}
 	if c.Verdict == VerdictRefused {
 		if c.RefusalKind == RefusalAuthority {

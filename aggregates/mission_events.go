@@ -319,8 +319,13 @@ type CheckRecorded struct {
 	ArgvHash string `json:"argv_hash"`
 	// Outcome is the check's outcome: pass, fail, skipped, truncated or error.
 	Outcome string `json:"outcome"`
-	// Runner is who ran the check (a person, a CI job, an executor).
+	// Runner is who ran the check (a person, a CI job, an executor), as
+	// stated: a check proves a pass only through SignedBy.
 	Runner string `json:"runner"`
+	// Principal is the authenticated principal that sent the check
+	// ("anonymous" on a node without tokens): who vouches for Runner.
+	// Absent from checks recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// RunnerKind says whether the runner is independent of the worker
 	// (independent) or the worker itself (worker); only an independent run can
 	// prove a pass.
@@ -366,9 +371,14 @@ type ReviewRecorded struct {
 	CandidateHash string `json:"candidate_hash"`
 	// Verdict is the review's verdict: accepted or refused.
 	Verdict string `json:"verdict"`
-	// Reviewer is who reviewed it: an accountable person or role, not the
-	// worker.
+	// Reviewer is who reviewed it, as the command stated it: an accountable
+	// person or role, not the worker. A statement, recorded, never
+	// checked against the principal.
 	Reviewer string `json:"reviewer"`
+	// Principal is the authenticated principal that sent the review
+	// ("anonymous" on a node without tokens): who vouches for Reviewer.
+	// Absent from reviews recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// Coverage maps each acceptance check id to the evidence the reviewer
 	// relied on for it.
 	Coverage map[string]string `json:"coverage,omitempty"`

@@ -173,6 +173,13 @@ func TestMission_Admission(t *testing.T) {
 			when: &DecideAdmission{MissionID: m1, MeasurementID: "x"}, code: CodeMeasurementMissing},
 		{name: "measurement uncertain", given: []step{runtimeMission(), requestProbe("x"), claim("x", gpu1), advance(2 * time.Minute), &MarkMeasurementUncertain{MeasurementID: "x"}},
 			when: &DecideAdmission{MissionID: m1, MeasurementID: "x"}, code: CodeMeasurementMissing},
+		// Issue #20: a signed refusal of the host's policy measured
+		// nothing: refused by name, not only through the readings it lacks.
+		{name: "measurement refused by its host", given: []step{runtimeMission(), measured(func() MeasurementResult {
+			r := resources("r1") // readings that would pass every screen: the outcome alone refuses
+			r.Outcome, r.ExitCode, r.Error = ResultRefusedByHost, -1, "run_not_allowed: … (host policy: runs)"
+			return r
+		}())}, when: &DecideAdmission{MissionID: m1, MeasurementID: "r1"}, code: CodeMeasurementRefusedByHost},
 		{name: "measurement stale", given: []step{runtimeMission(), measured(resources("r1")), advance(DefaultMeasurementFreshness + time.Second)},
 			when: &DecideAdmission{MissionID: m1, MeasurementID: "r1"}, code: CodeMeasurementStale},
 		{
@@ -453,7 +460,7 @@ func TestMission_Candidates(t *testing.T) {
 					{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{
 						MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
 						Outcome: CheckPass, Runner: runner, RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512,
-						SignedBy: runner, KeyIDs: []string{keyIDOf(runnerSeed)}, At: t0}},
+						SignedBy: runner, KeyIDs: []string{keyIDOf(runnerSeed)}, Principal: AnonymousName, At: t0}},
 				}
 			},
 		},
@@ -461,7 +468,7 @@ func TestMission_Candidates(t *testing.T) {
 			name: "a check a writer states", given: []step{started(m1, 2), candidate(m1, "v1")}, when: statedCheck(m1, "v1", "c01", CheckPass),
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{
 				MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
-				Outcome: CheckPass, Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Stated: true, At: t0}}},
+				Outcome: CheckPass, Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Principal: AnonymousName, Stated: true, At: t0}}},
 		},
 		{name: "a pass with exit code 1", given: []step{started(m1, 2), candidate(m1, "v1")}, when: exitOne, code: CodeCheckOutcomeIncoherent},
 		{name: "a signed pass with exit code 1", given: []step{started(m1, 2), candidate(m1, "v1")}, when: signedExitOne, code: CodeCheckOutcomeIncoherent},
@@ -491,7 +498,7 @@ func TestMission_Review(t *testing.T) {
 		{
 			name: "accepted", given: []step{started(m1, 2), candidate(m1, "v1"), checks(m1, "v1", 2, 2)}, when: accept(m1, "v1", 2),
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeReviewRecorded, Data: ReviewRecorded{
-				MissionID: m1, CandidateHash: hexOf("v1"), Verdict: VerdictAccepted, Reviewer: "reviewer", Coverage: fullCoverage(2), At: t0}}},
+				MissionID: m1, CandidateHash: hexOf("v1"), Verdict: VerdictAccepted, Reviewer: "reviewer", Principal: AnonymousName, Coverage: fullCoverage(2), At: t0}}},
 		},
 		{name: "accepted with a check missing", given: []step{started(m1, 2), candidate(m1, "v1"), check(m1, "v1", "c01", CheckPass)}, when: accept(m1, "v1", 2), code: CodeChecksIncomplete},
 		{name: "the worker's own passes do not count", given: []step{started(m1, 2), candidate(m1, "v1"), workerPass("c01"), workerPass("c02")}, when: accept(m1, "v1", 2), code: CodeChecksIncomplete},
@@ -505,11 +512,11 @@ func TestMission_Review(t *testing.T) {
 			when: accept(m1, "v1", 2), code: CodeCandidateSuperseded},
 		{name: "refused for a defect leaves the mission open", given: []step{started(m1, 2), candidate(m1, "v1")}, when: defect,
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeReviewRecorded, Data: ReviewRecorded{
-				MissionID: m1, CandidateHash: hexOf("v1"), Verdict: VerdictRefused, Reviewer: "reviewer", RefusalKind: RefusalDefect, Reason: "--help mishandled", At: t0}}}},
+				MissionID: m1, CandidateHash: hexOf("v1"), Verdict: VerdictRefused, Reviewer: "reviewer", Principal: AnonymousName, RefusalKind: RefusalDefect, Reason: "--help mishandled", At: t0}}}},
 		{name: "refused for authority stops the mission", given: []step{started(m1, 2), candidate(m1, "v1")}, when: authority,
 			want: []NewEvent{
 				{Stream: "mission-m1", Type: TypeReviewRecorded, Data: ReviewRecorded{
-					MissionID: m1, CandidateHash: hexOf("v1"), Verdict: VerdictRefused, Reviewer: "reviewer", RefusalKind: RefusalAuthority, Reason: "tried forbidden tools", At: t0}},
+					MissionID: m1, CandidateHash: hexOf("v1"), Verdict: VerdictRefused, Reviewer: "reviewer", Principal: AnonymousName, RefusalKind: RefusalAuthority, Reason: "tried forbidden tools", At: t0}},
 				{Stream: "mission-m1", Type: TypeMissionStopped, Data: MissionStopped{MissionID: m1, Reason: StopAuthorityRefused, Detail: "tried forbidden tools", CandidateHash: hexOf("v1"), At: t0}},
 			}},
 		{name: "nothing is accepted after a truncated generation", given: truncated(), when: accept(m1, "v1", 2), code: CodeTruncatedGeneration},

@@ -70,9 +70,11 @@ const (
 
 // Which roles send which commands: the approvals (GrantApproval,
 // RevokeApproval, ApproveProbeSchedule, EndProbeSchedule,
-// ApproveMeasurement) are an approver's; what an executor does for a
-// request (claim, renew, record, ask for a scheduled probe) an executor's;
-// every other command a writer's. The admin sends every command. (Each
+// ApproveMeasurement) and RevokeExecutorKey are an approver's (a
+// revocation disables an executor, or every check a runner signs: a
+// writer could otherwise stop every GPU host at once); what an executor
+// does for a request (claim, renew, record, ask for a scheduled probe) an
+// executor's; every other command a writer's. The admin sends every command. (Each
 // call returns a new slice: no package-level mutable state.)
 func approverRoles() []string { return []string{RoleApprover} }
 func executorRoles() []string { return []string{RoleExecutor} }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
 )
@@ -15,7 +16,9 @@ import (
 // commands an executor's, the rest a writer's; the admin sends all; a
 // reader or an operator sends none.
 func TestMaySend(t *testing.T) {
-	approvals := []string{"GrantApproval", "RevokeApproval", "ApproveProbeSchedule", "EndProbeSchedule", "ApproveMeasurement"}
+	// RevokeExecutorKey is an approver's too (issue #20): a revocation
+	// disables an executor, and a writer could revoke every one.
+	approvals := []string{"GrantApproval", "RevokeApproval", "ApproveProbeSchedule", "EndProbeSchedule", "ApproveMeasurement", "RevokeExecutorKey"}
 	executors := []string{"ClaimMeasurement", "RenewMeasurementLease", "RecordMeasurement", "RequestScheduledProbe"}
 	for _, name := range CommandNames() {
 		want := RoleWriter
@@ -82,9 +85,9 @@ func TestApproveMeasurement_Decide(t *testing.T) {
 	base := []step{registered(gpu1, 1), requestProbe("x")}
 	runGWT(t, []gwt{
 		{name: "approve", given: []step{base, as(carol)}, when: approve,
-			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementApproved, Data: MeasurementApproved{MeasurementID: "x", Approver: "carol", At: t0}}}},
+			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementApproved, Data: MeasurementApproved{MeasurementID: "x", Host: host, Approver: "carol", At: t0}}}},
 		{name: "approve on a node without tokens", given: base, when: approve,
-			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementApproved, Data: MeasurementApproved{MeasurementID: "x", Approver: AnonymousName, At: t0}}}},
+			want: []NewEvent{{Stream: "measurement-x", Type: TypeMeasurementApproved, Data: MeasurementApproved{MeasurementID: "x", Host: host, Approver: AnonymousName, At: t0}}}},
 		{name: "approve an unknown request", given: []step{as(carol)}, when: approve, code: CodeMeasurementUnknown},
 		{name: "approve twice", given: []step{base, as(carol), approve}, when: approve, code: CodeMeasurementAlreadyApproved},
 		{name: "approve a claimed request", given: []step{base, claim("x", gpu1), as(carol)}, when: approve, code: CodeMeasurementAlreadyClaimed},
@@ -199,5 +202,64 @@ func TestSignedCheck_Decide(t *testing.T) {
 	l.given(checks(m1, "v1", 2, 2)...)
 	if v := l.state(MissionStream(m1)).(Mission).Verification(hexOf("v1")); !v.Passed {
 		t.Fatalf("after two signed passes: %+v", v)
+	}
+}
+
+// TestRevokeExecutorKey_Roles: revoking a key disables an executor (or
+// every check a runner signs), so it is an approver's command (issue #20):
+// a writer that could revoke could stop every GPU host at once.
+func TestRevokeExecutorKey_Roles(t *testing.T) {
+	revoke := &RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "the host was reinstalled"}
+	revoked := []NewEvent{{Stream: "executor-gpu1", Type: events.TypeExecutorKeyRevoked, Data: events.KeyRevokedData{
+		ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "the host was reinstalled"}}}
+	runGWT(t, []gwt{
+		{name: "a writer revokes an executor's key", given: []step{registered(gpu1, 1), as(alice)}, when: revoke, code: CodeRoleNotAllowed},
+		{name: "an executor revokes its own key", given: []step{registered(gpu1, 1), as(gpu1Principal)}, when: revoke, code: CodeRoleNotAllowed},
+		{name: "an approver revokes it", given: []step{registered(gpu1, 1), as(carol)}, when: revoke, want: revoked},
+		{name: "the admin revokes it", given: []step{registered(gpu1, 1), as(Principal{Name: "root", Role: RoleAdmin})}, when: revoke, want: revoked},
+	})
+}
+
+// TestPrincipals_StatedNamesBesideThePrincipal: a reviewer, a verifier, an
+// observer or a runner a command names is a statement: it is recorded as
+// stated, beside the authenticated principal that sent it (issue #20),
+// never checked against it, and it authorizes nothing.
+func TestPrincipals_StatedNamesBesideThePrincipal(t *testing.T) {
+	arts := artifacts()
+	review := accept(m1, "v1", 2)
+	review.Reviewer = "the-release-board"
+	bound := propose("b1", "qwen", "qwen3.8:27b", arts)
+	runGWT(t, []gwt{
+		{name: "a review", given: []step{started(m1, 2), candidate(m1, "v1"), checks(m1, "v1", 2, 2), as(alice)}, when: review,
+			want: []NewEvent{{Stream: "mission-m1", Type: TypeReviewRecorded, Data: ReviewRecorded{MissionID: m1, CandidateHash: hexOf("v1"),
+				Verdict: VerdictAccepted, Reviewer: "the-release-board", Principal: "alice", Coverage: fullCoverage(2), At: t0}}}},
+		{name: "a binding's verification", given: []step{bound, signedHashes("b1", arts), as(alice)},
+			when: &VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"},
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{BindingID: "b1", Identity: bound.Identity,
+				VerifiedBy: "supervisor-1", Principal: "alice", At: t0}}}},
+		{name: "a stated hash", given: []step{bound, as(alice)}, when: hashArtifact("b1", arts[0], VerifierSupervisor),
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size,
+				MtimeNS: hashMtime, SHA256: arts[0].SHA256, Role: arts[0].Role, VerifiedBy: "supervisor-1", Principal: "alice",
+				VerifierRole: VerifierSupervisor, Stated: true, At: t0}}}},
+		{name: "a stated probe", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), as(alice)}, when: probe(glm, ProbeModels, ProbeOK, glmTag),
+			want: []NewEvent{{Stream: "provider-glm-local", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: glm, Kind: ProbeModels, Outcome: ProbeOK,
+				Models: []string{glmTag}, Latency: D(40 * time.Millisecond), ObservedBy: "supervisor", Principal: "alice", ObservedAt: t0,
+				ExpectedTag: glmTag, ExactTagListed: true, Stated: true, At: t0}}}},
+		{name: "a stated check", given: []step{started(m1, 2), candidate(m1, "v1"), as(alice)}, when: statedCheck(m1, "v1", "c01", CheckPass),
+			want: []NewEvent{{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01",
+				ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}), Outcome: CheckPass, Runner: "elora-supervisor", Principal: "alice",
+				RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Stated: true, At: t0}}}},
+	})
+
+	// A claim's acceptance: the stated reviewer beside the principal.
+	l, ids := evidenceHistory(t)
+	l.given(&ProposeClaim{ClaimID: "k1", Statement: "c01 passes", Scope: ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectMission, ID: m1}}, Cases: []string{"c01"}},
+		Evidence: []uuid.UUID{ids["pass"]}}, as(alice))
+	got, err := l.decide(&AcceptClaim{ClaimID: "k1", Reviewer: "auditor"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("accept: %v %v", got, err)
+	}
+	if d := got[0].Data.(ClaimAccepted); d.Reviewer != "auditor" || d.Principal != "alice" {
+		t.Errorf("ClaimAccepted reviewer %q principal %q; want auditor beside alice", d.Reviewer, d.Principal)
 	}
 }

@@ -85,6 +85,12 @@ const (
 	ProbeFailed      = "failed"
 	ProbeUnreachable = "unreachable"
 	ProbeTimeout     = "timeout"
+	// ProbeRefused: the executor's host policy refused the probe (issue
+	// #20): nothing was dialled, so nothing is known of the runtime. Only
+	// in a signed result whose outcome is refused_by_host, and in the
+	// ProbeRecorded derived from it; readiness shows probe_refused, apart
+	// from a runtime's failure. A writer states no refused probe.
+	ProbeRefused = "refused"
 )
 
 // Provider event types.
@@ -174,15 +180,22 @@ type ProbeRecorded struct {
 	Provider string `json:"provider"`
 	// Kind is the probe's kind: doctor, models or smoke.
 	Kind string `json:"kind"`
-	// Outcome is how the probe ended: ok, failed, unreachable or timeout.
+	// Outcome is how the probe ended: ok, failed, unreachable or timeout,
+	// or refused when the executor's host policy refused it (nothing was
+	// dialled).
 	Outcome string `json:"outcome"`
 	// Models are the model tags the endpoint listed.
 	Models []string `json:"models,omitempty"`
 	// Latency is how long the probe's answer took (a Go duration).
 	Latency Duration `json:"latency"`
-	// ObservedBy is who observed it: a person, or the executor that ran the
-	// probe.
+	// ObservedBy is who observed it, as stated: a person, or the executor
+	// that ran the probe (then checked: an executor principal acts only
+	// for its own id).
 	ObservedBy string `json:"observed_by"`
+	// Principal is the authenticated principal that sent the command this
+	// probe was recorded by ("anonymous" on a node without tokens): who
+	// vouches for ObservedBy. Absent from probes recorded before issue #20.
+	Principal string `json:"principal,omitempty"`
 	// ObservedAt is when the probe was observed (RFC 3339).
 	ObservedAt time.Time `json:"observed_at"`
 	// ExpectedTag is the provider's declared model tag when the probe was
@@ -605,7 +618,7 @@ func (c *RecordProbe) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	return []NewEvent{{Stream: ProviderStream(c.Name), Type: TypeProbeRecorded, Data: ProbeRecorded{
 		Provider: c.Name, Kind: c.Kind, Outcome: c.Outcome, Models: c.Models, Latency: c.Latency,
-		ObservedBy: c.ObservedBy, ObservedAt: observed.UTC(), ExpectedTag: p.ModelTag,
+		ObservedBy: c.ObservedBy, Principal: in.Principal.Name, ObservedAt: observed.UTC(), ExpectedTag: p.ModelTag,
 		ExactTagListed: p.ModelTag != "" && slices.Contains(c.Models, p.ModelTag), Stated: true, At: in.At,
 	}}}, nil
 }

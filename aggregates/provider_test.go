@@ -152,7 +152,7 @@ func TestProvider_Decide(t *testing.T) {
 			when:  probe(glm, ProbeModels, ProbeOK, "glm-4.7-flash", glmTag),
 			want: []NewEvent{{Stream: "provider-glm-local", Type: TypeProbeRecorded, Data: ProbeRecorded{
 				Provider: glm, Kind: ProbeModels, Outcome: ProbeOK, Models: []string{"glm-4.7-flash", glmTag},
-				Latency: D(40 * time.Millisecond), ObservedBy: "supervisor", ObservedAt: t0,
+				Latency: D(40 * time.Millisecond), ObservedBy: "supervisor", Principal: AnonymousName, ObservedAt: t0,
 				ExpectedTag: glmTag, ExactTagListed: true, Stated: true, At: t0}}},
 		},
 	})

@@ -67,8 +67,12 @@ const (
 	StateNotProbed = "not_probed"
 	// StateProbeUnsigned: no signed probe, only probes a writer stated
 	// (issue #20): a stated probe proves nothing.
-	StateProbeUnsigned   = "probe_unsigned"
-	StateProbeFailed     = "failed"
+	StateProbeUnsigned = "probe_unsigned"
+	StateProbeFailed   = "failed"
+	// StateProbeRefused: the newest signed probe was refused by its
+	// executor's host policy (issue #20): nothing was dialled, so the
+	// runtime's state is unknown; not a failure of the runtime.
+	StateProbeRefused    = "probe_refused"
 	StateProbeUnreach    = "unreachable"
 	StateProbeTimeout    = "timeout"
 	StateTagNotListed    = "tag_not_listed"
@@ -93,7 +97,7 @@ const (
 	CodeNotActivated = "not_activated"
 	// CodeNotLiveProven: no fresh ok signed models/smoke probe listing the
 	// exact tag (details.state says not_probed, probe_unsigned, failed,
-	// unreachable, timeout, tag_not_listed or stale).
+	// probe_refused, unreachable, timeout, tag_not_listed or stale).
 	CodeNotLiveProven = "not_live_proven"
 	// CodeAliasNotExact: the newest probe lists an alias of the tag but not
 	// the tag itself; an alias proves nothing about what is loaded.
@@ -155,6 +159,9 @@ func liveFact(p Provider, at time.Time, window time.Duration) Fact {
 		return Fact{State: StateProbeUnreach, Reason: fmt.Sprintf("the newest %s probe could not reach the endpoint", pr.Kind), Proof: proof}
 	case ProbeTimeout:
 		return Fact{State: StateProbeTimeout, Reason: fmt.Sprintf("the newest %s probe timed out", pr.Kind), Proof: proof}
+	case ProbeRefused:
+		return Fact{State: StateProbeRefused, Proof: proof,
+			Reason: fmt.Sprintf("the newest %s probe was refused by the host policy of executor %s: nothing was dialled, so the runtime's state is unknown", pr.Kind, pr.ObservedBy)}
 	case ProbeOK:
 	default:
 		return Fact{State: StateProbeFailed, Reason: fmt.Sprintf("the newest probe has outcome %q", pr.Outcome), Proof: proof}
@@ -273,7 +280,7 @@ func factCode(state string) string {
 	switch state {
 	case StateEndpointMissing, StateModelTagMissing:
 		return CodeNotConfigured
-	case StateNotProbed, StateProbeUnsigned, StateProbeFailed, StateProbeUnreach, StateProbeTimeout, StateTagNotListed, StateStale:
+	case StateNotProbed, StateProbeUnsigned, StateProbeFailed, StateProbeRefused, StateProbeUnreach, StateProbeTimeout, StateTagNotListed, StateStale:
 		return CodeNotLiveProven
 	case StateNotActivated:
 		return CodeNotActivated

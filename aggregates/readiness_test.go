@@ -1,6 +1,7 @@
 package aggregates
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,12 @@ func TestProviderReadiness(t *testing.T) {
 			want: states{ReadyConfigured, StateNotProbed, StateNotProbed, StateNotProbed}, ready: [4]bool{true, false, false, false}},
 		{name: "probe failed is not not_probed", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeFailed)},
 			want: states{ReadyConfigured, StateProbeFailed, StateProbeFailed, StateProbeFailed}, ready: [4]bool{true, false, false, false}},
+		// Issue #20: the executor's host policy refused the probe: not a
+		// failure of the runtime, which nobody reached; never live.
+		{name: "a probe the host refused is not a failure", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeModels, ProbeRefused)},
+			want: states{ReadyConfigured, StateProbeRefused, StateProbeRefused, StateProbeRefused}, ready: [4]bool{true, false, false, false}},
+		{name: "a newer refused probe wins over an older ok one", p: glm, given: []step{readyLocal(glm, glmTag), signedProbe(glm, ProbeModels, ProbeRefused)},
+			want: states{ReadyConfigured, StateProbeRefused, StateProbeRefused, StateProbeRefused}, ready: [4]bool{true, false, false, false}},
 		{name: "unreachable", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeSmoke, ProbeUnreachable)},
 			want: states{ReadyConfigured, StateProbeUnreach, StateProbeUnreach, StateProbeUnreach}, ready: [4]bool{true, false, false, false}},
 		{name: "timeout", p: glm, given: []step{declare(glm, KindLocal, "local_ollama", glmTag), limits(glm), activate(glm, ""), signedProbe(glm, ProbeSmoke, ProbeTimeout)},
@@ -141,5 +148,22 @@ func TestRoundAge(t *testing.T) {
 		if got := roundAge(tc.in).String(); got != tc.want {
 			t.Errorf("roundAge(%s) = %s, want %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestProviderReadiness_RefusedProbe: a gate refuses a provider whose
+// newest probe its host refused with not_live_proven, details.state
+// probe_refused, and a reason naming the host policy (issue #20).
+func TestProviderReadiness_RefusedProbe(t *testing.T) {
+	l := newLedger(t)
+	l.given(readyLocal(glm, glmTag)...)
+	l.given(signedProbe(glm, ProbeModels, ProbeRefused))
+	r := ProviderReadiness(l.state(ProviderStream(glm)).(Provider), Binding{}, l.at, l.policy)
+	ref := factRefusal(glm, "live_proven", r.LiveProven)
+	if ref.Code != CodeNotLiveProven || ref.Details["state"] != StateProbeRefused || !strings.Contains(ref.Message, "refused by the host policy of executor "+prober) {
+		t.Errorf("refusal %s %v %q", ref.Code, ref.Details, ref.Message)
+	}
+	if r.LiveProven.Proof == nil || *r.LiveProven.Proof != l.last(TypeProbeRecorded) {
+		t.Errorf("proof %v, want the refused probe", r.LiveProven.Proof)
 	}
 }

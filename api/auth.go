@@ -26,8 +26,8 @@ type Role string
 // aggregates' Role… constants.
 const (
 	RoleReader   Role = aggregates.RoleReader   // read the log, proofs, projections
-	RoleWriter   Role = aggregates.RoleWriter   // reader + appends and every command but the approvals and the executor's
-	RoleApprover Role = aggregates.RoleApprover // reader + the approvals (GrantApproval, RevokeApproval, ApproveProbeSchedule, EndProbeSchedule, ApproveMeasurement)
+	RoleWriter   Role = aggregates.RoleWriter   // reader + appends and every command but the approvals, RevokeExecutorKey and the executor's
+	RoleApprover Role = aggregates.RoleApprover // reader + the approvals (GrantApproval, RevokeApproval, ApproveProbeSchedule, EndProbeSchedule, ApproveMeasurement) and RevokeExecutorKey
 	RoleOperator Role = aggregates.RoleOperator // reader + cluster and key operations
 	RoleExecutor Role = aggregates.RoleExecutor // reader + the executor's commands, for the executor id that is its name
 	RoleAdmin    Role = aggregates.RoleAdmin    // everything

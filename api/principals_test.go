@@ -307,10 +307,13 @@ func TestAttack_UnsignedProbeIsNotLive(t *testing.T) {
 	out := n.must(aliceToken, "RecordProbe", aggregates.RecordProbe{Name: "p1", Kind: aggregates.ProbeModels, Outcome: aggregates.ProbeOK,
 		Models: []string{principalsTag}, ObservedBy: "gpu1"})
 	var d struct {
-		Stated bool `json:"stated"`
+		Stated     bool   `json:"stated"`
+		ObservedBy string `json:"observed_by"`
+		Principal  string `json:"principal"`
 	}
-	if evs := n.events(aggregates.ProviderStream("p1")); json.Unmarshal(evs[len(evs)-1].Data, &d) != nil || !d.Stated {
-		t.Errorf("the writer's probe is not marked stated: %s", evs[len(evs)-1].Data)
+	// Stated, and the name it states beside the principal that sent it.
+	if evs := n.events(aggregates.ProviderStream("p1")); json.Unmarshal(evs[len(evs)-1].Data, &d) != nil || !d.Stated || d.ObservedBy != "gpu1" || d.Principal != "alice" {
+		t.Errorf("the writer's probe is not marked stated, beside its principal alice: %s", evs[len(evs)-1].Data)
 	}
 	if live, state := liveState(n, "p1"); live || state != aggregates.StateProbeUnsigned {
 		t.Errorf("after a writer's probe: live_proven %v (%s)", live, state)

@@ -3,7 +3,7 @@
 // because it signs what it saw.
 //
 // An Executor follows a node's log over HTTP (Server-Sent Events filtered to
-// the measurement and executor-key event types, resumed from a persisted
+// the measurement (approvals included) and executor-key event types, resumed from a persisted
 // position), picks the measurement requests addressed to its host, claims
 // each with a lease it renews while working, does what the request asks if
 // its host's own policy allows it (hostpolicy.go: a writer's request is
@@ -25,9 +25,14 @@
 //     resolved, read through an os.Root), hashed with a bounded buffer;
 //     the node records them as the binding's ArtifactHashed events.
 //
-// A request the policy refuses is answered at once with a signed result of
-// outcome refused_by_host, its error naming the refusal's code and the
-// policy's rule; nothing is done for it.
+// What the policy does not allow may still run when an approver approved
+// that exact request (MeasurementApproved; follow.go): the approval stands
+// in for the policy's lists, never for root, an address class or a ".."
+// path, and not at all when the policy sets ignore_approvals. Such a
+// request waits unclaimed until it is approved. Any other request the
+// policy refuses is answered at once with a signed result of outcome
+// refused_by_host, its error naming the refusal's code and the policy's
+// rule; nothing is done for it.
 //
 // Every result carries a resource snapshot taken before and after the work
 // (nvidia-smi where present, MemAvailable, CPU count, hostname, executor

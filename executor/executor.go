@@ -123,7 +123,8 @@ func (x *Executor) Run(ctx context.Context) error {
 	}
 	x.warnPolicy()
 	x.cfg.Logger.Info("following", "executor", x.cfg.ExecutorID, "host", x.cfg.Host, "key_id", x.keyID, "from", from,
-		"run_templates", len(x.policy.Runs), "hash_paths", len(x.policy.HashPaths), "probe_hosts", len(x.policy.ProbeHosts))
+		"run_templates", len(x.policy.Runs), "hash_paths", len(x.policy.HashPaths), "probe_hosts", len(x.policy.ProbeHosts),
+		"approvals_honoured", !x.policy.IgnoreApprovals)
 	// The probe schedules of this host (schedule.go) are asked for while
 	// the executor follows; they stop with it.
 	sctx, stopSchedules := context.WithCancel(ctx)
@@ -143,9 +144,13 @@ func (x *Executor) Run(ctx context.Context) error {
 // allows nothing, and running as root.
 func (x *Executor) warnPolicy() {
 	log := x.cfg.Logger
-	if x.policy.Empty() {
+	switch {
+	case x.policy.Empty() && x.policy.IgnoreApprovals:
 		log.Warn("the host policy allows nothing: every run, hash and probe requested of this host is answered refused_by_host; " +
 			"give the executor a policy (greffe executor --host-policy FILE, docs/EXECUTOR.md \"Host policy\")")
+	case x.policy.Empty():
+		log.Warn("the host policy lists nothing: only what an approver approves (ApproveMeasurement) runs, is hashed or probed; " +
+			"every other request of this host is left unclaimed (docs/EXECUTOR.md \"Approvals\")")
 	}
 	switch {
 	case x.euid == 0 && x.policy.AllowRootRuns:

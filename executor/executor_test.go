@@ -30,6 +30,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/executor"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/projections"
 )
 
 // These tests run the executor against a real node on 127.0.0.1:0, with
@@ -283,6 +284,23 @@ func (h *harness) result(id string, key ed25519.PrivateKey) aggregates.Measureme
 		h.t.Fatal(err)
 	}
 	return r
+}
+
+// liveState returns the live_proven state of provider's row of the
+// readiness projection, once the projection has folded minPosition events.
+func (h *harness) liveState(provider string, minPosition uint64) string {
+	h.t.Helper()
+	b, err := h.c.Projection(h.t.Context(), "readiness", client.ProjectionQuery{Key: provider, MinPosition: minPosition})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out struct {
+		Rows []projections.ReadinessRow `json:"rows"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Rows) != 1 {
+		h.t.Fatalf("readiness of %s: %v %s", provider, err, b)
+	}
+	return out.Rows[0].LiveProven.State
 }
 
 // gate is a file a run waits for: the test decides when the run ends,

@@ -22,20 +22,27 @@ import (
 // The host policy: what this host lets its executor do, whatever a writer
 // requests (issue #20). A MeasurementRequested is a writer's word; on the
 // host, only the host's own configuration decides what runs, what is read
-// and what is probed. The zero HostPolicy allows nothing: every run, hash
-// and probe is refused (OutcomeRefusedByHost), so an executor started
-// without a policy is safe rather than a shell for every writer.
+// and what is probed, or an approver's approval of that exact request
+// (MeasurementApproved, follow.go) where the policy lets an approval stand
+// in for its allowlists. The zero HostPolicy allows nothing by itself:
+// every run, hash and probe it does not list is refused
+// (OutcomeRefusedByHost) or, while approvals are honoured, waits for an
+// approval; so an executor started without a policy is safe rather than a
+// shell for every writer (greffe executor without --host-policy also sets
+// IgnoreApprovals: nothing runs at all).
 //
-// A request the policy refuses is still claimed, and answered at once with
-// a signed result whose outcome is refused_by_host and whose error names
-// the refusal's code and the policy's rule: the request ends, visibly and
-// for good, instead of waiting unclaimed (or being taken by a looser
-// executor of the same host), and the refusal carries the host's
-// signature, so nobody can forge that a host refused (or ran) something.
-// Nothing is run, read or dialled for it, and no resource snapshot is
-// taken (a refused measurement grounds no admission: its readings are
-// absent). A probe whose target is refused only once its name is resolved
-// (dial.go) is refused the same way, after its snapshot.
+// A request the policy refuses, and that no approval could cover (or any,
+// with IgnoreApprovals), is claimed and answered at once with a signed
+// result whose outcome is refused_by_host and whose error names the
+// refusal's code and the policy's rule: the request ends, visibly and for
+// good, instead of waiting unclaimed (or being taken by a looser executor
+// of the same host), and the refusal carries the host's signature, so
+// nobody can forge that a host refused (or ran) something. Nothing is run,
+// read or dialled for it, and no resource snapshot is taken (a refused
+// measurement grounds no admission). A probe whose target is refused only
+// once its name is resolved (dial.go) is refused the same way, after its
+// snapshot. A request an approval could cover is left unclaimed instead,
+// until an approver approves it (follow.go).
 //
 // File format (JSON, decoded strictly: unknown or repeated names, null,
 // and anything after the object are refused, with the field's path):
@@ -68,9 +75,10 @@ import (
 // OutcomeRefusedByHost is the MeasurementResult outcome of a request the
 // host's policy refused: nothing was run, read or dialled. Its Error
 // starts with one of the Code… constants below, then ": ", the reason and
-// the policy rule that decided. (aggregates defines no such outcome yet
-// and does not check outcomes; see the issue #20 report.)
-const OutcomeRefusedByHost = "refused_by_host"
+// the policy rule that decided. It is aggregates.ResultRefusedByHost, the
+// node's name for it: the node grounds no admission, no evidence and no
+// artifact hash on it, and its probe's ProbeRecorded is refused.
+const OutcomeRefusedByHost = aggregates.ResultRefusedByHost
 
 // Refusal codes of the host policy, at the start of a refused result's
 // error ("CODE: reason (host policy: RULE)"). Stable: never renamed.
@@ -152,11 +160,14 @@ type HostPolicy struct {
 	// (probes and hashes, which run no program of the request, still
 	// work) and says so loudly at start.
 	AllowRootRuns bool `json:"allow_root_runs,omitempty"`
-	// IgnoreApprovals makes the executor refuse what the policy refuses
-	// even when a non-writer principal approved that exact request (see
-	// Check). Default false: such an approval covers runs, hash_paths and
-	// probe_hosts — never the address classes nor allow_root_runs, which
-	// are the host's own safety and no ledger principal knows its network.
+	// IgnoreApprovals makes the executor refuse what the policy refuses,
+	// at once, even when a non-writer principal approved that exact
+	// request (approvalCovers). Default false: such an approval covers
+	// runs, hash_paths and probe_hosts — never the address classes,
+	// allow_root_runs nor a ".." in a hash path, which are the host's own
+	// safety and no ledger principal knows its network — and a request
+	// the policy refuses but an approval could cover is left unclaimed
+	// until it is approved (follow.go).
 	IgnoreApprovals bool `json:"ignore_approvals,omitempty"`
 
 	// probeHosts is ProbeHosts parsed (validate fills it).

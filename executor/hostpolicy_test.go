@@ -93,10 +93,13 @@ func (l *countingListener) port() string {
 // reader). The executor must not run it (the marker file the command
 // would create never appears) and its signed result says the host's
 // policy refused it; templates of the policy still run; an executor
-// running as root runs nothing without allow_root_runs.
+// running as root runs nothing without allow_root_runs. The policy
+// ignores approvals, so that a refusal is answered at once (with
+// approvals honoured it waits unclaimed: TestApprovals_*).
 func TestHostPolicy_Runs(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
+	h.policy.IgnoreApprovals = true
 	touched := filepath.Join(t.TempDir(), "touched")
 	h.policy.Runs = append(h.policy.Runs,
 		executor.RunTemplate{Name: "touch", Argv: []executor.ArgPattern{executor.Lit("touch"), executor.OneOfArg(touched)}},
@@ -148,7 +151,9 @@ func TestHostPolicy_Runs(t *testing.T) {
 		}
 		h := newHarness(t, nil, "present")
 		key := h.register("gpu1")
-		h.policy.AllowRootRuns = false
+		h.policy.AllowRootRuns, h.policy.IgnoreApprovals = false, false
+		// No approval covers root: refused at once, approvals honoured or
+		// not.
 		h.start(h.config("gpu1", key))
 		r := h.result(h.request(aggregates.RequestMeasurement{Argv: []string{"true"}}), key)
 		if r.Outcome != refusedByHost || !strings.HasPrefix(r.Error, executor.CodeRootRunNotAllowed+": ") {
@@ -161,10 +166,11 @@ func TestHostPolicy_Runs(t *testing.T) {
 // way to learn the digest of any file, or to record any file as a model's
 // weights) and of one through a symlink that leads outside are refused;
 // nothing of them becomes an ArtifactHashed. A path under hash_paths is
-// hashed.
+// hashed. Approvals are ignored: refusals are answered at once.
 func TestHostPolicy_Hashes(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
+	h.policy.IgnoreApprovals = true
 	models, outside := t.TempDir(), t.TempDir()
 	secret := filepath.Join(outside, "shadow")
 	weights := filepath.Join(models, "w.gguf")
@@ -219,7 +225,9 @@ func TestHostPolicy_Hashes(t *testing.T) {
 // loopback address the policy does not allow, of 0.0.0.0 (which reaches
 // loopback on Linux), of a host not in probe_hosts, and of a name a DNS
 // server answers with 127.0.0.1 are all refused before any connection:
-// the loopback listener they name is never reached.
+// the loopback listener they name is never reached. The provider's probe
+// is recorded refused (readiness: probe_refused), never failed nor ok.
+// Approvals are ignored: refusals are answered at once.
 func TestHostPolicy_ProbeTargets(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key := h.register("gpu1")
@@ -231,6 +239,7 @@ func TestHostPolicy_ProbeTargets(t *testing.T) {
 		// Link-local is allowed, to show that the metadata service is a
 		// class of its own.
 		AllowLinkLocalProbeTargets: true,
+		IgnoreApprovals:            true,
 	}
 	cfg.Policy.ProbeHosts = append(cfg.Policy.ProbeHosts, "mixed.test:"+port)
 	cfg.Resolver = fakeDNS(t, map[string]string{"rebind.test": "127.0.0.1", "mixed.test": "192.0.2.1,127.0.0.1"})
@@ -255,15 +264,19 @@ func TestHostPolicy_ProbeTargets(t *testing.T) {
 				Argv: []string{aggregates.ProbeModels, tc.endpoint}, Timeout: aggregates.D(2 * time.Second)})
 			r := h.result(id, key)
 			want := tc.code + ": "
-			if r.Outcome != refusedByHost || r.Probe == nil || r.Probe.Outcome != aggregates.ProbeFailed || r.Probe.HTTPStatus != 0 ||
+			if r.Outcome != refusedByHost || r.Probe == nil || r.Probe.Outcome != aggregates.ProbeRefused || r.Probe.HTTPStatus != 0 ||
 				!strings.HasPrefix(r.Error, want) || !strings.HasSuffix(r.Error, "(host policy: "+tc.rule+")") || r.Probe.Error != r.Error {
 				t.Fatalf("got outcome %q, error %q, probe %+v; want %s (%s, rule %s)", r.Outcome, r.Error, r.Probe, refusedByHost, tc.code, tc.rule)
 			}
-			// The provider's probe is recorded failed, never ok.
+			// The provider's probe is recorded refused, never ok, and
+			// readiness tells it from a runtime's failure.
 			e := h.waitEvent(aggregates.ProviderStream(provider), aggregates.TypeProbeRecorded, nil)
 			var d aggregates.ProbeRecorded
-			if err := json.Unmarshal(e.Data, &d); err != nil || d.Outcome != aggregates.ProbeFailed || d.ExactTagListed {
+			if err := json.Unmarshal(e.Data, &d); err != nil || d.Outcome != aggregates.ProbeRefused || d.ExactTagListed || d.Models != nil {
 				t.Errorf("ProbeRecorded %+v %v", d, err)
+			}
+			if st := h.liveState(provider, e.Position+1); st != aggregates.StateProbeRefused {
+				t.Errorf("readiness live_proven state %q, want %s", st, aggregates.StateProbeRefused)
 			}
 		})
 	}

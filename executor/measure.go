@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,8 +22,10 @@ import (
 // the request, renew its lease while the work runs, do what the request
 // asked and the host allows (run.go, probe.go, hash.go, between two
 // snapshots: snapshot.go), then sign and report the result. A request the
-// policy refuses is claimed and answered refused_by_host at once, with
-// nothing done for it.
+// policy refuses (with its approval, if it has one) is claimed and
+// answered refused_by_host at once, with nothing done for it; one an
+// approval could cover never gets here unapproved while approvals are
+// honoured (follow.go).
 
 // measure claims, runs and reports one request. Nothing is retried: a
 // request whose claim is refused is someone else's or no one's, and a run
@@ -30,6 +33,9 @@ import (
 func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 	req := j.req
 	log := x.cfg.Logger.With("measurement", req.MeasurementID, "kind", req.Kind)
+	if j.approvedByNonWriter {
+		log = log.With("approved_by", j.approver)
+	}
 	if x.revoked.Load() || ctx.Err() != nil {
 		return
 	}
@@ -41,6 +47,15 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 		return
 	}
 	d := x.decide(req, j.approvedByNonWriter)
+	if d.refusal != nil && !j.approvedByNonWriter && !x.policy.IgnoreApprovals {
+		// Refused without an approval, and no approval would let it run
+		// (the follow loop leaves unclaimed what one would): the refusal
+		// says what an approval cannot stand in for (an address class,
+		// root, a ".." path).
+		if da := x.decide(req, true); da.refusal != nil {
+			d = da
+		}
+	}
 	claimed := time.Now()
 	hardCap := claimed.Add(req.Timeout.Duration + x.reportGrace)
 	lease := earlier(claimed.Add(x.cfg.Lease), hardCap)
@@ -87,11 +102,21 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 }
 
 // settled reports whether the measurement's stream already shows a claim,
-// a result or an uncertainty. Only a shortcut: on any doubt it says no and
-// the claim's gate decides.
+// a result or an uncertainty (an approval settles nothing: it comes before
+// any claim). Only a shortcut: on any doubt it says no and the claim's
+// gate decides.
 func (x *Executor) settled(ctx context.Context, id string) bool {
-	page, err := x.cfg.Client.ReadStream(ctx, aggregates.MeasurementStream(id), events.ReadOptions{Limit: 2})
-	return err == nil && len(page.Events) > 1
+	page, err := x.cfg.Client.ReadStream(ctx, aggregates.MeasurementStream(id), events.ReadOptions{Limit: approvalStreamRead})
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(page.Events, func(e events.Event) bool {
+		switch e.Type {
+		case aggregates.TypeMeasurementClaimed, aggregates.TypeMeasurementUncertain, aggregates.TypeMeasurementRecorded:
+			return true
+		}
+		return false
+	})
 }
 
 // renew moves the lease forward every Lease/3 until ctx ends, never past
@@ -178,7 +203,7 @@ func (x *Executor) refused(req aggregates.MeasurementRequested, d decision) *agg
 		Outcome: OutcomeRefusedByHost, Error: d.refusal.Error()}
 	switch req.Kind {
 	case aggregates.MeasurementProbe:
-		r.Probe = &aggregates.ProbeReading{Kind: d.probe.Kind, Endpoint: d.probe.Endpoint, Outcome: aggregates.ProbeFailed, Error: d.refusal.Error()}
+		r.Probe = &aggregates.ProbeReading{Kind: d.probe.Kind, Endpoint: d.probe.Endpoint, Outcome: aggregates.ProbeRefused, Error: d.refusal.Error()}
 	case aggregates.MeasurementHash:
 		r.Artifacts = refusedHash(d.targets, d.refusedAt, d.refusal)
 	}

@@ -70,7 +70,7 @@ func endpointURL(base, path string) string {
 // probe runs spec within ctx (the request's timeout) and returns the
 // reading. It never fails: every failure is an outcome. A target the host
 // policy refused at the dial also returns its refusal (the reading is
-// then failed, with the refusal as its error).
+// then refused, with the refusal as its error).
 //
 // The reading holds what the protocol defines and nothing else of the
 // answers: the HTTP status, the latency, the listed model ids (data[].id,
@@ -199,7 +199,7 @@ func (p *prober) call(ctx context.Context, method, url string, in, out any) (int
 	if err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {
-			return 0, &callError{outcome: aggregates.ProbeFailed, msg: r.Error(), refusal: r}
+			return 0, &callError{outcome: aggregates.ProbeRefused, msg: r.Error(), refusal: r}
 		}
 		if timedOut(ctx, err) {
 			return 0, fail(aggregates.ProbeTimeout, "no answer before the request's deadline")

@@ -14,33 +14,37 @@ import (
 // invalidation with its reason.
 
 type bindingRow struct {
-	ID              string                       `json:"id"`
-	Proposed        bool                         `json:"proposed"`
-	Provider        string                       `json:"provider"`
-	ModelTag        string                       `json:"model_tag"`
-	Family          string                       `json:"family"`
-	ClaimedIdentity string                       `json:"claimed_identity"`
-	Identity        string                       `json:"identity"`
-	Verified        bool                         `json:"verified"`
-	VerifiedBy      string                       `json:"verified_by"`
-	Rejected        bool                         `json:"rejected"`
-	RejectReason    string                       `json:"reject_reason"`
-	Invalidated     bool                         `json:"invalidated"`
-	Artifacts       []aggregates.BindingArtifact `json:"artifacts"`
-	Hashes          map[string]ArtifactHash      `json:"hashes"`
-	Invalidations   []Invalidation               `json:"invalidations"`
-	Proposal        aggregates.EventRef          `json:"proposal"`
-	Verification    aggregates.EventRef          `json:"verification"`
+	ID                  string                       `json:"id"`
+	Proposed            bool                         `json:"proposed"`
+	Provider            string                       `json:"provider"`
+	ModelTag            string                       `json:"model_tag"`
+	Family              string                       `json:"family"`
+	ClaimedIdentity     string                       `json:"claimed_identity"`
+	Identity            string                       `json:"identity"`
+	Verified            bool                         `json:"verified"`
+	VerifiedBy          string                       `json:"verified_by"`
+	VerifiedByPrincipal string                       `json:"verified_by_principal"`
+	Rejected            bool                         `json:"rejected"`
+	RejectReason        string                       `json:"reject_reason"`
+	Invalidated         bool                         `json:"invalidated"`
+	Artifacts           []aggregates.BindingArtifact `json:"artifacts"`
+	Hashes              map[string]ArtifactHash      `json:"hashes"`
+	Invalidations       []Invalidation               `json:"invalidations"`
+	Proposal            aggregates.EventRef          `json:"proposal"`
+	Verification        aggregates.EventRef          `json:"verification"`
 }
 
 // ArtifactHash is the newest recorded hash of an artifact path.
 type ArtifactHash struct {
-	Path         string `json:"path"`
-	Role         string `json:"role"`
-	Size         int64  `json:"size"`
-	MtimeNS      int64  `json:"mtime_ns"`
-	SHA256       string `json:"sha256"`
-	VerifiedBy   string `json:"verified_by"`
+	Path       string `json:"path"`
+	Role       string `json:"role"`
+	Size       int64  `json:"size"`
+	MtimeNS    int64  `json:"mtime_ns"`
+	SHA256     string `json:"sha256"`
+	VerifiedBy string `json:"verified_by"`
+	// Principal is who sent the hash (a token's name; "anonymous" on a
+	// node without tokens): VerifiedBy is what it stated (issue #20).
+	Principal    string `json:"principal,omitempty"`
 	VerifierRole string `json:"verifier_role"`
 	// MeasurementID is the executor's signed hash measurement it was read
 	// from; empty for a hash a writer stated, which verifies nothing
@@ -64,10 +68,10 @@ type bindings struct {
 func newBindings(Env) Model { return &bindings{rows: newTable[bindingRow]("b/")} }
 
 var (
-	hashKeys           = []string{"path", "size", "mtime_ns", "sha256", "role", "verified_by", "verifier_role", "measurement_id"}
+	hashKeys           = []string{"path", "size", "mtime_ns", "sha256", "role", "verified_by", "verifier_role", "measurement_id", "principal"}
 	proposalKeys       = []string{"provider", "model_tag", "family", "identity", "artifacts"}
 	artifactKeys       = []string{"path", "size", "sha256", "role"}
-	verifiedKeys       = []string{"identity", "verified_by"}
+	verifiedKeys       = []string{"identity", "verified_by", "principal"}
 	invalidatedKeys    = []string{"reason", "path"}
 	bindingRejectedKey = []string{"reason"}
 )
@@ -77,14 +81,14 @@ func (m *bindings) Apply(e *events.Event) error {
 		return nil
 	}
 	id := strings.TrimPrefix(e.Stream, aggregates.BindingPrefix)
-	var v [8][]byte
+	var v [9][]byte
 	switch e.Type {
 	case aggregates.TypeArtifactHashed:
 		fields(e.Data, hashKeys, v[:])
 		b := m.rows.upsert(id)
 		b.ID = id
 		h := ArtifactHash{Path: str(v[0]), Size: i64(v[1]), MtimeNS: i64(v[2]), SHA256: str(v[3]), Role: str(v[4]),
-			VerifiedBy: str(v[5]), VerifierRole: str(v[6]), MeasurementID: str(v[7]), Event: m.ref(e)}
+			VerifiedBy: str(v[5]), VerifierRole: str(v[6]), MeasurementID: str(v[7]), Principal: str(v[8]), Event: m.ref(e)}
 		if b.Hashes == nil {
 			b.Hashes = map[string]ArtifactHash{}
 		}
@@ -103,7 +107,7 @@ func (m *bindings) Apply(e *events.Event) error {
 	case aggregates.TypeBindingVerified:
 		fields(e.Data, verifiedKeys, v[:])
 		b := m.rows.upsert(id)
-		b.ID, b.Verified, b.Identity, b.VerifiedBy, b.Verification = id, true, str(v[0]), str(v[1]), m.ref(e)
+		b.ID, b.Verified, b.Identity, b.VerifiedBy, b.VerifiedByPrincipal, b.Verification = id, true, str(v[0]), str(v[1]), str(v[2]), m.ref(e)
 	case aggregates.TypeBindingRejected:
 		fields(e.Data, bindingRejectedKey, v[:])
 		b := m.rows.upsert(id)
@@ -136,23 +140,27 @@ const (
 
 // BindingRow is one row of the bindings read model.
 type BindingRow struct {
-	Key             string               `json:"key"`
-	BindingID       string               `json:"binding_id"`
-	Status          string               `json:"status"`
-	Provider        string               `json:"provider,omitempty"`
-	ModelTag        string               `json:"model_tag,omitempty"`
-	Family          string               `json:"family,omitempty"`
-	Identity        string               `json:"identity,omitempty"`
-	ClaimedIdentity string               `json:"claimed_identity,omitempty"`
-	VerifiedBy      string               `json:"verified_by,omitempty"`
-	RejectReason    string               `json:"reject_reason,omitempty"`
-	RolesPresent    []string             `json:"roles_present"`
-	RolesMissing    []string             `json:"roles_missing"`
-	Artifacts       []ArtifactRow        `json:"artifacts"`
-	Unbound         []ArtifactHash       `json:"unbound_hashes"`
-	Invalidations   []Invalidation       `json:"invalidations"`
-	Proposal        *aggregates.EventRef `json:"proposal,omitempty"`
-	Verification    *aggregates.EventRef `json:"verification,omitempty"`
+	Key             string `json:"key"`
+	BindingID       string `json:"binding_id"`
+	Status          string `json:"status"`
+	Provider        string `json:"provider,omitempty"`
+	ModelTag        string `json:"model_tag,omitempty"`
+	Family          string `json:"family,omitempty"`
+	Identity        string `json:"identity,omitempty"`
+	ClaimedIdentity string `json:"claimed_identity,omitempty"`
+	VerifiedBy      string `json:"verified_by,omitempty"`
+	// VerifiedByPrincipal is who sent VerifyBinding (a token's name;
+	// "anonymous" on a node without tokens): VerifiedBy is what it stated
+	// (issue #20).
+	VerifiedByPrincipal string               `json:"verified_by_principal,omitempty"`
+	RejectReason        string               `json:"reject_reason,omitempty"`
+	RolesPresent        []string             `json:"roles_present"`
+	RolesMissing        []string             `json:"roles_missing"`
+	Artifacts           []ArtifactRow        `json:"artifacts"`
+	Unbound             []ArtifactHash       `json:"unbound_hashes"`
+	Invalidations       []Invalidation       `json:"invalidations"`
+	Proposal            *aggregates.EventRef `json:"proposal,omitempty"`
+	Verification        *aggregates.EventRef `json:"verification,omitempty"`
 }
 
 // ArtifactRow is one artifact a binding proposes, next to its newest hash.
@@ -173,7 +181,7 @@ func (m *bindings) View(q Query) any {
 		}
 		b := m.rows.get(k)
 		r := BindingRow{Key: k, BindingID: k, Provider: b.Provider, ModelTag: b.ModelTag, Family: b.Family, ClaimedIdentity: b.ClaimedIdentity,
-			Identity: b.Identity, VerifiedBy: b.VerifiedBy, RejectReason: b.RejectReason, RolesPresent: []string{}, RolesMissing: []string{},
+			Identity: b.Identity, VerifiedBy: b.VerifiedBy, VerifiedByPrincipal: b.VerifiedByPrincipal, RejectReason: b.RejectReason, RolesPresent: []string{}, RolesMissing: []string{},
 			Artifacts: []ArtifactRow{}, Unbound: []ArtifactHash{}, Invalidations: b.Invalidations}
 		switch {
 		case b.Invalidated:

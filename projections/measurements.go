@@ -10,8 +10,10 @@ import (
 )
 
 // The measurements read model: per host, the requests and where they stand
-// (an executor that vanished leaves its request uncertain, never failed),
-// and the signed results as time series per model resident on the GPU:
+// (an executor that vanished leaves its request uncertain, never failed;
+// a request its host's policy refused is recorded, and listed as refused:
+// it measured nothing, so it is no point of a series), and the signed
+// results as time series per model resident on the GPU:
 // VRAM used, RAM available and every metric the executor parsed
 // ("metric tokens_per_second 41.2"). The model is the resident model the
 // result observed (several joined with "+", "none" when the GPU held none,
@@ -22,17 +24,20 @@ import (
 // the log.
 
 type measurementRow struct {
-	ID         string              `json:"id"`
-	Host       string              `json:"host"`
-	Kind       string              `json:"kind"`
-	Purpose    string              `json:"purpose"`
-	MissionID  string              `json:"mission_id"`
-	Executor   string              `json:"executor"`
-	LeaseUntil time.Time           `json:"lease_until"`
-	Claimed    bool                `json:"claimed"`
-	Uncertain  bool                `json:"uncertain"`
-	Result     *Point              `json:"result"`
-	Request    aggregates.EventRef `json:"request"`
+	ID         string    `json:"id"`
+	Host       string    `json:"host"`
+	Kind       string    `json:"kind"`
+	Purpose    string    `json:"purpose"`
+	MissionID  string    `json:"mission_id"`
+	Executor   string    `json:"executor"`
+	LeaseUntil time.Time `json:"lease_until"`
+	Claimed    bool      `json:"claimed"`
+	Uncertain  bool      `json:"uncertain"`
+	// Refused: the result is a signed refusal of the host's policy
+	// (outcome refused_by_host, issue #20).
+	Refused bool                `json:"refused,omitempty"`
+	Result  *Point              `json:"result"`
+	Request aggregates.EventRef `json:"request"`
 }
 
 // Point is one signed result in a series.
@@ -64,7 +69,7 @@ func newMeasurements(Env) Model { return &measurements{rows: newTable[measuremen
 var (
 	requestKeys = []string{"host", "kind", "purpose", "mission_id"}
 	claimKeys   = []string{"executor_id", "lease_until"}
-	resultKeys  = []string{"executor_id", "started_at", "ended_at", "exit_code", "gpu", "ram_available_bytes", "resident_models", "resident_models_observed", "metrics"}
+	resultKeys  = []string{"executor_id", "started_at", "ended_at", "exit_code", "gpu", "ram_available_bytes", "resident_models", "resident_models_observed", "metrics", "outcome"}
 	gpuKeys     = []string{"name", "memory_total_bytes", "memory_used_bytes"}
 )
 
@@ -81,7 +86,7 @@ func (m *measurements) Apply(e *events.Event) error {
 	id := strings.TrimPrefix(e.Stream, aggregates.MeasurementPrefix)
 	r := m.rows.upsert(id)
 	r.ID = id
-	var v [9][]byte
+	var v [10][]byte
 	switch e.Type {
 	case aggregates.TypeMeasurementRequested:
 		fields(e.Data, requestKeys, v[:])
@@ -123,7 +128,7 @@ func (m *measurements) Apply(e *events.Event) error {
 			}
 			p.Metrics[k] = f64(val)
 		})
-		r.Result = p
+		r.Result, r.Refused = p, is(v[9], aggregates.ResultRefusedByHost)
 	default:
 		// A type this model does not read (one a later decider added):
 		// nothing it shows depends on it.
@@ -146,7 +151,11 @@ type HostRow struct {
 	// recorded, uncertain, late.
 	Requests  map[string]int `json:"requests"`
 	Uncertain []string       `json:"uncertain"`
-	Series    []Series       `json:"series"`
+	// Refused lists the requests whose result is a signed refusal of the
+	// host's policy (refused_by_host): recorded, counted as such in
+	// Requests, and in no series (they measured nothing).
+	Refused []string `json:"refused"`
+	Series  []Series `json:"series"`
 }
 
 // Series is the results on one host with one resident model, in log order.
@@ -165,7 +174,7 @@ func (m *measurements) View(q Query) any {
 		}
 		h := hosts[r.Host]
 		if h == nil {
-			h = &HostRow{Key: r.Host, Host: r.Host, Uncertain: []string{}, Series: []Series{},
+			h = &HostRow{Key: r.Host, Host: r.Host, Uncertain: []string{}, Refused: []string{}, Series: []Series{},
 				Requests: map[string]int{aggregates.MeasurementStatusRequested: 0, aggregates.MeasurementStatusClaimed: 0,
 					aggregates.MeasurementStatusRecorded: 0, aggregates.MeasurementStatusUncertain: 0, aggregates.MeasurementStatusLate: 0}}
 			hosts[r.Host] = h
@@ -184,7 +193,10 @@ func (m *measurements) View(q Query) any {
 		default:
 			h.Requests[aggregates.MeasurementStatusRequested]++
 		}
-		if r.Result != nil {
+		if r.Refused {
+			h.Refused = append(h.Refused, k)
+		}
+		if r.Result != nil && !r.Refused {
 			model := r.Result.Model
 			series[r.Host][model] = append(series[r.Host][model], *r.Result)
 		}

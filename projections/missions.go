@@ -103,11 +103,14 @@ type AttemptSummary struct {
 
 // ReviewSummary is a mission's newest review.
 type ReviewSummary struct {
-	CandidateHash string              `json:"candidate_hash"`
-	Verdict       string              `json:"verdict"`
-	Reviewer      string              `json:"reviewer"`
-	RefusalKind   string              `json:"refusal_kind,omitempty"`
-	Event         aggregates.EventRef `json:"event"`
+	CandidateHash string `json:"candidate_hash"`
+	Verdict       string `json:"verdict"`
+	Reviewer      string `json:"reviewer"`
+	// Principal is who sent the review (its token's name; "anonymous" on
+	// a node without tokens): Reviewer is what it stated (issue #20).
+	Principal   string              `json:"principal,omitempty"`
+	RefusalKind string              `json:"refusal_kind,omitempty"`
+	Event       aggregates.EventRef `json:"event"`
 }
 
 // StopSummary is why a mission stopped.
@@ -153,7 +156,7 @@ var (
 	reconcileKeys = []string{"reservation_id"}
 	candKeys      = []string{"candidate_hash", "patch_hash", "attempt", "correction", "files_changed"}
 	checkKeys     = []string{"candidate_hash", "check_id", "outcome", "runner_kind", "signed_by"}
-	reviewKeys    = []string{"candidate_hash", "verdict", "reviewer", "refusal_kind"}
+	reviewKeys    = []string{"candidate_hash", "verdict", "reviewer", "refusal_kind", "principal"}
 	stopKeys      = []string{"reason", "detail"}
 	deliverKeys   = []string{"candidate_hash", "to"}
 	integrateKeys = []string{"candidate_hash", "patch_hash", "approval_id"}
@@ -275,7 +278,7 @@ func (m *missions) Apply(e *events.Event) error {
 		}
 	case aggregates.TypeReviewRecorded:
 		fields(e.Data, reviewKeys, v[:])
-		r.Review = &ReviewSummary{CandidateHash: str(v[0]), Verdict: str(v[1]), Reviewer: str(v[2]), RefusalKind: str(v[3]), Event: m.ref(e)}
+		r.Review = &ReviewSummary{CandidateHash: str(v[0]), Verdict: str(v[1]), Reviewer: str(v[2]), RefusalKind: str(v[3]), Principal: str(v[4]), Event: m.ref(e)}
 		if r.Review.Verdict == aggregates.VerdictAccepted {
 			r.Accepted = r.Review.CandidateHash
 		}

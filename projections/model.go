@@ -87,9 +87,9 @@ func Specs() []Spec {
 		// folded again.
 		{Name: "approvals", Version: 2, Timed: true, Description: "approvals: granted, consumed, remaining uses, expired, revoked", New: newApprovals},
 		{Name: "audit", Version: 1, Description: "audit trail: every event sharing a correlation id, in order", New: newAudit},
-		{Name: "bindings", Version: 2, Description: "model bindings and their artifacts: identity, roles present, invalidations", New: newBindings},
-		{Name: "measurements", Version: 1, Description: "signed measurements per host and model, as time series", New: newMeasurements},
-		{Name: "missions", Version: 2, Description: "missions board: state, attempt, budgets spent, checks by outcome, review, delivery", New: newMissions},
+		{Name: "bindings", Version: 3, Description: "model bindings and their artifacts: identity, roles present, invalidations", New: newBindings},
+		{Name: "measurements", Version: 2, Description: "signed measurements per host and model, as time series", New: newMeasurements},
+		{Name: "missions", Version: 3, Description: "missions board: state, attempt, budgets spent, checks by outcome, review, delivery", New: newMissions},
 		{Name: "readiness", Version: 2, Timed: true, Description: "readiness matrix: one row per provider, four columns with state, reason and proving event", New: newReadiness},
 	}
 	sort.Slice(s, func(i, j int) bool { return s[i].Name < s[j].Name })

@@ -150,7 +150,9 @@ fi
 smi_argv='["nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.used,utilization.gpu", "--format=csv,noheader,nounits"]'
 
 # The host's policy: exactly these two runs; nothing hashed, nothing
-# probed. Runs as root only when this script runs as root, said loudly.
+# probed, and no approval stands in for it (ignore_approvals: the node
+# here has no tokens, so anyone could approve). Runs as root only when
+# this script runs as root, said loudly.
 root_runs=false
 if [ "$(id -u)" = 0 ]; then
 	root_runs=true
@@ -162,7 +164,8 @@ cat >"$work/host-policy.json" <<EOF
     {"name": "bench", "argv": $bench_argv},
     {"name": "snapshot", "argv": $smi_argv}
   ],
-  "allow_root_runs": $root_runs
+  "allow_root_runs": $root_runs,
+  "ignore_approvals": true
 }
 EOF
 chmod 600 "$work/host-policy.json" # a policy others may write is refused

@@ -163,11 +163,13 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 		return nil, err
 	}
 	// The executor's host policy (issue #20): probes of the two stand-ins,
-	// on loopback, and nothing else; written where an operator can read it
-	// and loaded as `greffe executor --host-policy` loads one.
+	// on loopback, and nothing else, approved or not (the demo's node has
+	// no tokens: anyone could approve); written where an operator can read
+	// it and loaded as `greffe executor --host-policy` loads one.
 	policyFile := filepath.Join(dir, "demo-host-policy.json")
 	if err := executor.WriteHostPolicy(policyFile, executor.HostPolicy{
-		ProbeHosts: []string{l.standIns["ollama"].Addr(), l.standIns["llama.cpp"].Addr()}, AllowLoopbackProbeTargets: true}); err != nil {
+		ProbeHosts: []string{l.standIns["ollama"].Addr(), l.standIns["llama.cpp"].Addr()}, AllowLoopbackProbeTargets: true,
+		IgnoreApprovals: true}); err != nil {
 		return nil, err
 	}
 	policy, err := executor.LoadHostPolicy(policyFile)

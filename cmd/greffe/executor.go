@@ -89,9 +89,13 @@ waits (or, with --approval, registers itself under that approval).
 What it does is this host's decision, not a writer's: --host-policy FILE
 lists the argv templates it runs, the path prefixes it hashes, the hosts
 (and address classes: loopback, private, link-local, cloud metadata) it
-probes, and whether runs may execute as root. Without a policy it refuses
-every request, each with a signed refused_by_host result
-(docs/EXECUTOR.md, "Host policy").
+probes, and whether runs may execute as root. An approver's
+ApproveMeasurement of one exact request stands in for those lists (never
+for the address classes or root) unless the policy sets ignore_approvals:
+what the policy does not allow but an approval could cover waits
+unclaimed until it is approved. Without a policy it refuses every request,
+approved or not, each with a signed refused_by_host result
+(docs/EXECUTOR.md, "Host policy" and "Approvals").
 
 Exit codes: 0 stopped by a signal; 1 refused by the node, or the key was
 revoked; 2 could not run (usage, key file, host policy file, node
@@ -105,7 +109,10 @@ unreachable).`,
 			if err != nil {
 				return err
 			}
-			var pol executor.HostPolicy
+			// Without a policy file nothing runs at all, approved or not;
+			// a file, even {}, lets an approver's approval stand in for its
+			// allowlists unless it sets ignore_approvals.
+			pol := executor.HostPolicy{IgnoreApprovals: true}
 			if policyFile != "" {
 				if pol, err = executor.LoadHostPolicy(policyFile); err != nil {
 					return usageError{err}
@@ -134,7 +141,8 @@ unreachable).`,
 			}
 			if f.r.json {
 				err = printJSON(c.OutOrStdout(), map[string]any{"executor_id": f.id, "host": f.hostID, "key_id": x.KeyID(), "public_key": x.PublicKey(),
-					"host_policy": policyFile, "run_templates": len(pol.Runs), "hash_paths": len(pol.HashPaths), "probe_hosts": len(pol.ProbeHosts)})
+					"host_policy": policyFile, "run_templates": len(pol.Runs), "hash_paths": len(pol.HashPaths), "probe_hosts": len(pol.ProbeHosts),
+					"approvals_honoured": !pol.IgnoreApprovals})
 				if err != nil {
 					return err
 				}
@@ -186,7 +194,11 @@ func printPolicy(c *cobra.Command, file string, p executor.HostPolicy) {
 		c.Printf("policy   none: every run, hash and probe is refused (refused_by_host); give one with --host-policy FILE\n")
 		return
 	}
-	c.Printf("policy   %s: %d run templates, %d hash paths, %d probe hosts\n", file, len(p.Runs), len(p.HashPaths), len(p.ProbeHosts))
+	approvals := "approvals honoured: an approver's ApproveMeasurement stands in for the lists; what it could cover waits unclaimed"
+	if p.IgnoreApprovals {
+		approvals = "approvals ignored: what the policy does not allow is refused (refused_by_host)"
+	}
+	c.Printf("policy   %s: %d run templates, %d hash paths, %d probe hosts; %s\n", file, len(p.Runs), len(p.HashPaths), len(p.ProbeHosts), approvals)
 }
 
 func newExecutorKeyCmd() *cobra.Command {

@@ -74,12 +74,13 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The host's policy: exactly the two runs below (and runs as root when
-	// the test runs as root); anything else is refused.
+	// the test runs as root); anything else is refused, approved or not
+	// (the executor package's tests hold and approve requests).
 	pidFile := filepath.Join(dir, "pid")
 	argv := []string{"sh", "-c", "echo $$ > " + pidFile + "; while [ ! -e " + filepath.Join(dir, "never") + " ]; do sleep 0.02; done"}
 	policy := filepath.Join(dir, "host-policy.json")
 	if err := executor.WriteHostPolicy(policy, executor.HostPolicy{Runs: []executor.RunTemplate{executor.Exact("wait", argv...),
-		executor.Exact("metric", "sh", "-c", "echo metric ok 1")}, AllowRootRuns: os.Geteuid() == 0}); err != nil {
+		executor.Exact("metric", "sh", "-c", "echo metric ok 1")}, AllowRootRuns: os.Geteuid() == 0, IgnoreApprovals: true}); err != nil {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "bad-policy.json")
@@ -151,6 +152,38 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 	}
 	if err := x.Wait(); err != nil {
 		t.Fatalf("executor after SIGTERM: %v", err)
+	}
+
+	// Without --host-policy nothing is done, approved or not (issue #20):
+	// a hash approved before the executor starts (a hash, not a run, so
+	// that an executor running as root is refused for the same reason) is
+	// refused_by_host, nothing read.
+	weights := filepath.Join(dir, "w.gguf")
+	if err := os.WriteFile(weights, []byte("weights"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m4", Host: "spark-1", Kind: aggregates.MeasurementHash,
+		BindingID: "b-approved", Argv: []string{"weights=" + weights}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+	executorCommand(t, c, "ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: "m4"})
+	bare := exec.Command(greffeBin, append([]string{"executor", "--log-level", "warn"}, flags...)...)
+	bare.Stdout, bare.Stderr = t.Output(), t.Output()
+	if err := bare.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Process.Kill(); _ = bare.Wait() })
+	executorWaitFor(t, c, "measurement-m4", aggregates.TypeMeasurementRecorded)
+	if out, code := executorCLI(t, "executor", "verify", "m4", "--server", srv.url); code != exitOK || !strings.Contains(out, "outcome     refused_by_host, exit -1") ||
+		!strings.Contains(out, "error       "+executor.CodeHashPathNotAllowed+": ") {
+		t.Errorf("verify m4 (approved, no host policy): exit %d\n%s", code, out)
+	}
+	if page, err := c.ReadStream(t.Context(), "binding-b-approved", events.ReadOptions{Limit: 10}); err == nil && len(page.Events) > 0 {
+		t.Errorf("an approved hash was read by an executor without a host policy: %d binding events", len(page.Events))
+	}
+	if err := bare.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.Wait(); err != nil {
+		t.Fatalf("the executor without a policy after SIGTERM: %v", err)
 	}
 }
 
