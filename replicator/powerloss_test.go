@@ -368,3 +368,65 @@ func TestReplicator_PowerLossDuringSnapshotInstall(t *testing.T) {
 	}
 	caughtUp(t, nodes, leader)
 }
+
+// TestReplicator_FailedInstallIsRemovedAndRetried: the ledger of a
+// follower fails to install a snapshot from its leader (an I/O error
+// injected as it creates the staged folder), which is not a refusal. Raft
+// recorded nothing of that snapshot, so it is removed from the snapshot
+// store like a refused one (issue #20: a snapshot the ledger did not take
+// is never listed), without counting as refused; the leader sends it
+// again, the second install goes through and stays listed as raft's last
+// snapshot, and the follower ends identical to the others.
+func TestReplicator_FailedInstallIsRemovedAndRetried(t *testing.T) {
+	nodes := diskCluster(t, nil, func(id string, c *Config) {
+		if id == "n3" {
+			c.SnapshotThreshold = 1 << 30 // every snapshot it holds is an install
+		}
+	})
+	leader, follower := nodes[0], nodes[2]
+	behind := follower.rep.raft.LastIndex()
+	follower.stop(t)
+	for i := range 200 {
+		if _, err := appendOne(t.Context(), leader.store, "failed-install", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the leader compacts its log past the follower", 10*time.Second, func() bool {
+		first, _ := leader.rep.logs.FirstIndex()
+		return first > behind+1
+	})
+	var staged atomic.Int64
+	follower.start(t, false, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpMkdirAll && op.Path == "/ledger.restore" && staged.Add(1) == 1 {
+			return errors.New("injected: no space left on device")
+		}
+		return nil
+	}))
+	states, _ := caughtUp(t, nodes, leader)
+	for i, n := range nodes[1:] {
+		if diff := cmp.Diff(states[0], states[i+1]); diff != "" {
+			t.Fatalf("%s and %s hold different ledgers (-%s +%s):\n%s", leader.id, n.id, leader.id, n.id, diff)
+		}
+	}
+	if got := staged.Load(); got < 2 {
+		t.Fatalf("%d installs staged; want the failed one and the one the leader sent again", got)
+	}
+	if got := follower.rep.fsm.restores.Load(); got != 1 {
+		t.Errorf("%d snapshots installed, want 1", got)
+	}
+	if got := follower.rep.fsm.refused.Load(); got != 0 {
+		t.Errorf("%d snapshots counted refused, want 0 (an I/O error is no refusal)", got)
+	}
+	metas, err := follower.rep.fsm.snaps.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	folders, err := follower.mem.List("/raft/snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(metas) != 1 || metas[0].Index != snapshotIndex(follower.rep) || len(folders) != 1 {
+		t.Fatalf("the follower's snapshot store lists %d snapshots in %d folders %v (raft's last snapshot %d); want the second install alone",
+			len(metas), len(folders), folders, snapshotIndex(follower.rep))
+	}
+}
