@@ -331,14 +331,13 @@ func TestReplicator_SnapshotInstall(t *testing.T) {
 	}
 	// The installed snapshot stays in the follower's store, listed: it is
 	// raft's last snapshot there (issue #20: only a refused one is removed).
-	metas, err := lagging.rep.fsm.snaps.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(metas) == 0 || metas[0].Index != snapshotIndex(lagging.rep) {
-		t.Fatalf("the follower's snapshot store lists %d snapshots (newest %+v); want the installed one, at raft's last snapshot index %d",
-			len(metas), metas, snapshotIndex(lagging.rep))
-	}
+	// Raft records it once the FSM answered, after the ledger's head moved.
+	var metas []*raft.SnapshotMeta
+	eventually(t, "the installed snapshot listed as raft's last snapshot", 10*time.Second, func() bool {
+		var err error
+		metas, err = lagging.rep.fsm.snaps.List()
+		return err == nil && len(metas) > 0 && metas[0].Index == snapshotIndex(lagging.rep)
+	})
 	for i := range 5 {
 		if _, err := appendOne(t.Context(), leader.store, "after", i); err != nil {
 			t.Fatal(err)
