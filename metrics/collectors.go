@@ -185,6 +185,7 @@ type raftCollector struct {
 	state, hasLeader, term, members                *prometheus.Desc
 	commitIndex, appliedIndex, lastIndex, snapshot *prometheus.Desc
 	restores, refusedRPCs, refusedConns            *prometheus.Desc
+	refusedSnapshots                               *prometheus.Desc
 }
 
 func newRaftCollector(r Raft) *raftCollector {
@@ -212,13 +213,15 @@ func newRaftCollector(r Raft) *raftCollector {
 			"Raft RPCs this node's raft port refused since it started: a sender that is not a member, or not the node its certificate names.", nil, nil),
 		refusedConns: prometheus.NewDesc("greffe_raft_refused_connections_total",
 			"Connections this node's raft port refused since it started: a failed TLS handshake, a certificate without a node id, too many connections.", nil, nil),
+		refusedSnapshots: prometheus.NewDesc("greffe_raft_refused_snapshots_total",
+			"Raft snapshots this node's ledger refused since it started (each removed from its snapshot store): a forged history, or a faulty member's.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.state, c.hasLeader, c.term, c.members, c.commitIndex, c.appliedIndex, c.lastIndex, c.snapshot, c.restores,
-		c.refusedRPCs, c.refusedConns} {
+		c.refusedRPCs, c.refusedConns, c.refusedSnapshots} {
 		ch <- d
 	}
 }
@@ -257,6 +260,7 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.restores, prometheus.CounterValue, float64(st.Restores))
 	ch <- prometheus.MustNewConstMetric(c.refusedRPCs, prometheus.CounterValue, float64(st.RefusedRPCs))
 	ch <- prometheus.MustNewConstMetric(c.refusedConns, prometheus.CounterValue, float64(st.RefusedConnections))
+	ch <- prometheus.MustNewConstMetric(c.refusedSnapshots, prometheus.CounterValue, float64(st.RefusedSnapshots))
 }
 
 // LocalRaftStatus returns this node's own view of the cluster without

@@ -70,6 +70,9 @@ type authTransport struct {
 	hlog    hclog.Logger
 	log     *refusalLog
 	refused atomic.Uint64 // RPCs refused
+	// installFrom is the sender of the InstallSnapshot whose body raft
+	// read last (senderBody); the FSM takes it (refused.go).
+	installFrom atomic.Pointer[snapshotSender]
 
 	consumeCh chan raft.RPC
 	hb        struct {
@@ -216,6 +219,15 @@ func (t *authTransport) Close() error {
 // refusedCount returns how many RPCs were refused since the node started.
 func (t *authTransport) refusedCount() uint64 { return t.refused.Load() }
 
+// takeInstallSender returns the sender of the InstallSnapshot whose body
+// raft read last, and forgets it; the zero value when none.
+func (t *authTransport) takeInstallSender() snapshotSender {
+	if from := t.installFrom.Swap(nil); from != nil {
+		return *from
+	}
+	return snapshotSender{}
+}
+
 // serve serves one raft connection the raft port accepted, whose TLS peer
 // is the node id peer ("" on plain raft). It returns at once.
 func (t *authTransport) serve(c net.Conn, peer string) {
@@ -266,6 +278,11 @@ func (t *authTransport) forward(ic *inboundConn, inner *raft.NetworkTransport) {
 		case rpc := <-inner.Consumer():
 			if !t.admit(ic, rpc) {
 				continue
+			}
+			if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok && rpc.Reader != nil {
+				// admit checked the id against the certificate with TLS.
+				from := &snapshotSender{id: string(req.ID), authenticated: ic.peer != "", remote: ic.RemoteAddr().String()}
+				rpc.Reader = &senderBody{Reader: rpc.Reader, from: from, at: &t.installFrom}
 			}
 			select {
 			case t.consumeCh <- rpc:

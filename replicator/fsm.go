@@ -58,6 +58,14 @@ type fsm struct {
 	// a read barrier established. It only grows.
 	applied  atomic.Uint64
 	restores atomic.Uint64 // snapshots installed (status)
+	// refused counts the snapshots the ledger refused, here and at the
+	// start (catchUpFromSnapshot) (status).
+	refused atomic.Uint64
+	// snaps is the store raft puts the snapshots it receives in, and
+	// sender tells who sent the one being restored (refused.go); either
+	// may be nil. Set before raft starts.
+	snaps  *SnapshotStore
+	sender func() snapshotSender
 	// entries and entryBytes count the command entries taken in and their
 	// bytes, from which TrailingLogs is derived.
 	entries, entryBytes atomic.Uint64
@@ -189,21 +197,44 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return &fsmSnapshot{sn: sn}, nil
 }
 
-// Restore installs a snapshot sent by the leader (raft closes rc).
+// Restore installs a snapshot sent by the leader (raft closes rc): the one
+// raft just put in the snapshot store. The store keeps it only if the
+// ledger took it; otherwise it is removed (refused.go), and raft, which
+// records a received snapshot only once Restore succeeded, answers the
+// InstallSnapshot with the error.
 func (f *fsm) Restore(rc io.ReadCloser) error {
+	var m raft.SnapshotMeta
+	received := false
+	if f.snaps != nil {
+		m, received = f.snaps.takeReceived()
+	}
+	var from snapshotSender
+	if f.sender != nil {
+		from = f.sender()
+	}
 	if err := f.ledger.Restore(rc); err != nil {
-		f.log.Error("snapshot restore failed", "err", err)
+		f.notInstalled(m, received, from, err)
 		return err
 	}
 	f.restores.Add(1)
 	f.advance(f.ledger.AppliedIndex())
+	if received {
+		if err := f.snaps.accept(m); err != nil {
+			// Installed and listed; only reaping older ones failed, which
+			// the next snapshot retries.
+			f.log.Warn("installed raft snapshot: reaping older snapshots failed", "snapshot", m.ID, "err", err)
+		}
+	}
 	return nil
 }
 
 // fsmSnapshot streams a checkpoint into raft's snapshot sink.
 type fsmSnapshot struct{ sn *pebblelog.Snapshot }
 
+// Persist writes this node's own state: the sink is marked local, so that
+// the store does not take it for a snapshot received from a leader.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	markLocal(sink)
 	if _, err := s.sn.WriteTo(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)

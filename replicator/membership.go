@@ -63,6 +63,11 @@ type Status struct {
 	// handshake that failed, a certificate without a node id, too many
 	// connections.
 	RefusedConnections uint64 `json:"refused_connections"`
+	// RefusedSnapshots counts the raft snapshots this node's ledger
+	// refused since it started, at install or at the start, each removed
+	// from its snapshot store: a forged history sent to its raft port, or
+	// a faulty member's (docs/CLUSTER.md, Snapshots).
+	RefusedSnapshots uint64 `json:"refused_snapshots"`
 	// Servers are the cluster's members.
 	Servers []ServerStatus `json:"servers"`
 }
@@ -132,6 +137,7 @@ func (p *Replicator) Status(ctx context.Context) (Status, error) {
 	}
 	st.TrailingLogs = p.raft.ReloadableConfig().TrailingLogs
 	st.RefusedRPCs, st.RefusedConnections = p.trans.refusedCount(), p.refusals.conns.Load()
+	st.RefusedSnapshots = p.fsm.refused.Load()
 	infos := p.queryMembers(ctx, servers)
 	for _, s := range servers {
 		ss := ServerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage), Leader: s.ID == id}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/faultfs"
@@ -367,4 +369,83 @@ func TestReplicator_PowerLossDuringSnapshotInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	caughtUp(t, nodes, leader)
+}
+
+// TestReplicator_FailedInstallIsRemovedAndRetried: the ledger of a
+// follower fails to install a snapshot from its leader (an I/O error
+// injected as it creates the staged folder), which is not a refusal. Raft
+// recorded nothing of that snapshot, so it is removed from the snapshot
+// store like a refused one (issue #20: a snapshot the ledger did not take
+// is never kept), without counting as refused; the leader sends a
+// snapshot again, that install goes through and stays listed as raft's
+// last snapshot, and the follower ends identical to the others.
+func TestReplicator_FailedInstallIsRemovedAndRetried(t *testing.T) {
+	nodes := diskCluster(t, nil, func(id string, c *Config) {
+		if id == "n3" {
+			c.SnapshotThreshold = 1 << 30 // every snapshot it holds is an install
+		}
+	})
+	leader, follower := nodes[0], nodes[2]
+	behind := follower.rep.raft.LastIndex()
+	follower.stop(t)
+	for i := range 200 {
+		if _, err := appendOne(t.Context(), leader.store, "failed-install", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the leader compacts its log past the follower", 10*time.Second, func() bool {
+		first, _ := leader.rep.logs.FirstIndex()
+		return first > behind+1
+	})
+	// The injector runs on raft's and the ledger's goroutines, one
+	// operation at a time per install.
+	var mu sync.Mutex
+	var received, failed string // the snapshot raft received last, the one whose install failed
+	staged := 0
+	follower.start(t, false, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if name, ok := strings.CutPrefix(op.Path, "/raft/snapshots/"); ok && op.Kind == errorfs.OpMkdirAll {
+			received = strings.TrimSuffix(name, snapTmpSuffix)
+		}
+		if op.Kind == errorfs.OpMkdirAll && op.Path == "/ledger.restore" {
+			if staged++; staged == 1 {
+				failed = received
+				return errors.New("injected: no space left on device")
+			}
+		}
+		return nil
+	}))
+	states, _ := caughtUp(t, nodes, leader)
+	for i, n := range nodes[1:] {
+		if diff := cmp.Diff(states[0], states[i+1]); diff != "" {
+			t.Fatalf("%s and %s hold different ledgers (-%s +%s):\n%s", leader.id, n.id, leader.id, n.id, diff)
+		}
+	}
+	mu.Lock()
+	if staged < 2 || failed == "" {
+		t.Fatalf("%d installs staged, the failed one %q; want a failed one and one the leader sent again", staged, failed)
+	}
+	mu.Unlock()
+	// Raft records an install once the FSM answered, after the ledger's
+	// head moved.
+	var metas []*raft.SnapshotMeta
+	eventually(t, "the last install listed as raft's last snapshot", 10*time.Second, func() bool {
+		var err error
+		metas, err = follower.rep.fsm.snaps.List()
+		return err == nil && len(metas) > 0 && metas[0].Index == snapshotIndex(follower.rep)
+	})
+	if got := follower.rep.fsm.restores.Load(); got == 0 {
+		t.Error("no snapshot installed")
+	}
+	if got := follower.rep.fsm.refused.Load(); got != 0 {
+		t.Errorf("%d snapshots counted refused, want 0 (an I/O error is no refusal)", got)
+	}
+	folders, err := follower.mem.List("/raft/snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(folders, failed) || len(folders) != len(metas) {
+		t.Fatalf("the follower's snapshot folders are %v, %d listed; want the failed install %s gone, and every folder listed", folders, len(metas), failed)
+	}
 }

@@ -175,15 +175,18 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		_ = logs.Close()
 		return nil, fmt.Errorf("raft snapshots: %w", err)
 	}
+	// Before anything reads the snapshots: it removes one the ledger
+	// refuses.
+	refusedAtStart, err := catchUpFromSnapshot(snaps, logs, ledger, log)
+	if err != nil {
+		_ = logs.Close()
+		return nil, err
+	}
 	// A snapshot's configuration is the committed one at its index:
 	// the newest one's now, every later one's when it is stored.
 	snaps.stored = func(m raft.SnapshotMeta) { watch.committed(m.ConfigurationIndex, m.Configuration) }
 	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
 		watch.committed(metas[0].ConfigurationIndex, metas[0].Configuration)
-	}
-	if err := catchUpFromSnapshot(snaps, ledger, log); err != nil {
-		_ = logs.Close()
-		return nil, err
 	}
 	hadState, err := raft.HasExistingState(logs, logs, snaps)
 	if err != nil {
@@ -246,6 +249,8 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	// Before the mux layer: it answers the info protocol (p.info reads the
 	// FSM's counters) as soon as it accepts, before Open returns.
 	p.fsm = newFSM(ledger, log, p.setFatal, watch.committed)
+	p.fsm.snaps = snaps
+	p.fsm.refused.Add(refusedAtStart)
 	p.mux = newMuxLayer(ln, adv, cfg.TLS, p.info, p.refusals)
 	var provider raft.ServerAddressProvider
 	if len(p.res) > 0 {
@@ -254,6 +259,7 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 		provider = p.res
 	}
 	p.trans = newAuthTransport(p.mux, cfg.NodeID, hlog, p.refusals, provider)
+	p.fsm.sender = p.trans.takeInstallSender
 	// Raft connections are served from now on; their RPCs wait until
 	// raft runs (p.trans.start).
 	p.mux.start(p.trans.serve, p.memberAt)
@@ -338,27 +344,70 @@ func (p *Replicator) closePartial() {
 // catchUpFromSnapshot restores the newest snapshot when it is ahead of the
 // ledger: a crash between raft saving an installed snapshot and the ledger
 // swapping it in. Raft will not replay entries below its snapshot.
-func catchUpFromSnapshot(snaps raft.SnapshotStore, ledger Ledger, log *slog.Logger) error {
-	metas, err := snaps.List()
-	if err != nil || len(metas) == 0 {
-		return err
+//
+// A snapshot the ledger refuses there (isRefusal) was never this cluster's
+// history: it is what a crash left of a forged install, between raft
+// saving it and the ledger refusing it (or a node of an earlier version
+// kept). It is removed, logged and counted (refused), and the next newest
+// is considered, so that the node starts on its own ledger, with raft
+// taking its applied index from a snapshot it took or installed
+// (refused.go). Unless the raft log no longer holds the entries after that
+// next snapshot (the refused one took the place of the node's own, reaped
+// by an earlier version): raft could not replay them, the node cannot
+// start on its own ledger, and the error says so, with the refused
+// snapshot left in place.
+func catchUpFromSnapshot(snaps *SnapshotStore, logs raft.LogStore, ledger Ledger, log *slog.Logger) (refused uint64, err error) {
+	for {
+		metas, err := snaps.newest(2)
+		if err != nil || len(metas) == 0 {
+			return refused, err
+		}
+		m := metas[0]
+		err = restoreIfAhead(snaps, m, ledger, log)
+		if err == nil || !isRefusal(err) {
+			return refused, err
+		}
+		next := uint64(0) // raft's applied index at its start, without m
+		if len(metas) > 1 {
+			next = metas[1].Index
+		}
+		first, ferr := logs.FirstIndex()
+		if ferr != nil {
+			return refused, fmt.Errorf("raft log: %w", ferr)
+		}
+		if first > next+1 {
+			return refused, fmt.Errorf("raft snapshot %s (index %d) is refused by the ledger, and the raft log starts at index %d, "+
+				"after the next newest snapshot (index %d): without the refused one this node cannot replay the entries between them, "+
+				"so it cannot start on its own ledger; remove its data folder and add it to the cluster again (docs/CLUSTER.md, Snapshots): %w",
+				m.ID, m.Index, first, next, err)
+		}
+		log.Error("removing a raft snapshot the ledger refuses (a forged or faulty install left by a crash): the node starts on its own ledger",
+			"snapshot", m.ID, "index", m.Index, "term", m.Term, "applied", ledger.AppliedIndex(), "err", err)
+		if err := snaps.discard(m.ID); err != nil {
+			return refused, err
+		}
+		refused++
 	}
-	_, rc, err := snaps.Open(metas[0].ID)
+}
+
+// restoreIfAhead restores the snapshot m when it is ahead of the ledger.
+func restoreIfAhead(snaps *SnapshotStore, m *raft.SnapshotMeta, ledger Ledger, log *slog.Logger) error {
+	_, rc, err := snaps.Open(m.ID)
 	if err != nil {
-		return fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+		return fmt.Errorf("open snapshot %s: %w", m.ID, err)
 	}
 	info, err := pebblelog.ReadSnapshotInfo(rc)
 	_ = rc.Close()
 	if err != nil {
-		return fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
+		return fmt.Errorf("snapshot %s: %w", m.ID, err)
 	}
 	if info.Applied <= ledger.AppliedIndex() {
 		return nil
 	}
-	log.Warn("the ledger is behind the newest snapshot: restoring it", "snapshot", metas[0].ID, "snapshot_index", info.Applied, "applied", ledger.AppliedIndex())
-	_, rc, err = snaps.Open(metas[0].ID)
+	log.Warn("the ledger is behind the newest snapshot: restoring it", "snapshot", m.ID, "snapshot_index", info.Applied, "applied", ledger.AppliedIndex())
+	_, rc, err = snaps.Open(m.ID)
 	if err != nil {
-		return fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+		return fmt.Errorf("open snapshot %s: %w", m.ID, err)
 	}
 	defer rc.Close()
 	return ledger.Restore(rc)

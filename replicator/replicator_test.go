@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -328,11 +329,29 @@ func TestReplicator_SnapshotInstall(t *testing.T) {
 	if got := lagging.rep.fsm.restores.Load(); got == 0 {
 		t.Fatal("the lagging follower caught up without a snapshot install")
 	}
+	// The installed snapshot stays in the follower's store, listed: it is
+	// raft's last snapshot there (issue #20: only a refused one is removed).
+	// Raft records it once the FSM answered, after the ledger's head moved.
+	var metas []*raft.SnapshotMeta
+	eventually(t, "the installed snapshot listed as raft's last snapshot", 10*time.Second, func() bool {
+		var err error
+		metas, err = lagging.rep.fsm.snaps.List()
+		return err == nil && len(metas) > 0 && metas[0].Index == snapshotIndex(lagging.rep)
+	})
 	for i := range 5 {
 		if _, err := appendOne(t.Context(), leader.store, "after", i); err != nil {
 			t.Fatal(err)
 		}
 	}
+	converged(t, nodes, leader)
+	// And the follower starts again on it.
+	installed := metas[0].ID
+	lagging.stop(t)
+	startNode(t, lagging, testConfig(lagging.id, small))
+	if metas, err := lagging.rep.fsm.snaps.newest(3); err != nil || !slices.ContainsFunc(metas, func(m *raft.SnapshotMeta) bool { return m.ID == installed }) {
+		t.Fatalf("after a restart the follower's snapshots are %v (%v); want the installed %s among them", metas, err, installed)
+	}
+	checkRefusedCount(t, lagging, 0)
 	converged(t, nodes, leader)
 }
 

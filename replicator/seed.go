@@ -65,6 +65,7 @@ func seedCluster(snaps raft.SnapshotStore, ledger Ledger, self raft.Server, tran
 	if err != nil {
 		return fmt.Errorf("seed the cluster: create the snapshot: %w", err)
 	}
+	markLocal(sink) // the ledger's own state, not a snapshot received
 	if _, err := sn.WriteTo(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("seed the cluster: write the snapshot: %w", err)

@@ -61,6 +61,24 @@ import (
 // such a snapshot with a warning; falling back to an older one silently
 // could leave raft without the log entries between the two.
 //
+// # Received snapshots
+//
+// Raft puts a snapshot it receives (InstallSnapshot) in the store before
+// the FSM restores it, and the ledger may refuse it (issue #20: a forged
+// history). A sink that no FSMSnapshot.Persist marked local (markLocal) is
+// such a received snapshot: once closed it is in place, but hidden, until
+// the FSM says what the ledger did with it (refused.go): accept makes it a
+// snapshot like the others, discard removes it. Since List does not offer
+// it, only raft's restore of that install opens it (by the sink's id), so
+// the hidden snapshot last opened is the one the FSM is restoring
+// (takeReceived). While hidden, List does not
+// offer it (raft sends the newest listed snapshot to a follower, and takes
+// its applied index from it at a start), reap does not count it (it would
+// reap the node's own snapshot in its favour), and stored is not told its
+// configuration (it would count as committed). Only this process hides it:
+// after a crash it is listed, ahead of the ledger, and
+// catchUpFromSnapshot has the ledger check it before raft starts.
+//
 // Safe for concurrent use (raft creates snapshots from its snapshot
 // goroutine and installs them from its main one).
 type SnapshotStore struct {
@@ -69,12 +87,20 @@ type SnapshotStore struct {
 	retain int
 	log    *slog.Logger
 
-	// mu serialises naming new snapshots and reaping old ones.
+	// mu serialises naming new snapshots and reaping old ones, and guards
+	// restoring and hidden.
 	mu sync.Mutex
+	// restoring is the hidden snapshot last opened, not yet taken by the
+	// FSM: the one raft is restoring (nothing else opens a hidden one,
+	// since List does not offer it); nil when none.
+	restoring *raft.SnapshotMeta
+	// hidden holds the ids of the snapshots received that the ledger has
+	// not taken.
+	hidden map[string]struct{}
 	// stored, when set, is told the metadata of every snapshot put in
-	// place (taken here or installed from the leader): its configuration
-	// is the committed one at its index (removal.go). Set before raft
-	// starts.
+	// place and taken (this node's own, or installed from the leader once
+	// the ledger took it): its configuration is the committed one at its
+	// index (removal.go). Set before raft starts.
 	stored func(raft.SnapshotMeta)
 }
 
@@ -112,7 +138,7 @@ func OpenSnapshotStore(dir string, fs vfs.FS, retain int, logger *slog.Logger) (
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &SnapshotStore{fs: fs, dir: dir, retain: retain, log: logger}
+	s := &SnapshotStore{fs: fs, dir: dir, retain: retain, log: logger, hidden: map[string]struct{}{}}
 	if err := mkdirAllSynced(fs, dir); err != nil {
 		return nil, fmt.Errorf("raft snapshots %s: %w", dir, err)
 	}
@@ -223,9 +249,12 @@ func (s *SnapshotStore) exists(name string) bool {
 }
 
 // List returns the newest retained snapshots, newest first (raft restores
-// the first). A snapshot whose metadata is damaged is an error, never
-// skipped.
-func (s *SnapshotStore) List() ([]*raft.SnapshotMeta, error) {
+// the first), without the received ones the ledger has not taken. A
+// snapshot whose metadata is damaged is an error, never skipped.
+func (s *SnapshotStore) List() ([]*raft.SnapshotMeta, error) { return s.newest(s.retain) }
+
+// newest returns the newest n snapshots in place, as List.
+func (s *SnapshotStore) newest(n int) ([]*raft.SnapshotMeta, error) {
 	// Under mu: a snapshot being reaped is not damaged.
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,7 +263,7 @@ func (s *SnapshotStore) List() ([]*raft.SnapshotMeta, error) {
 		return nil, err
 	}
 	var out []*raft.SnapshotMeta
-	for _, n := range names[:min(len(names), s.retain)] {
+	for _, n := range names[:min(len(names), n)] {
 		m, err := s.readMeta(n.String())
 		if err != nil {
 			return nil, err
@@ -244,8 +273,8 @@ func (s *SnapshotStore) List() ([]*raft.SnapshotMeta, error) {
 	return out, nil
 }
 
-// names returns the names of every snapshot in place, newest first.
-// REQUIRES: s.mu held.
+// names returns the names of every snapshot in place, newest first, but
+// the hidden ones. REQUIRES: s.mu held.
 func (s *SnapshotStore) names() ([]snapName, error) {
 	entries, err := s.fs.List(s.dir)
 	if err != nil {
@@ -268,7 +297,9 @@ func (s *SnapshotStore) names() ([]snapName, error) {
 		if !ok {
 			return nil, &pebblelog.DamageError{File: path, Offset: -1, Err: errors.New("a folder in the raft snapshots whose name is not term-index-time")}
 		}
-		out = append(out, n)
+		if _, hide := s.hidden[e]; !hide {
+			out = append(out, n)
+		}
 	}
 	slices.SortFunc(out, newer)
 	return out, nil
@@ -314,6 +345,7 @@ func (s *SnapshotStore) readMeta(id string) (*snapshotMeta, error) {
 
 // Open checks the snapshot's CRC and returns its metadata and a reader of
 // its state, which the caller closes. Damage is a *pebblelog.DamageError.
+// Opening a hidden snapshot makes it the one takeReceived returns.
 func (s *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	m, err := s.readMeta(id)
 	if err != nil {
@@ -336,6 +368,12 @@ func (s *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		_ = f.Close()
 		return nil, nil, &pebblelog.DamageError{File: path, Offset: -1, Err: fmt.Errorf("CRC-64 %x, its meta.json says %x", got, m.CRC)}
 	}
+	s.mu.Lock()
+	if _, hidden := s.hidden[id]; hidden {
+		meta := m.SnapshotMeta
+		s.restoring = &meta
+	}
+	s.mu.Unlock()
 	return &m.SnapshotMeta, &snapshotReader{Reader: bufio.NewReaderSize(io.NewSectionReader(f, 0, m.Size), 256<<10), f: f}, nil
 }
 
@@ -373,6 +411,58 @@ func (s *SnapshotStore) reap() error {
 	return nil
 }
 
+// takeReceived returns the metadata of the received snapshot raft opened
+// to restore, and forgets it (it stays hidden until accept or discard);
+// ok is false when there is none. The FSM calls it as it restores.
+func (s *SnapshotStore) takeReceived() (m raft.SnapshotMeta, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.restoring == nil {
+		return m, false
+	}
+	m, s.restoring = *s.restoring, nil
+	return m, true
+}
+
+// accept makes a received snapshot the ledger took one like the others:
+// listed, its configuration told to stored, and the older ones reaped.
+func (s *SnapshotStore) accept(m raft.SnapshotMeta) error {
+	s.mu.Lock()
+	delete(s.hidden, m.ID)
+	s.mu.Unlock()
+	if s.stored != nil {
+		s.stored(m)
+	}
+	return s.reap()
+}
+
+// discard removes the snapshot id, durably: renamed to .reap, the folder
+// synced, then removed. A received one stays hidden if it cannot be
+// removed.
+func (s *SnapshotStore) discard(id string) error {
+	if _, ok := parseSnapName(id); !ok {
+		return fmt.Errorf("raft snapshots: no snapshot %q", id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.restoring != nil && s.restoring.ID == id {
+		s.restoring = nil
+	}
+	from := s.fs.PathJoin(s.dir, id)
+	if err := s.fs.Rename(from, from+snapReapSuffix); err != nil {
+		return fmt.Errorf("raft snapshots: remove %s: %w", id, err)
+	}
+	delete(s.hidden, id)
+	if err := syncDir(s.fs, s.dir); err != nil {
+		return fmt.Errorf("raft snapshots: remove %s: %w", id, err)
+	}
+	// What a crash leaves of it is removed at the next open.
+	if err := s.fs.RemoveAll(from + snapReapSuffix); err != nil {
+		return fmt.Errorf("raft snapshots: remove %s: %w", id, err)
+	}
+	return nil
+}
+
 // snapBufSize is how much of a snapshot's state a sink gathers before one
 // write.
 const snapBufSize = 256 << 10
@@ -392,12 +482,33 @@ type snapshotSink struct {
 	buf    []byte
 	meta   snapshotMeta
 	closed bool
+	// local is set when this node's own state is written (markLocal);
+	// a sink closed without it holds a snapshot received from a leader.
+	local bool
 }
 
 var _ raft.SnapshotSink = (*snapshotSink)(nil)
 
 // ID returns the snapshot's id, for Open once it is closed.
 func (sk *snapshotSink) ID() string { return sk.meta.ID }
+
+// localSink is a sink that can be told it holds this node's own state
+// (snapshotSink can); FSMSnapshot.Persist and the seed tell it.
+type localSink interface{ markLocal() }
+
+var _ localSink = (*snapshotSink)(nil)
+
+// markLocal says that the sink holds this node's own state, not a
+// snapshot received from a leader. Call it before Close.
+func (sk *snapshotSink) markLocal() { sk.local = true }
+
+// markLocal marks sink as holding this node's own state when it is one of
+// this store's.
+func markLocal(sink raft.SnapshotSink) {
+	if l, ok := sink.(localSink); ok {
+		l.markLocal()
+	}
+}
 
 // Write appends to state.bin.
 func (sk *snapshotSink) Write(p []byte) (int, error) {
@@ -430,7 +541,9 @@ func (sk *snapshotSink) flush() error {
 
 // Close puts the snapshot in place, durably (the steps are on
 // SnapshotStore), then reaps old ones. On an error before the rename,
-// nothing is in place and the .tmp folder is removed. Idempotent.
+// nothing is in place and the .tmp folder is removed. A received snapshot
+// (no markLocal) is put in place hidden, and neither told to stored nor
+// followed by a reap: the FSM accepts or discards it. Idempotent.
 func (sk *snapshotSink) Close() error {
 	if sk.closed {
 		return nil
@@ -442,17 +555,31 @@ func (sk *snapshotSink) Close() error {
 		return fmt.Errorf("raft snapshot %s: %w", sk.meta.ID, err)
 	}
 	final := s.fs.PathJoin(s.dir, sk.meta.ID)
+	if !sk.local {
+		// Hidden before it is in place: a List in between (raft's
+		// replication, on a leader) must not offer it.
+		s.mu.Lock()
+		s.hidden[sk.meta.ID] = struct{}{}
+		s.mu.Unlock()
+	}
 	if err := s.fs.Rename(sk.tmp, final); err != nil {
 		_ = s.fs.RemoveAll(sk.tmp)
+		s.mu.Lock()
+		delete(s.hidden, sk.meta.ID)
+		s.mu.Unlock()
 		return fmt.Errorf("raft snapshot %s: put in place: %w", sk.meta.ID, err)
 	}
 	// Past the rename the snapshot is whole either way; if the folder's
 	// sync fails, raft keeps its log (the snapshot is reported failed) and
-	// a later List may still offer it, which is harmless.
+	// a later List may still offer it, which is harmless (a received one
+	// stays hidden until the next start, where it is checked).
 	if err := syncDir(s.fs, s.dir); err != nil {
 		return fmt.Errorf("raft snapshot %s: %w", sk.meta.ID, err)
 	}
-	s.log.Debug("raft snapshot saved", "id", sk.meta.ID, "bytes", sk.meta.Size)
+	s.log.Debug("raft snapshot saved", "id", sk.meta.ID, "bytes", sk.meta.Size, "local", sk.local)
+	if !sk.local {
+		return nil
+	}
 	if s.stored != nil {
 		s.stored(sk.meta.SnapshotMeta)
 	}

@@ -30,11 +30,23 @@ func snapData(index uint64) []byte {
 	return bytes.Repeat(fmt.Appendf(nil, "state at %d;", index), 40000)
 }
 
+// writeSnap writes one of the node's own snapshots (marked local, as
+// FSMSnapshot.Persist marks its sink).
 func writeSnap(t *testing.T, s *SnapshotStore, term, index uint64) string {
+	t.Helper()
+	return putSnap(t, s, term, index, true)
+}
+
+// putSnap writes a snapshot, the node's own (local) or one received from
+// a leader.
+func putSnap(t *testing.T, s *SnapshotStore, term, index uint64, local bool) string {
 	t.Helper()
 	sink, err := s.Create(1, index, term, snapConf, index-1, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if local {
+		markLocal(sink)
 	}
 	if _, err := sink.Write(snapData(index)); err != nil {
 		t.Fatal(err)
@@ -322,6 +334,7 @@ func TestSnapshotStore_FileMayModifyWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	markLocal(sink)
 	data := snapData(10) // larger than the sink's buffer: written in pieces
 	for _, part := range [][]byte{data[:100], data[100:]} {
 		if _, err := sink.Write(part); err != nil {
@@ -341,4 +354,164 @@ func TestSnapshotStore_FileMayModifyWrites(t *testing.T) {
 	if diff := cmp.Diff(want(1, 10), got); diff != "" {
 		t.Fatalf("listed (-want +got):\n%s", diff)
 	}
+}
+
+// TestSnapshotStore_ReceivedHiddenUntilTaken: a snapshot received from a
+// leader (a sink nothing marked local), named newer than every other, is
+// in place but not listed, not counted by the reap and not told to stored
+// until the ledger took it (accept); the FSM learns it is the one being
+// restored once raft opened it (takeReceived); one the ledger refused is
+// removed (discard) and was never listed. A store opened again (a restart) lists
+// one that was neither taken nor removed: catchUpFromSnapshot checks it.
+func TestSnapshotStore_ReceivedHiddenUntilTaken(t *testing.T) {
+	fs := vfs.NewMem()
+	s, err := OpenSnapshotStore(snapDir, fs, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []uint64
+	s.stored = func(m raft.SnapshotMeta) { told = append(told, m.Index) }
+	writeSnap(t, s, 1, 10)
+	writeSnap(t, s, 1, 20)
+	folders := func() int {
+		names, err := fs.List(snapDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(names)
+	}
+	listed := func(step string, want []listed) {
+		t.Helper()
+		got, err := checkSnaps(s)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: listed (-want +got):\n%s", step, diff)
+		}
+	}
+
+	taken := putSnap(t, s, 5, 30, false)
+	listed("received", want(1, 20, 1, 10))
+	if n := folders(); n != 3 {
+		t.Fatalf("received: %d folders, want 3 (no reap before the ledger took it)", n)
+	}
+	if m, ok := s.takeReceived(); ok {
+		t.Fatalf("takeReceived = %+v before raft opened it to restore; want none (listing opened only the listed ones)", m)
+	}
+	openToRestore(t, s, taken) // as raft's runFSM does, then calls the FSM's Restore
+	m, ok := s.takeReceived()
+	if !ok || m.ID != taken || m.Index != 30 || m.Term != 5 {
+		t.Fatalf("takeReceived = %+v, %v; want snapshot %s (term 5, index 30)", m, ok, taken)
+	}
+	if _, ok := s.takeReceived(); ok {
+		t.Fatal("takeReceived gave a snapshot twice")
+	}
+	listed("taken, not yet accepted", want(1, 20, 1, 10))
+	if err := s.accept(m); err != nil {
+		t.Fatal(err)
+	}
+	listed("accepted", want(5, 30, 1, 20))
+	if n := folders(); n != 2 {
+		t.Fatalf("accepted: %d folders, want 2 (the oldest reaped)", n)
+	}
+
+	refused := putSnap(t, s, 9, 40, false)
+	openToRestore(t, s, refused)
+	m, ok = s.takeReceived()
+	if !ok || m.ID != refused {
+		t.Fatalf("takeReceived = %+v, %v; want snapshot %s", m, ok, refused)
+	}
+	if err := s.discard(m.ID); err != nil {
+		t.Fatal(err)
+	}
+	listed("refused", want(5, 30, 1, 20))
+	if n := folders(); n != 2 {
+		t.Fatalf("refused: %d folders, want 2", n)
+	}
+	if !cmp.Equal(told, []uint64{10, 20, 30}) {
+		t.Fatalf("stored was told indexes %v, want 10, 20, 30 (never the refused 40)", told)
+	}
+
+	putSnap(t, s, 9, 50, false) // neither taken nor removed: a crash
+	listed("received before a crash", want(5, 30, 1, 20))
+	again, err := OpenSnapshotStore(snapDir, fs, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = again
+	listed("after the restart", want(9, 50, 5, 30))
+}
+
+// openToRestore opens snapshot id and reads it whole, as raft does to
+// restore it.
+func openToRestore(t *testing.T, s *SnapshotStore, id string) {
+	t.Helper()
+	_, rc, err := s.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotStore_PowerLossDuringDiscard cuts the power before every
+// file-system operation of removing a snapshot: in every state the store
+// opens and lists either the snapshots it had or those without the
+// removed one, each whole; after discard returned, it is gone.
+func TestSnapshotStore_PowerLossDuringDiscard(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s, err := OpenSnapshotStore(snapDir, mem, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSnap(t, s, 1, 10)
+	refused := putSnap(t, s, 9, 40, false)
+	var clones []*vfs.MemFS
+	var ops []string
+	armed := false
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if armed {
+			clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{}))
+			ops = append(ops, fmt.Sprintf("%v %s", op.Kind, op.Path))
+		}
+		return nil
+	})
+	s, err = OpenSnapshotStore(snapDir, faultfs.Wrap(mem, inj), 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed = true
+	if err := s.discard(refused); err != nil {
+		t.Fatal(err)
+	}
+	armed = false
+	clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{}))
+	ops = append(ops, "after discard returned")
+	before, after := want(9, 40, 1, 10), want(1, 10)
+	gone := false
+	for i, c := range clones {
+		cs, err := OpenSnapshotStore(snapDir, c, 2, nil)
+		if err != nil {
+			t.Fatalf("power lost before %s: open: %v", ops[i], err)
+		}
+		got, err := checkSnaps(cs)
+		if err != nil {
+			t.Fatalf("power lost before %s: %v", ops[i], err)
+		}
+		switch {
+		case cmp.Equal(got, after):
+			gone = true
+		case gone:
+			t.Fatalf("power lost before %s: the removed snapshot is back: %+v", ops[i], got)
+		case !cmp.Equal(got, before):
+			t.Fatalf("power lost before %s: listed %+v, want the snapshots with or without the removed one", ops[i], got)
+		}
+	}
+	if !gone {
+		t.Fatal("the removed snapshot is still listed after discard returned")
+	}
+	t.Logf("%d crash points", len(clones))
 }
