@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -221,17 +220,4 @@ func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 // readerRoles are the roles allowed to read.
 func readerRoles() []Role {
 	return []Role{RoleReader, RoleWriter, RoleApprover, RoleOperator, RoleExecutor}
-}
-
-// isLoopback reports whether addr (host:port) listens on loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

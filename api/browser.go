@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/greffe/greffe/internal/netpolicy"
 )
 
 // Web pages. A node without tokens serves loopback only (Config.Check),
@@ -84,7 +86,7 @@ func loopbackHost(hostport, own string) bool {
 	if own != "" && strings.EqualFold(host, own) {
 		return true
 	}
-	return isLoopback(net.JoinHostPort(strings.ToLower(host), "0")) // the listen address's rule (api/auth.go)
+	return netpolicy.IsLoopback(net.JoinHostPort(strings.ToLower(host), "0")) // the listen address's rule (internal/netpolicy)
 }
 
 // sameLoopbackOrigin reports whether origin (an Origin header) is the

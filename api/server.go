@@ -18,6 +18,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/netpolicy"
 	"github.com/greffe/greffe/internal/progress"
 )
 
@@ -117,7 +118,7 @@ func (cfg Config) Check() error {
 	if cfg.Listener != nil {
 		addr = cfg.Listener.Addr().String()
 	}
-	if !cfg.Tokens.Enabled() && !isLoopback(addr) {
+	if !cfg.Tokens.Enabled() && !netpolicy.IsLoopback(addr) {
 		return fmt.Errorf("%w (%s); give --tokens FILE, or listen on 127.0.0.1", ErrInsecure, addr)
 	}
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {

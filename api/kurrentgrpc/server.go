@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/netpolicy"
 	"github.com/greffe/greffe/internal/progress"
 	"github.com/greffe/greffe/internal/quota"
 )
@@ -199,7 +200,7 @@ func New(cfg Config, log events.Log) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !isLoopback(cfg.Addr) && (cfg.TLS == nil || cfg.Authenticate == nil) {
+	if !netpolicy.IsLoopback(cfg.Addr) && (cfg.TLS == nil || cfg.Authenticate == nil) {
 		return nil, fmt.Errorf("%w (%s)", ErrInsecure, cfg.Addr)
 	}
 	s := &Server{cfg: cfg, log: log, instance: uuid.New(), reads: quota.New("grpc_reads", cfg.MaxReadsPerPrincipal, cfg.MaxReads)}
@@ -219,19 +220,6 @@ func New(cfg Config, log events.Log) (*Server, error) {
 	serverfeatures.RegisterServerFeaturesServer(s.grpc, &featuresService{s: s})
 	gossip.RegisterGossipServer(s.grpc, &gossipService{s: s})
 	return s, nil
-}
-
-// isLoopback reports whether addr's host is a loopback IP or "localhost".
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Listen binds the configured address and returns the bound address (useful

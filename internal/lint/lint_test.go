@@ -133,7 +133,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "api/kurrentgrpc",
-		greffe: []string{"events", "internal/quota", "internal/progress"},
+		greffe: []string{"events", "internal/quota", "internal/progress", "internal/netpolicy"},
 		modules: []string{
 			"github.com/EventStore/EventStore-Client-Go/v4",
 			"google.golang.org/grpc",
