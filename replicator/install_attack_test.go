@@ -731,6 +731,9 @@ func TestReplicator_KeptSnapshotBehindTheLedger(t *testing.T) {
 			func(_ *testing.T, m *raft.SnapshotMeta) (uint64, uint64) {
 				return victim.store.AppliedIndex() - 1, m.Term
 			}, "after the index"},
+		{"no ledger snapshot at all, named at an entry raft holds", func(*testing.T) ([]byte, pebblelog.SnapshotInfo) {
+			return []byte("not a ledger snapshot"), pebblelog.SnapshotInfo{}
+		}, func(t *testing.T, _ *raft.SnapshotMeta) (uint64, uint64) { return held(t) }, "bad snapshot"},
 		{"the ledger's own state, under the leader's name", nil,
 			func(_ *testing.T, m *raft.SnapshotMeta) (uint64, uint64) { return m.Index, m.Term }, ""},
 	}

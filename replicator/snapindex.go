@@ -3,6 +3,7 @@ package replicator
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/hashicorp/raft"
@@ -121,13 +122,17 @@ func checkSnapshotIndex(m raft.SnapshotMeta, info pebblelog.SnapshotInfo, v inde
 	return nil
 }
 
-// vetReceived is the snapshot store's vet: it checks a received snapshot
-// before it is put in place, with raft's state as it installs it (raft's
-// main loop, which runs the install, is waiting on it, so neither its
-// applied index nor its log moves meanwhile), and logs and counts a
-// refusal.
-func (p *Replicator) vetReceived(m raft.SnapshotMeta, info pebblelog.SnapshotInfo) error {
-	err := checkSnapshotIndex(m, info, indexView{raftApplied: p.raft.AppliedIndex(), ledgerApplied: p.ledger.AppliedIndex(), holds: p.raftHolds})
+// vetReceived is the snapshot store's vet: it reads the header of a
+// received snapshot's state and checks its name before it is put in
+// place, with raft's state as it installs it (raft's main loop, which runs
+// the install, is waiting on it, so neither its applied index nor its log
+// moves meanwhile), and logs and counts a refusal (a state that is not a
+// ledger snapshot is one too: pebblelog.ErrBadSnapshot).
+func (p *Replicator) vetReceived(m raft.SnapshotMeta, state io.Reader) error {
+	info, err := pebblelog.ReadSnapshotInfo(state)
+	if err == nil {
+		err = checkSnapshotIndex(m, info, indexView{raftApplied: p.raft.AppliedIndex(), ledgerApplied: p.ledger.AppliedIndex(), holds: p.raftHolds})
+	}
 	if err != nil {
 		// Nothing is in place: only the log line and the count remain.
 		p.fsm.notInstalled(m, false, p.trans.takeInstallSender(), err)

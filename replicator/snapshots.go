@@ -83,10 +83,10 @@ import (
 // catchUpFromSnapshot has the ledger check it before raft starts, whether
 // or not it is ahead of the ledger.
 //
-// Before a received snapshot is put in place at all, Close reads its
-// header and asks vet whether the raft index and term it is named at are
-// ones its content and this node's raft state allow (snapindex.go); when
-// they are not, nothing is put in place and Close fails, so that raft
+// Before a received snapshot is put in place at all, Close asks vet,
+// which reads its state, whether the raft index and term it is named at
+// are ones its content and this node's raft state allow (snapindex.go);
+// when they are not, nothing is put in place and Close fails, so that raft
 // answers the InstallSnapshot with the error and records nothing.
 //
 // Safe for concurrent use (raft creates snapshots from its snapshot
@@ -107,10 +107,10 @@ type SnapshotStore struct {
 	// hidden holds the ids of the snapshots received that the ledger has
 	// not taken.
 	hidden map[string]struct{}
-	// vet, when set, checks the name of a received snapshot against its
-	// header before Close puts it in place (snapindex.go); an error
-	// refuses it. Set before raft starts.
-	vet func(raft.SnapshotMeta, pebblelog.SnapshotInfo) error
+	// vet, when set, checks a received snapshot, its metadata and a
+	// reader of its state, before Close puts it in place (snapindex.go);
+	// an error refuses it. Set before raft starts.
+	vet func(raft.SnapshotMeta, io.Reader) error
 	// stored, when set, is told the metadata of every snapshot put in
 	// place and taken (this node's own, or installed from the leader once
 	// the ledger took it): its configuration is the committed one at its
@@ -478,14 +478,14 @@ func (s *SnapshotStore) markTaken(id string) error {
 	return nil
 }
 
-// readInfo reads the header of the state in the snapshot folder dir.
-func (s *SnapshotStore) readInfo(dir string) (pebblelog.SnapshotInfo, error) {
+// vetState has vet check the snapshot m whose folder is dir.
+func (s *SnapshotStore) vetState(m raft.SnapshotMeta, dir string) error {
 	f, err := s.fs.Open(s.fs.PathJoin(dir, snapStateFile))
 	if err != nil {
-		return pebblelog.SnapshotInfo{}, err
+		return err
 	}
 	defer f.Close()
-	return pebblelog.ReadSnapshotInfo(f)
+	return s.vet(m, f)
 }
 
 // discard removes the snapshot id, durably: renamed to .reap, the folder
@@ -594,7 +594,7 @@ func (sk *snapshotSink) flush() error {
 // Close puts the snapshot in place, durably (the steps are on
 // SnapshotStore), then reaps old ones. On an error before the rename,
 // nothing is in place and the .tmp folder is removed. A received snapshot
-// (no markLocal) is first vetted (its name against its header), then put
+// (no markLocal) is first vetted (its name against its state), then put
 // in place hidden, and neither told to stored nor followed by a reap: the
 // FSM accepts or discards it. Idempotent.
 func (sk *snapshotSink) Close() error {
@@ -605,10 +605,7 @@ func (sk *snapshotSink) Close() error {
 	s := sk.store
 	err := sk.finish()
 	if err == nil && !sk.local && s.vet != nil {
-		var info pebblelog.SnapshotInfo
-		if info, err = s.readInfo(sk.tmp); err == nil {
-			err = s.vet(sk.meta.SnapshotMeta, info)
-		}
+		err = s.vetState(sk.meta.SnapshotMeta, sk.tmp)
 	}
 	if err != nil {
 		_ = s.fs.RemoveAll(sk.tmp)

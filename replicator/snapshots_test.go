@@ -465,10 +465,9 @@ func TestSnapshotStore_ReceivedHiddenUntilTaken(t *testing.T) {
 }
 
 // TestSnapshotStore_VetBeforeInPlace: Close asks vet about a received
-// snapshot (its name, and the header of its state) before anything is in
-// place; a refusal leaves nothing behind, not even the .tmp folder, and
-// Close fails with it (raft answers the InstallSnapshot with it). A state
-// that is not a ledger snapshot is refused without asking. The node's own
+// snapshot (its name, and its state) before anything is in place; a
+// refusal leaves nothing behind, not even the .tmp folder, and Close fails
+// with it (raft answers the InstallSnapshot with it). The node's own
 // snapshots are never vetted.
 func TestSnapshotStore_VetBeforeInPlace(t *testing.T) {
 	st, err := pebblelog.Open(pebblelog.Config{Dir: t.TempDir() + "/ledger", LedgerID: testLedger, CheckpointInterval: -1})
@@ -506,7 +505,7 @@ func TestSnapshotStore_VetBeforeInPlace(t *testing.T) {
 	}{
 		{"allowed", false, ledgerState.Bytes(), nil, nil, []asked{{Index: 9, Term: 2, Applied: 7}}},
 		{"refused", false, ledgerState.Bytes(), errVet, errVet, []asked{{Index: 9, Term: 2, Applied: 7}}},
-		{"not a ledger snapshot", false, []byte("not a snapshot"), nil, pebblelog.ErrBadSnapshot, nil},
+		{"not a ledger snapshot", false, []byte("not a snapshot"), nil, pebblelog.ErrBadSnapshot, []asked{{Index: 9, Term: 2}}},
 		{"the node's own", true, []byte("not a snapshot"), errVet, nil, nil},
 	}
 	for _, tc := range cases {
@@ -517,8 +516,13 @@ func TestSnapshotStore_VetBeforeInPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []asked
-			s.vet = func(m raft.SnapshotMeta, info pebblelog.SnapshotInfo) error {
+			// As vetReceived reads the state: its header.
+			s.vet = func(m raft.SnapshotMeta, state io.Reader) error {
+				info, err := pebblelog.ReadSnapshotInfo(state)
 				got = append(got, asked{Index: m.Index, Term: m.Term, Applied: info.Applied})
+				if err != nil {
+					return err
+				}
 				return tc.verdict
 			}
 			sink, err := s.Create(1, 9, 2, snapConf, 8, nil)
