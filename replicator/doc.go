@@ -14,7 +14,10 @@
 // against the latest configuration before raft sees it
 // (authtransport.go); plain raft is refused beyond loopback unless
 // Config.Insecure. A removal is acted on only once committed (removal.go),
-// and a raft folder belongs to one node id for good (nodeid.go).
+// and a raft folder belongs to one node id for good (nodeid.go). A
+// snapshot received from a leader is kept only if the ledger takes it
+// (refused.go), and only under a raft index its content and this node's
+// raft state allow (snapindex.go).
 //
 // It imports events, events/pebblelog (for the store's snapshot and apply
 // types), internal/netpolicy (what counts as loopback), raft and Pebble;

@@ -66,6 +66,9 @@ type fsm struct {
 	// may be nil. Set before raft starts.
 	snaps  *SnapshotStore
 	sender func() snapshotSender
+	// raftApplied, when set, is raft's applied index (snapindex.go). Set
+	// before raft starts.
+	raftApplied func() uint64
 	// entries and entryBytes count the command entries taken in and their
 	// bytes, from which TrailingLogs is derived.
 	entries, entryBytes atomic.Uint64
@@ -201,7 +204,9 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // raft just put in the snapshot store. The store keeps it only if the
 // ledger took it; otherwise it is removed (refused.go), and raft, which
 // records a received snapshot only once Restore succeeded, answers the
-// InstallSnapshot with the error.
+// InstallSnapshot with the error. A received snapshot whose content is not
+// newer than what this node took in must be the ledger's own state
+// (snapindex.go); the ledger checks that it is.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	var m raft.SnapshotMeta
 	received := false
@@ -212,7 +217,19 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if f.sender != nil {
 		from = f.sender()
 	}
-	if err := f.ledger.Restore(rc); err != nil {
+	var r io.Reader = rc
+	if received && f.raftApplied != nil {
+		info, whole, err := pebblelog.PeekSnapshotInfo(rc)
+		if err == nil {
+			err = notLedgerState(m.Index, info, f.raftApplied(), f.ledger.AppliedIndex())
+		}
+		if err != nil {
+			f.notInstalled(m, received, from, err)
+			return err
+		}
+		r = whole
+	}
+	if err := f.ledger.Restore(r); err != nil {
 		f.notInstalled(m, received, from, err)
 		return err
 	}

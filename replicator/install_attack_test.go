@@ -471,6 +471,103 @@ func TestReplicator_RefusedSnapshotOnDiskAtStart(t *testing.T) {
 	stillServes(t, nodes, leading(t, nodes))
 }
 
+// TestReplicator_ReceivedSnapshotLeftByACrash: a crash between raft
+// saving a received snapshot and the ledger's answer leaves it in the
+// snapshot store, listed, and marked received; its name was vetted before
+// it was put in place, its content not. catchUpFromSnapshot used to check
+// only one ahead of the ledger: one at or behind it stayed, raft's newest
+// snapshot, served to followers as the state at its index. Now one the
+// ledger never took is checked whether or not it is ahead: a history behind
+// the ledger, or another history at its own raft index, is removed,
+// logged and counted, and the node starts on its own ledger; the ledger's
+// own state (an install the ledger made just before the crash, or a
+// resend) is kept, and marked taken.
+func TestReplicator_ReceivedSnapshotLeftByACrash(t *testing.T) {
+	// Three members: the leader keeps its quorum while the victim
+	// restarts.
+	nodes := cluster(t, 3, nil)
+	victim := nodes[2]
+	snapDir := filepath.Join(victim.dir, "raft", "snapshots")
+	ownState := func(t *testing.T) ([]byte, pebblelog.SnapshotInfo) {
+		// The victim's ledger, opened while the node is stopped.
+		st, err := pebblelog.Open(pebblelog.Config{Dir: filepath.Join(victim.dir, "ledger"), LedgerID: testLedger, CheckpointInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		sn, err := st.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sn.Release()
+		var buf bytes.Buffer
+		if _, err := sn.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), sn.Info()
+	}
+	cases := []struct {
+		name    string
+		content func(t *testing.T, applied uint64) ([]byte, pebblelog.SnapshotInfo)
+		kept    bool
+	}{
+		{"another history at the ledger's own raft index", func(t *testing.T, applied uint64) ([]byte, pebblelog.SnapshotInfo) {
+			return forgedSnapshot(t, applied)
+		}, false},
+		{"a history behind the ledger", func(t *testing.T, _ uint64) ([]byte, pebblelog.SnapshotInfo) { return forgedSnapshot(t, 3) }, false},
+		{"the ledger's own state", func(t *testing.T, _ uint64) ([]byte, pebblelog.SnapshotInfo) { return ownState(t) }, true},
+	}
+	// One case after the other on the same cluster, without subtests: the
+	// victim restarted by a case serves the next (a subtest's cleanup
+	// would stop it).
+	for i, tc := range cases {
+		func() {
+			t.Logf("case %q", tc.name)
+			leader := leading(t, nodes)
+			for j := range 10 {
+				if _, err := appendOne(t.Context(), leader.store, "crash-left", 10*i+j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			converged(t, nodes, leader)
+			applied := victim.store.AppliedIndex()
+			// A name the vet lets through: the victim's last log entry.
+			index := victim.rep.raft.LastIndex()
+			var entry raft.Log
+			if err := victim.rep.logs.GetLog(index, &entry); err != nil {
+				t.Fatal(err)
+			}
+			before := victim.store.Head()
+			victim.stop(t)
+			stream, info := tc.content(t, applied)
+			if info.Applied > applied {
+				t.Fatalf("%s: the planted snapshot is at raft index %d, ahead of the ledger's %d", tc.name, info.Applied, applied)
+			}
+			plantSnapshot(t, snapDir, entry.Term, index, stream)
+			planted := fmt.Sprintf("%d-%d-", entry.Term, index)
+
+			startNode(t, victim, testConfig(victim.id, nil)) // fails the test if the node does not start
+
+			left := snapshotFolders(t, snapDir, planted)
+			switch {
+			case tc.kept && (len(left) != 1 || victim.rep.fsm.snaps.received(left[0])):
+				t.Errorf("%s: the planted snapshot's folders: %v; want it kept, taken", tc.name, left)
+			case !tc.kept && len(left) != 0:
+				t.Errorf("%s: the refused snapshot is still in the snapshot store: %v", tc.name, left)
+			}
+			if got := victim.store.Head(); got != before {
+				t.Errorf("%s: the victim started with head %+v, was %+v", tc.name, got, before)
+			}
+			want := uint64(1) // counted since this start
+			if tc.kept {
+				want = 0
+			}
+			checkRefusedCount(t, victim, want)
+			stillServes(t, nodes, leading(t, nodes))
+		}()
+	}
+}
+
 // plantSnapshot puts stream in the snapshot store in dir as raft puts an
 // installed snapshot there (a sink no FSM persisted), at term and index.
 func plantSnapshot(t *testing.T, dir string, term, index uint64, stream []byte) {
@@ -566,24 +663,25 @@ func TestReplicator_RefusedSnapshotTheLogNeeds(t *testing.T) {
 // TestReplicator_KeptSnapshotBehindTheLedger: the forged snapshot holds
 // fewer events than the victim, at a raft index below its ledger's (3
 // forged events at index 3), but the RPC names it at an index far ahead
-// (and a far higher term). pebblelog.Store.Restore keeps the store for a
-// snapshot that is not newer than it, without checking it, and returns
-// nil; so the FSM succeeds, raft answers success, records the forged
-// index as its last snapshot and applied index, and keeps the snapshot as
-// its newest. The victim then skips every real entry below that index as
-// already applied (it stops following the leader), and, leading, would
-// send the forged history to a joiner.
+// (and a far higher term). pebblelog.Store.Restore used to keep the store
+// for a snapshot that is not newer than it, without reading it, and return
+// nil; so the FSM succeeded, raft answered success, recorded the forged
+// index as its last snapshot and applied index, and kept the snapshot as
+// its newest: the victim then skipped every real entry below that index as
+// already applied (it stopped following the leader), and, leading, would
+// have sent the forged history to a joiner.
 //
-// TODO(#20): not fixed here. Refusing every snapshot the ledger keeps is
-// wrong: a leader whose InstallSnapshot answer was lost sends the same
-// snapshot again, and the follower, which installed it, keeps its store;
-// refusing it would loop the leader on it for good. A fix needs the
-// ledger to check that a snapshot it keeps is a prefix of its history
-// (the root at the snapshot's size), and the replicator to bound the raft
-// index a kept snapshot may claim; see the report of the refusedsnap
-// branch.
+// Now the name is vetted before raft puts the snapshot in place
+// (snapindex.go): a snapshot whose content this node took in must be
+// named at an entry raft holds, and be the ledger's own state, which the
+// ledger checks by its own tree (pebblelog's checkNotNewer). Each way an
+// attacker can pair a content with a name is refused, logged, counted,
+// and nothing is left in the snapshot store; raft's last snapshot and
+// applied index stay its own, and the victim goes on applying the
+// leader's entries. The honest pair, the ledger's own state under the
+// name its leader gave it (a leader sending its snapshot again), is kept:
+// TestReplicator_InstallAnswerLost is that case with a real leader.
 func TestReplicator_KeptSnapshotBehindTheLedger(t *testing.T) {
-	t.Skip("TODO(#20): a snapshot behind the ledger, named far ahead, is accepted without a check (see the comment)")
 	nodes := cluster(t, 2, nil)
 	leader, victim := nodes[0], nodes[1]
 	for i := range 20 {
@@ -592,18 +690,131 @@ func TestReplicator_KeptSnapshotBehindTheLedger(t *testing.T) {
 		}
 	}
 	converged(t, nodes, leader)
-	stream, info := forgedSnapshot(t, 3)
-	term := victim.rep.raft.CurrentTerm() + forgedTermAbove
-	far := victim.store.AppliedIndex() + 100000
-	err := sendInstall(t, leader, victim, stream, info, func(r *raft.InstallSnapshotRequest) { r.LastLogTerm, r.LastLogIndex = term, far })
-	if err == nil {
-		t.Error("InstallSnapshot of a forged history behind the ledger, named far ahead: success; want it refused")
+	snapDir := filepath.Join(victim.dir, "raft", "snapshots")
+	far := func() uint64 { return victim.store.AppliedIndex() + 100000 }
+	farTerm := func() uint64 { return victim.rep.raft.CurrentTerm() + forgedTermAbove }
+	// held is an index and term the victim's raft holds: its last
+	// applied entry, from its own log.
+	held := func(t *testing.T) (uint64, uint64) {
+		idx := victim.rep.raft.AppliedIndex()
+		var entry raft.Log
+		if err := victim.rep.logs.GetLog(idx, &entry); err != nil {
+			t.Fatal(err)
+		}
+		return idx, entry.Term
 	}
-	if got := snapshotIndex(victim.rep); got == far {
-		t.Errorf("raft's last snapshot index is the forged %d", got)
+	forgedBehind := func(t *testing.T) ([]byte, pebblelog.SnapshotInfo) { return forgedSnapshot(t, 3) }
+	forgedAtIndex := func(t *testing.T) ([]byte, pebblelog.SnapshotInfo) {
+		return forgedSnapshot(t, victim.store.AppliedIndex())
 	}
-	if left := snapshotFolders(t, filepath.Join(victim.dir, "raft", "snapshots"), fmt.Sprintf("%d-%d-", term, far)); len(left) != 0 {
-		t.Errorf("the forged snapshot is in the victim's snapshot store: %v", left)
+
+	cases := []struct {
+		name string
+		// content is the stream sent (nil: the leader's own snapshot);
+		// named the index and term the RPC names it at (meta: the
+		// leader's name for its own snapshot).
+		content func(t *testing.T) ([]byte, pebblelog.SnapshotInfo)
+		named   func(t *testing.T, meta *raft.SnapshotMeta) (uint64, uint64)
+		refusal string // what the refusal says
+	}{
+		{"a forged history behind the ledger, named far ahead", forgedBehind,
+			func(*testing.T, *raft.SnapshotMeta) (uint64, uint64) { return far(), farTerm() }, "after this node's applied index"},
+		{"a forged history behind the ledger, named at an entry raft holds", forgedBehind,
+			func(t *testing.T, _ *raft.SnapshotMeta) (uint64, uint64) { return held(t) }, "holds its ledger's at"},
+		{"another history at the ledger's own raft index, named at an entry raft holds", forgedAtIndex,
+			func(t *testing.T, _ *raft.SnapshotMeta) (uint64, uint64) { return held(t) }, "does not extend"},
+		{"the ledger's own state, named far ahead", nil,
+			func(*testing.T, *raft.SnapshotMeta) (uint64, uint64) { return far(), farTerm() }, "after this node's applied index"},
+		{"the ledger's own state, named at the leader's index with another term", nil,
+			func(_ *testing.T, m *raft.SnapshotMeta) (uint64, uint64) { return m.Index, m.Term + 1 }, "not this node's entry"},
+		{"the ledger's own state, named before its last batch", nil,
+			func(_ *testing.T, m *raft.SnapshotMeta) (uint64, uint64) {
+				return victim.store.AppliedIndex() - 1, m.Term
+			}, "after the index"},
+		{"no ledger snapshot at all, named at an entry raft holds", func(*testing.T) ([]byte, pebblelog.SnapshotInfo) {
+			return []byte("not a ledger snapshot"), pebblelog.SnapshotInfo{}
+		}, func(t *testing.T, _ *raft.SnapshotMeta) (uint64, uint64) { return held(t) }, "bad snapshot"},
+		{"the ledger's own state, under the leader's name", nil,
+			func(_ *testing.T, m *raft.SnapshotMeta) (uint64, uint64) { return m.Index, m.Term }, ""},
 	}
-	stillServes(t, nodes, leader)
+	refused := uint64(0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// The leader's own snapshot of the state both hold, and the
+			// name it gives it, once the victim applied up to it.
+			meta, honest := takeSnapshot(t, leader)
+			eventually(t, "the victim applies up to the leader's snapshot", 10*time.Second, func() bool {
+				return victim.rep.raft.AppliedIndex() >= meta.Index
+			})
+			content := tc.content
+			if content == nil {
+				content = func(t *testing.T) ([]byte, pebblelog.SnapshotInfo) {
+					info, err := pebblelog.ReadSnapshotInfo(bytes.NewReader(honest))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := victim.store.AppliedIndex(); info.Applied != got {
+						t.Fatalf("the leader's snapshot holds the state at raft index %d, the victim's ledger is at %d", info.Applied, got)
+					}
+					return honest, info
+				}
+			}
+			stream, info := content(t)
+			index, term := tc.named(t, meta)
+			lastSnap, lastApplied := snapshotIndex(victim.rep), victim.rep.raft.AppliedIndex()
+			before := snapshotFolders(t, snapDir, "")
+
+			err := sendInstall(t, leader, victim, stream, info, func(r *raft.InstallSnapshotRequest) { r.LastLogIndex, r.LastLogTerm = index, term })
+
+			if tc.refusal == "" {
+				// Kept: listed, taken, and raft's last snapshot.
+				if err != nil {
+					t.Fatalf("InstallSnapshot: %v; want it kept", err)
+				}
+				if got := snapshotIndex(victim.rep); got != index {
+					t.Errorf("raft's last snapshot index is %d, want the leader's %d", got, index)
+				}
+				kept := snapshotFolders(t, snapDir, fmt.Sprintf("%d-%d-", term, index))
+				if len(kept) == 0 || victim.rep.fsm.snaps.received(kept[len(kept)-1]) {
+					t.Errorf("the victim's folders of the leader's snapshot: %v; want it there, taken", kept)
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+					t.Fatalf("InstallSnapshot: %v; want it refused with %q", err, tc.refusal)
+				}
+				refused++
+				if got := snapshotIndex(victim.rep); got != lastSnap {
+					t.Errorf("raft's last snapshot index is %d, was %d", got, lastSnap)
+				}
+				if got := victim.rep.raft.AppliedIndex(); got < lastApplied || got > victim.rep.raft.LastIndex() {
+					t.Errorf("raft's applied index is %d, was %d, its last log index is %d", got, lastApplied, victim.rep.raft.LastIndex())
+				}
+				if left := snapshotFolders(t, snapDir, ""); !cmp.Equal(left, before) {
+					t.Errorf("the victim's snapshot folders are %v, were %v", left, before)
+				}
+			}
+			checkRefusedCount(t, victim, refused)
+			stillServes(t, nodes, leader) // the victim applies the leader's entries
+		})
+	}
+}
+
+// takeSnapshot has n's raft take a snapshot now and returns its metadata
+// and state.
+func takeSnapshot(t *testing.T, n *testNode) (*raft.SnapshotMeta, []byte) {
+	t.Helper()
+	f := n.rep.raft.Snapshot()
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta, b
 }

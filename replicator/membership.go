@@ -63,10 +63,11 @@ type Status struct {
 	// handshake that failed, a certificate without a node id, too many
 	// connections.
 	RefusedConnections uint64 `json:"refused_connections"`
-	// RefusedSnapshots counts the raft snapshots this node's ledger
-	// refused since it started, at install or at the start, each removed
-	// from its snapshot store: a forged history sent to its raft port, or
-	// a faulty member's (docs/CLUSTER.md, Snapshots).
+	// RefusedSnapshots counts the raft snapshots this node refused since
+	// it started, at install or at the start, for what they hold or for
+	// the raft index they are named at, none kept in its snapshot store: a
+	// forged history sent to its raft port, or a faulty member's
+	// (docs/CLUSTER.md, Snapshots).
 	RefusedSnapshots uint64 `json:"refused_snapshots"`
 	// Servers are the cluster's members.
 	Servers []ServerStatus `json:"servers"`

@@ -49,17 +49,25 @@ import (
 //
 // catchUpFromSnapshot does the same at a start, for what a crash between
 // raft saving a received snapshot and the ledger answering leaves, before
-// raft reads the store.
+// raft reads the store: such a snapshot is marked received on disk, and
+// checked whether or not it is ahead of the ledger.
+//
+// The ledger checks what a snapshot holds; the raft index and term raft
+// records for it are the RPC's, and are checked before the snapshot is
+// even put in place (snapindex.go): a refusal there (ErrSnapshotIndex) is
+// logged and counted the same way, with nothing to remove.
 //
 // The sender of an InstallSnapshot is the id its header states, which
 // with mutual TLS is the member its certificate names (authtransport.go).
 // A member whose snapshot the ledger refuses is faulty, or its key is in
 // other hands: the log line says so.
 
-// isRefusal reports whether err is the ledger refusing a snapshot (as
-// opposed to failing to install one).
+// isRefusal reports whether err is this node refusing a snapshot, for
+// what it holds (the ledger's refusals) or for the raft index it is named
+// at (ErrSnapshotIndex), as opposed to failing to install one.
 func isRefusal(err error) bool {
-	return errors.Is(err, pebblelog.ErrSnapshotForks) || errors.Is(err, pebblelog.ErrBadSnapshot) || errors.Is(err, pebblelog.ErrIncompatible)
+	return errors.Is(err, pebblelog.ErrSnapshotForks) || errors.Is(err, pebblelog.ErrBadSnapshot) || errors.Is(err, pebblelog.ErrIncompatible) ||
+		errors.Is(err, ErrSnapshotIndex)
 }
 
 // snapshotSender is who sent an InstallSnapshot: the id its header states,
@@ -80,11 +88,11 @@ func (f *fsm) notInstalled(m raft.SnapshotMeta, received bool, from snapshotSend
 	switch {
 	case isRefusal(err) && from.authenticated:
 		f.refused.Add(1)
-		f.log.Error("refused a raft snapshot from a cluster member (its certificate names it): this node's ledger does not take it (err says why); "+
+		f.log.Error("refused a raft snapshot from a cluster member (its certificate names it): this node does not take it (err says why: its ledger, or the raft index it is named at); "+
 			"that member is faulty or its key is in other hands; removed the snapshot from the snapshot store", attrs...)
 	case isRefusal(err):
 		f.refused.Add(1)
-		f.log.Error("refused a raft snapshot: this node's ledger does not take it (err says why); removed it from the snapshot store", attrs...)
+		f.log.Error("refused a raft snapshot: this node does not take it (err says why: its ledger, or the raft index it is named at); removed it from the snapshot store", attrs...)
 	default:
 		f.log.Error("could not install a raft snapshot; removed it from the snapshot store (the leader sends it again)", attrs...)
 	}

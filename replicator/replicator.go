@@ -313,6 +313,9 @@ func Open(cfg Config, ledger Ledger) (*Replicator, error) {
 	}
 	p.raft = r
 	p.rptr.Store(r)
+	// Before RPCs reach raft: installs are checked against its state
+	// (snapindex.go).
+	snaps.vet, p.fsm.raftApplied = p.vetReceived, r.AppliedIndex
 	p.trans.start(func() raft.Configuration { return r.GetConfiguration().Configuration() })
 	if cfg.Bootstrap && !hadState && !seeded {
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: rc.LocalID, Address: p.trans.LocalAddr()}}})
@@ -391,6 +394,14 @@ func catchUpFromSnapshot(snaps *SnapshotStore, logs raft.LogStore, ledger Ledger
 }
 
 // restoreIfAhead restores the snapshot m when it is ahead of the ledger.
+// One received from a leader that the ledger never took (a crash came
+// between raft saving it and the ledger's answer) is checked even when it
+// is not ahead: its name was vetted before it was put in place
+// (snapindex.go), but not its content, which must then be the ledger's own
+// state (the ledger installed it before the crash, or already held it: the
+// answer to the install was lost, and the leader sent it again); the
+// ledger checks that it is. Once the ledger took it, it is a snapshot like
+// the others.
 func restoreIfAhead(snaps *SnapshotStore, m *raft.SnapshotMeta, ledger Ledger, log *slog.Logger) error {
 	_, rc, err := snaps.Open(m.ID)
 	if err != nil {
@@ -401,16 +412,32 @@ func restoreIfAhead(snaps *SnapshotStore, m *raft.SnapshotMeta, ledger Ledger, l
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", m.ID, err)
 	}
-	if info.Applied <= ledger.AppliedIndex() {
+	received := snaps.received(m.ID)
+	applied := ledger.AppliedIndex()
+	switch {
+	case info.Applied > applied:
+		log.Warn("the ledger is behind the newest snapshot: restoring it", "snapshot", m.ID, "snapshot_index", info.Applied, "applied", applied)
+	case !received:
 		return nil
+	case info.Applied < applied:
+		return fmt.Errorf("%w: a received snapshot its ledger never took holds the ledger's state at raft index %d, the ledger is at %d",
+			ErrSnapshotIndex, info.Applied, applied)
+	default:
+		log.Info("checking a received snapshot its ledger never took (a crash came before the ledger's answer)", "snapshot", m.ID,
+			"snapshot_index", info.Applied, "applied", applied)
 	}
-	log.Warn("the ledger is behind the newest snapshot: restoring it", "snapshot", m.ID, "snapshot_index", info.Applied, "applied", ledger.AppliedIndex())
 	_, rc, err = snaps.Open(m.ID)
 	if err != nil {
 		return fmt.Errorf("open snapshot %s: %w", m.ID, err)
 	}
 	defer rc.Close()
-	return ledger.Restore(rc)
+	if err := ledger.Restore(rc); err != nil {
+		return err
+	}
+	if received {
+		return snaps.markTaken(m.ID)
+	}
+	return nil
 }
 
 // Addr returns the advertised raft address.

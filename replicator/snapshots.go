@@ -10,6 +10,7 @@ import (
 	"hash/crc64"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ import (
 //
 //	<dir>/<term>-<index>-<unix ms>/meta.json   raft.SnapshotMeta, Size and a CRC-64 (ECMA) of state.bin, as JSON
 //	<dir>/<term>-<index>-<unix ms>/state.bin   what the FSM persisted
+//	<dir>/<term>-<index>-<unix ms>/received    (empty) a snapshot received, which the ledger has not taken
 //	<dir>/<name>.tmp/                          a snapshot being written; removed at open
 //	<dir>/<name>.reap/                         a snapshot being removed; removed at open
 //
@@ -76,8 +78,16 @@ import (
 // its applied index from it at a start), reap does not count it (it would
 // reap the node's own snapshot in its favour), and stored is not told its
 // configuration (it would count as committed). Only this process hides it:
-// after a crash it is listed, ahead of the ledger, and
-// catchUpFromSnapshot has the ledger check it before raft starts.
+// after a crash it is listed, and its folder holds the file received
+// (written with it, removed once the ledger took it), so that
+// catchUpFromSnapshot has the ledger check it before raft starts, whether
+// or not it is ahead of the ledger.
+//
+// Before a received snapshot is put in place at all, Close asks vet,
+// which reads its state, whether the raft index and term it is named at
+// are ones its content and this node's raft state allow (snapindex.go);
+// when they are not, nothing is put in place and Close fails, so that raft
+// answers the InstallSnapshot with the error and records nothing.
 //
 // Safe for concurrent use (raft creates snapshots from its snapshot
 // goroutine and installs them from its main one).
@@ -97,6 +107,10 @@ type SnapshotStore struct {
 	// hidden holds the ids of the snapshots received that the ledger has
 	// not taken.
 	hidden map[string]struct{}
+	// vet, when set, checks a received snapshot, its metadata and a
+	// reader of its state, before Close puts it in place (snapindex.go);
+	// an error refuses it. Set before raft starts.
+	vet func(raft.SnapshotMeta, io.Reader) error
 	// stored, when set, is told the metadata of every snapshot put in
 	// place and taken (this node's own, or installed from the leader once
 	// the ledger took it): its configuration is the committed one at its
@@ -109,7 +123,9 @@ var _ raft.SnapshotStore = (*SnapshotStore)(nil)
 const (
 	snapMetaFile  = "meta.json"
 	snapStateFile = "state.bin"
-	snapTmpSuffix = ".tmp"
+	// snapReceivedFile marks a received snapshot the ledger has not taken.
+	snapReceivedFile = "received"
+	snapTmpSuffix    = ".tmp"
 	// snapReapSuffix marks a snapshot being removed.
 	snapReapSuffix = ".reap"
 )
@@ -425,15 +441,51 @@ func (s *SnapshotStore) takeReceived() (m raft.SnapshotMeta, ok bool) {
 }
 
 // accept makes a received snapshot the ledger took one like the others:
-// listed, its configuration told to stored, and the older ones reaped.
+// listed, no longer marked received, its configuration told to stored, and
+// the older ones reaped. It is listed even when the mark cannot be
+// removed (the next start has the ledger check it again).
 func (s *SnapshotStore) accept(m raft.SnapshotMeta) error {
 	s.mu.Lock()
 	delete(s.hidden, m.ID)
 	s.mu.Unlock()
+	err := s.markTaken(m.ID)
 	if s.stored != nil {
 		s.stored(m)
 	}
-	return s.reap()
+	return errors.Join(err, s.reap())
+}
+
+// received reports whether the snapshot id is one received from a leader
+// that the ledger has not taken (its folder holds the file received).
+func (s *SnapshotStore) received(id string) bool {
+	_, err := s.fs.Stat(s.fs.PathJoin(s.dir, id, snapReceivedFile))
+	return err == nil
+}
+
+// markTaken removes the mark of a received snapshot, durably. Nothing to
+// do for a snapshot without one.
+func (s *SnapshotStore) markTaken(id string) error {
+	dir := s.fs.PathJoin(s.dir, id)
+	if err := s.fs.Remove(s.fs.PathJoin(dir, snapReceivedFile)); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("raft snapshot %s: %w", id, err)
+	}
+	if err := syncDir(s.fs, dir); err != nil {
+		return fmt.Errorf("raft snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+// vetState has vet check the snapshot m whose folder is dir.
+func (s *SnapshotStore) vetState(m raft.SnapshotMeta, dir string) error {
+	f, err := s.fs.Open(s.fs.PathJoin(dir, snapStateFile))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return s.vet(m, f)
 }
 
 // discard removes the snapshot id, durably: renamed to .reap, the folder
@@ -542,15 +594,20 @@ func (sk *snapshotSink) flush() error {
 // Close puts the snapshot in place, durably (the steps are on
 // SnapshotStore), then reaps old ones. On an error before the rename,
 // nothing is in place and the .tmp folder is removed. A received snapshot
-// (no markLocal) is put in place hidden, and neither told to stored nor
-// followed by a reap: the FSM accepts or discards it. Idempotent.
+// (no markLocal) is first vetted (its name against its state), then put
+// in place hidden, and neither told to stored nor followed by a reap: the
+// FSM accepts or discards it. Idempotent.
 func (sk *snapshotSink) Close() error {
 	if sk.closed {
 		return nil
 	}
 	sk.closed = true
 	s := sk.store
-	if err := sk.finish(); err != nil {
+	err := sk.finish()
+	if err == nil && !sk.local && s.vet != nil {
+		err = s.vetState(sk.meta.SnapshotMeta, sk.tmp)
+	}
+	if err != nil {
 		_ = s.fs.RemoveAll(sk.tmp)
 		return fmt.Errorf("raft snapshot %s: %w", sk.meta.ID, err)
 	}
@@ -586,8 +643,8 @@ func (sk *snapshotSink) Close() error {
 	return s.reap()
 }
 
-// finish makes state.bin, meta.json and their names durable in the .tmp
-// folder.
+// finish makes state.bin, meta.json, the mark of a received snapshot and
+// their names durable in the .tmp folder.
 func (sk *snapshotSink) finish() error {
 	s := sk.store
 	err := sk.flush()
@@ -611,6 +668,11 @@ func (sk *snapshotSink) finish() error {
 	}
 	if err := writeFileSynced(s.fs, s.fs.PathJoin(sk.tmp, snapMetaFile), append(raw, '\n')); err != nil {
 		return fmt.Errorf("write %s: %w", snapMetaFile, err)
+	}
+	if !sk.local {
+		if err := writeFileSynced(s.fs, s.fs.PathJoin(sk.tmp, snapReceivedFile), nil); err != nil {
+			return fmt.Errorf("write %s: %w", snapReceivedFile, err)
+		}
 	}
 	return syncDir(s.fs, sk.tmp)
 }

@@ -2,14 +2,17 @@ package replicator
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 
 	"github.com/greffe/greffe/events"
@@ -393,6 +396,20 @@ func TestSnapshotStore_ReceivedHiddenUntilTaken(t *testing.T) {
 
 	taken := putSnap(t, s, 5, 30, false)
 	listed("received", want(1, 20, 1, 10))
+	marked := func(step string, id string, want bool) {
+		t.Helper()
+		if got := s.received(id); got != want {
+			t.Fatalf("%s: snapshot %s marked received: %v, want %v", step, id, got, want)
+		}
+	}
+	marked("received", taken, true)
+	own, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range own {
+		marked("the node's own", m.ID, false)
+	}
 	if n := folders(); n != 3 {
 		t.Fatalf("received: %d folders, want 3 (no reap before the ledger took it)", n)
 	}
@@ -412,6 +429,7 @@ func TestSnapshotStore_ReceivedHiddenUntilTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed("accepted", want(5, 30, 1, 20))
+	marked("accepted", taken, false)
 	if n := folders(); n != 2 {
 		t.Fatalf("accepted: %d folders, want 2 (the oldest reaped)", n)
 	}
@@ -433,7 +451,7 @@ func TestSnapshotStore_ReceivedHiddenUntilTaken(t *testing.T) {
 		t.Fatalf("stored was told indexes %v, want 10, 20, 30 (never the refused 40)", told)
 	}
 
-	putSnap(t, s, 9, 50, false) // neither taken nor removed: a crash
+	left := putSnap(t, s, 9, 50, false) // neither taken nor removed: a crash
 	listed("received before a crash", want(5, 30, 1, 20))
 	again, err := OpenSnapshotStore(snapDir, fs, 2, nil)
 	if err != nil {
@@ -441,6 +459,101 @@ func TestSnapshotStore_ReceivedHiddenUntilTaken(t *testing.T) {
 	}
 	s = again
 	listed("after the restart", want(9, 50, 5, 30))
+	// Still marked: catchUpFromSnapshot has the ledger check it.
+	marked("after the restart", left, true)
+	marked("after the restart", taken, false)
+}
+
+// TestSnapshotStore_VetBeforeInPlace: Close asks vet about a received
+// snapshot (its name, and its state) before anything is in place; a
+// refusal leaves nothing behind, not even the .tmp folder, and Close fails
+// with it (raft answers the InstallSnapshot with it). The node's own
+// snapshots are never vetted.
+func TestSnapshotStore_VetBeforeInPlace(t *testing.T) {
+	st, err := pebblelog.Open(pebblelog.Config{Dir: t.TempDir() + "/ledger", LedgerID: testLedger, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b := &events.Batch{RecordedAt: time.Unix(1_700_000_000, 0).UTC(), Appends: []events.AppendRequest{{Streams: []events.StreamAppend{{
+		Stream: "vet", Expected: events.ExpectAny, Events: []events.Proposed{{ID: uuid.New(), Type: "T", Data: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}},
+	}}}}}
+	if _, err := st.ApplyReplicated(b, 7); err != nil {
+		t.Fatal(err)
+	}
+	sn, err := st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Release()
+	var ledgerState bytes.Buffer
+	if _, err := sn.WriteTo(&ledgerState); err != nil {
+		t.Fatal(err)
+	}
+
+	errVet := errors.New("vet says no")
+	type asked struct {
+		Index, Term, Applied uint64
+	}
+	cases := []struct {
+		name    string
+		local   bool
+		state   []byte
+		verdict error
+		want    error // Close's error
+		asked   []asked
+	}{
+		{"allowed", false, ledgerState.Bytes(), nil, nil, []asked{{Index: 9, Term: 2, Applied: 7}}},
+		{"refused", false, ledgerState.Bytes(), errVet, errVet, []asked{{Index: 9, Term: 2, Applied: 7}}},
+		{"not a ledger snapshot", false, []byte("not a snapshot"), nil, pebblelog.ErrBadSnapshot, []asked{{Index: 9, Term: 2}}},
+		{"the node's own", true, []byte("not a snapshot"), errVet, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			s, err := OpenSnapshotStore(snapDir, fs, 2, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []asked
+			// As vetReceived reads the state: its header.
+			s.vet = func(m raft.SnapshotMeta, state io.Reader) error {
+				info, err := pebblelog.ReadSnapshotInfo(state)
+				got = append(got, asked{Index: m.Index, Term: m.Term, Applied: info.Applied})
+				if err != nil {
+					return err
+				}
+				return tc.verdict
+			}
+			sink, err := s.Create(1, 9, 2, snapConf, 8, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.local {
+				markLocal(sink)
+			}
+			if _, err := sink.Write(tc.state); err != nil {
+				t.Fatal(err)
+			}
+			err = sink.Close()
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Close: %v, want %v", err, tc.want)
+			}
+			if diff := cmp.Diff(tc.asked, got); diff != "" {
+				t.Errorf("vet asked (-want +got):\n%s", diff)
+			}
+			names, err := fs.List(snapDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.want != nil && len(names) != 0:
+				t.Errorf("refused, the store holds %v; want nothing", names)
+			case tc.want == nil && (len(names) != 1 || names[0] != sink.ID() || s.received(sink.ID()) == tc.local):
+				t.Errorf("the store holds %v; want %s in place, marked received %v", names, sink.ID(), !tc.local)
+			}
+		})
+	}
 }
 
 // openToRestore opens snapshot id and reads it whole, as raft does to

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -145,7 +146,8 @@ func checkExtends(ndb *pebble.DB, info SnapshotInfo, h history) error {
 	return nil
 }
 
-// stagedTree is the events.HashReader of a staged database.
+// stagedTree is the events.HashReader of a staged database (or of the
+// store's own, for rootAt).
 type stagedTree struct{ r treeReader }
 
 func (t *stagedTree) ReadHashes(_ context.Context, ids []compact.NodeID) ([][]byte, error) {
@@ -268,4 +270,87 @@ func countKeys(db *pebble.DB, prefix byte) (uint64, error) {
 		n++
 	}
 	return n, it.Error()
+}
+
+// A snapshot not newer than the store (issue #20).
+//
+// Restore does not apply a snapshot at or behind the store's raft index,
+// but the replicator keeps it in raft's snapshot store, serves it to
+// followers that need one, and raft records the index it names (the
+// replicator bounds that index: replicator/snapindex.go). So it must be
+// what this store holds, not only claim to be: a prefix of the store's
+// history (raft applies committed entries only, so any earlier state of
+// the cluster is one), and the store's own state when it names the
+// store's own raft index (one raft index, one state). checkNotNewer
+// compares its header with the store's own tree (the root at the
+// snapshot's size, read from the store's nodes, and at the store's head
+// and signed checkpoints it covers), then stages it and checks that its
+// tree is the tree of its events and has those roots (checkStagedTree):
+// a header copied from an honest snapshot over forged events would
+// otherwise be served. The staged folder is then removed and the store
+// kept. The cost is an install's, paid only for such a snapshot: in
+// practice the one a leader sends again when the answer to its install
+// was lost (the follower installed it, and now holds exactly its state).
+
+// checkNotNewer checks the snapshot streamed by sr, whose header info names
+// a raft index at or behind the store's, against the store's history h, and
+// returns nil when the store may be kept with the snapshot kept beside it,
+// or the refusal: ErrSnapshotForks when it is not a prefix of h (or not h's
+// head at h's own raft index), ErrBadSnapshot when its tree is not the tree
+// of its events. The store is unchanged either way. REQUIRES: called by the
+// single applier; info.Applied <= s.seq.applied; info's ledger id is the
+// store's.
+func (s *Store) checkNotNewer(sr *snapshotReader, info SnapshotInfo, h history) error {
+	refuse := func(err error) error {
+		s.cfg.Logger.Error("snapshot refused", "err", err)
+		return err
+	}
+	head := h.head
+	switch {
+	case info.Head.Size > head.size:
+		return refuse(forks(head, info, fmt.Sprintf("more events than this store, at raft index %d, not after this store's %d", info.Applied, s.seq.applied)))
+	case info.Applied == s.seq.applied && (info.Head.Size != head.size || info.Head.Root != head.root || info.Head.RecordedAt != s.seq.lastRecorded):
+		return refuse(forks(head, info, fmt.Sprintf("another state at this store's own raft index %d", info.Applied)))
+	}
+	root, err := s.rootAt(info.Head.Size)
+	if err != nil {
+		return fmt.Errorf("restore: this store's root at %d: %w", info.Head.Size, err)
+	}
+	own := prefixOf{size: info.Head.Size, root: root, what: "tree"}
+	if root != info.Head.Root {
+		return refuse(forks(own, info, "at a raft index not after this store's, so not a prefix of its history"))
+	}
+	prefixes := []prefixOf{own}
+	for _, p := range h.all() {
+		if p.size <= info.Head.Size {
+			prefixes = append(prefixes, p)
+		}
+	}
+	slices.SortStableFunc(prefixes, func(a, b prefixOf) int { return cmp.Compare(a.size, b.size) })
+	fs := s.fs()
+	ndb, tmp, err := s.stage(fs, sr, info)
+	if err != nil {
+		return refuse(err)
+	}
+	err = checkStagedTree(ndb, info, prefixes)
+	err = errors.Join(err, ndb.Close())
+	if rerr := fs.RemoveAll(tmp); rerr != nil {
+		s.cfg.Logger.Warn("restore: could not remove the staged folder of a snapshot not newer than the store; the next restore or start removes it",
+			"dir", tmp, "err", rerr)
+	}
+	if err != nil {
+		return refuse(err)
+	}
+	s.cfg.Logger.Info("snapshot not newer than the store, and a prefix of its history: kept the store",
+		"snapshot_index", info.Applied, "snapshot_events", info.Head.Size, "applied", s.seq.applied, "events", head.size)
+	return nil
+}
+
+// rootAt returns the root of the store's tree at size, read from the
+// store's own nodes. REQUIRES: called by the single applier; size <=
+// s.seq.size.
+func (s *Store) rootAt(size uint64) ([32]byte, error) {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	return events.RootAt(context.Background(), &stagedTree{r: s.treeReader(s.seq.size)}, size)
 }

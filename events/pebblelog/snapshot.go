@@ -294,30 +294,39 @@ const maxSnapshotValue = 1 << 20
 
 func newSnapshotReader(r io.Reader) (*snapshotReader, SnapshotInfo, error) {
 	sr := &snapshotReader{r: bufio.NewReaderSize(r, 256<<10), h: sha256.New()}
-	magic, err := sr.full(len(snapshotMagic))
+	info, err := readHeader(sr.full)
 	if err != nil {
 		return nil, SnapshotInfo{}, err
+	}
+	return sr, info, nil
+}
+
+// readHeader reads the magic and the header of a stream with full, which
+// returns exactly n bytes or an ErrBadSnapshot.
+func readHeader(full func(n int) ([]byte, error)) (SnapshotInfo, error) {
+	magic, err := full(len(snapshotMagic))
+	if err != nil {
+		return SnapshotInfo{}, err
 	}
 	if string(magic) != snapshotMagic {
-		return nil, SnapshotInfo{}, fmt.Errorf("%w: magic %q, want %q", ErrBadSnapshot, magic, snapshotMagic)
+		return SnapshotInfo{}, fmt.Errorf("%w: magic %q, want %q", ErrBadSnapshot, magic, snapshotMagic)
 	}
-	lb, err := sr.full(2)
+	lb, err := full(2)
 	if err != nil {
-		return nil, SnapshotInfo{}, err
+		return SnapshotInfo{}, err
 	}
-	hdr, err := sr.full(int(binary.BigEndian.Uint16(lb)))
+	hdr, err := full(int(binary.BigEndian.Uint16(lb)))
 	if err != nil {
-		return nil, SnapshotInfo{}, err
+		return SnapshotInfo{}, err
 	}
 	if len(hdr) < 56 {
-		return nil, SnapshotInfo{}, fmt.Errorf("%w: header of %d bytes", ErrBadSnapshot, len(hdr))
+		return SnapshotInfo{}, fmt.Errorf("%w: header of %d bytes", ErrBadSnapshot, len(hdr))
 	}
-	info := SnapshotInfo{
+	return SnapshotInfo{
 		Applied:  binary.BigEndian.Uint64(hdr),
 		Head:     events.Head{Size: binary.BigEndian.Uint64(hdr[8:]), Root: [32]byte(hdr[16:48]), RecordedAt: int64(binary.BigEndian.Uint64(hdr[48:]))},
 		LedgerID: string(hdr[56:]),
-	}
-	return sr, info, nil
+	}, nil
 }
 
 // ReadSnapshotInfo reads the header of a snapshot stream (the replicator
@@ -325,6 +334,23 @@ func newSnapshotReader(r io.Reader) (*snapshotReader, SnapshotInfo, error) {
 func ReadSnapshotInfo(r io.Reader) (SnapshotInfo, error) {
 	_, info, err := newSnapshotReader(r)
 	return info, err
+}
+
+// PeekSnapshotInfo reads the header of the stream r without losing it:
+// the reader it returns yields the whole stream again, header included
+// (the replicator compares a received snapshot's header with its ledger
+// before it hands the stream to Restore). It reads nothing past the header.
+func PeekSnapshotInfo(r io.Reader) (SnapshotInfo, io.Reader, error) {
+	var seen bytes.Buffer
+	tee := io.TeeReader(r, &seen)
+	info, err := readHeader(func(n int) ([]byte, error) {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(tee, b); err != nil {
+			return nil, fmt.Errorf("%w: truncated: %v", ErrBadSnapshot, err)
+		}
+		return b, nil
+	})
+	return info, io.MultiReader(&seen, r), err
 }
 
 // Restore replaces the ledger with the snapshot streamed by r (raft installs
@@ -337,15 +363,22 @@ func ReadSnapshotInfo(r io.Reader) (SnapshotInfo, error) {
 // sequencer state, rebuilds the id filter and caches, and publishes the new
 // head, so that subscriptions resume from their next position.
 //
-// A snapshot at or behind the applied index is not applied: raft committed
-// the same history, and this store already holds it (going back would make
-// the head, and this node's signed checkpoints, run ahead of the data).
 // A snapshot of another ledger is refused with ErrIncompatible. A snapshot
 // that does not extend this store's history (its head and every checkpoint
 // it signed, checked with consistency proofs on the staged tree) is refused
 // with ErrSnapshotForks, and one whose tree is not the tree of its events
 // with ErrBadSnapshot (restorecheck.go); the store is then unchanged and
 // goes on serving.
+//
+// A snapshot at or behind the applied index is not applied (going back
+// would make the head, and this node's signed checkpoints, run ahead of
+// the data), but it is checked all the same, since the replicator keeps it
+// as a raft snapshot when Restore returns nil: it must be a prefix of this
+// store's history, or this store's state itself when it names the store's
+// own raft index, and its tree the tree of its events (checkNotNewer);
+// otherwise it is refused like a fork. A leader whose answer to an install
+// was lost sends the same snapshot again: it is this store's state, and
+// passes.
 //
 // REQUIRES: called by the single applier. A crash at any point leaves either
 // the old or the new store; the next Open settles it (folder.go).
@@ -360,32 +393,22 @@ func (s *Store) Restore(r io.Reader) error {
 	if info.LedgerID != s.ledgerID {
 		return fmt.Errorf("snapshot of ledger %q, this store holds %q: %w", info.LedgerID, s.ledgerID, ErrIncompatible)
 	}
-	if info.Applied <= s.seq.applied {
-		if info.Head.Size > s.Head().Size {
-			return fmt.Errorf("snapshot at raft index %d holds %d events, this store holds %d at index %d: %w",
-				info.Applied, info.Head.Size, s.Head().Size, s.seq.applied, events.ErrCorrupt)
-		}
-		s.cfg.Logger.Info("snapshot not newer than the store: kept the store", "snapshot_index", info.Applied, "applied", s.seq.applied)
-		return nil
-	}
 	// What this store acknowledged and signed must be a prefix of the
-	// snapshot (restorecheck.go).
+	// snapshot, or the snapshot a prefix of it (restorecheck.go).
 	h, err := s.committed()
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
+	}
+	if info.Applied <= s.seq.applied {
+		return s.checkNotNewer(sr, info, h)
 	}
 	if err := h.checkCovers(info); err != nil {
 		s.cfg.Logger.Error("snapshot refused", "err", err)
 		return err
 	}
 	fs := s.fs()
-	tmp := restoreDir(s.cfg.Dir)
-	if err := fs.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("restore: clear %s: %w", tmp, err)
-	}
-	ndb, err := s.buildRestored(fs, tmp, sr, info)
+	ndb, tmp, err := s.stage(fs, sr, info)
 	if err != nil {
-		_ = fs.RemoveAll(tmp)
 		return err
 	}
 	if err := checkExtends(ndb, info, h); err != nil {
@@ -395,6 +418,22 @@ func (s *Store) Restore(r io.Reader) error {
 		return err
 	}
 	return s.swapIn(fs, ndb, tmp, info)
+}
+
+// stage builds the snapshot streamed by sr in a fresh folder next to the
+// store (buildRestored) and returns it open, with the folder's name. On an
+// error the folder is removed.
+func (s *Store) stage(fs vfs.FS, sr *snapshotReader, info SnapshotInfo) (*pebble.DB, string, error) {
+	tmp := restoreDir(s.cfg.Dir)
+	if err := fs.RemoveAll(tmp); err != nil {
+		return nil, "", fmt.Errorf("restore: clear %s: %w", tmp, err)
+	}
+	ndb, err := s.buildRestored(fs, tmp, sr, info)
+	if err != nil {
+		_ = fs.RemoveAll(tmp)
+		return nil, "", err
+	}
+	return ndb, tmp, nil
 }
 
 // buildRestored writes the snapshot's records into a new database at tmp
