@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,14 +236,41 @@ func newTestCluster(t *testing.T, ids []string) *testCluster {
 
 // freeAddr returns a loopback address with a port nobody listens on now.
 // Raft addresses must be fixed across restarts, so the node cannot pick.
+// The port is below the kernel's ephemeral range (ip_local_port_range):
+// one picked from that range (a listen on :0) can be taken, between the
+// pick and a member's restart, as the source port of any outgoing
+// connection — the members' own raft dials — and the restart then failed
+// with "address already in use" (seen once in a CI run of
+// TestCluster_Faults).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range 200 {
+		port := 10000 + rand.IntN(lo-10000)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use: another test's member
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free port found below %d", lo)
+	return ""
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range
+// (32768 when it cannot be read, Linux's default).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > 11000 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 // start runs a member's `greffe serve`, with extra flags on its first start.
