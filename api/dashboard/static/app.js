@@ -42,6 +42,7 @@
     unknown: ['absent', 'the column is absent from the read model'],
     stale: ['stale', 'the newest ok probe is older than the freshness window, or the probe schedule was missed'],
     failed: ['probe', 'the newest probe failed'],
+    probe_unsigned: ['absent', 'only probes stated by a writer exist: a probe proves something only signed by a registered key (an executor\'s measurement)'],
     probe_refused: ['absent', 'the executor\'s host policy refused the newest probe: nothing was dialled, so the runtime\'s state is unknown (not a failure of the runtime)'],
     unreachable: ['probe', 'the newest probe could not reach the endpoint'],
     timeout: ['probe', 'the newest probe timed out'],
