@@ -16,6 +16,7 @@ import (
 	"github.com/greffe/greffe/backup"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // Backuper is what GET /v1/backup needs from the store (pebblelog.Store
@@ -28,18 +29,6 @@ type Backuper interface {
 }
 
 var _ Backuper = (*pebblelog.Store)(nil)
-
-// Error codes of GET /v1/backup.
-const (
-	// CodeBackupInProgress: another backup of this node is being streamed;
-	// retry when it is done. Never renamed, never reused.
-	CodeBackupInProgress = "backup_in_progress"
-	// CodeBackupKeysAdminOnly: the node's private keys were asked for
-	// (?include_keys=true) by a role other than admin: only an admin takes
-	// them; an operator's backup holds the verifier keys. Never renamed,
-	// never reused.
-	CodeBackupKeysAdminOnly = "backup_keys_admin_only"
-)
 
 // The bounds of a backup stream. A client holds the one backup slot of
 // the node, and the copy's hard links keep tables on disk, for as long as
@@ -106,14 +95,14 @@ func (s *Server) MountBackup(b Backuper, cfg BackupConfig) {
 			return
 		}
 		if p := PrincipalFrom(r.Context()); private && p.Role != RoleAdmin {
-			writeError(w, &Error{Code: CodeBackupKeysAdminOnly, Field: "include_keys",
+			writeError(w, &wire.Error{Code: wire.CodeBackupKeysAdminOnly, Field: "include_keys",
 				Message: fmt.Sprintf("role %s may not take the node's private keys: only an admin may (ask without include_keys for a backup with the verifier keys)", p.Role)})
 			return
 		}
 		select {
 		case busy <- struct{}{}:
 		default:
-			writeError(w, &Error{Code: CodeBackupInProgress,
+			writeError(w, &wire.Error{Code: wire.CodeBackupInProgress,
 				Message: "another backup of this node is being streamed; retry once it is done"})
 			return
 		}
@@ -134,7 +123,7 @@ func includeKeys(r *http.Request) (bool, error) {
 	case "true":
 		return true, nil // the former default, now an explicit request
 	default:
-		return false, &Error{Code: CodeInvalidQuery, Field: "keys",
+		return false, &wire.Error{Code: wire.CodeInvalidQuery, Field: "keys",
 			Message: fmt.Sprintf("keys %q: use include_keys=true for the private keys (admin only); keys=false is the default", v)}
 	}
 	switch v := q.Get("include_keys"); v {
@@ -143,7 +132,7 @@ func includeKeys(r *http.Request) (bool, error) {
 	case "true", "1":
 		return true, nil
 	default:
-		return false, &Error{Code: CodeInvalidQuery, Field: "include_keys",
+		return false, &wire.Error{Code: wire.CodeInvalidQuery, Field: "include_keys",
 			Message: fmt.Sprintf("include_keys %q: use true (the node's private keys too, admin only) or false (the default)", v)}
 	}
 }
@@ -166,7 +155,7 @@ func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request, b Backuper,
 	bk, err := b.Backup(ctx)
 	if err != nil {
 		if errors.Is(err, pebblelog.ErrNoSigner) {
-			err = &Error{Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: " + err.Error()}
+			err = &wire.Error{Code: wire.CodeUnavailable, Message: "the node has no checkpoint signing key yet: " + err.Error()}
 		}
 		writeError(w, err)
 		return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 var backupTokens = []api.Token{
@@ -61,7 +62,7 @@ func backupNode(t *testing.T, keys string, opts ...func(*api.Config, *api.Backup
 	}
 	srv.MountBackup(s, bc)
 	url := serve(t, srv, s.Close)
-	if _, err := client.New(url, "writer-token-0123456789").Append(t.Context(), "b", events.ExpectAny, []client.EventIn{{Type: "A"}, {Type: "B"}}); err != nil {
+	if _, err := client.New(url, "writer-token-0123456789").Append(t.Context(), "b", events.ExpectAny, []wire.EventIn{{Type: "A"}, {Type: "B"}}); err != nil {
 		t.Fatal(err)
 	}
 	return s, url
@@ -98,8 +99,8 @@ func TestAPI_BackupRoles(t *testing.T) {
 		{"executor", "executor-token-0123456789", "", 403, "forbidden", false},
 		{"bad keys query", operator, "?keys=maybe", 400, "invalid_query", false},
 		{"bad include_keys query", admin, "?include_keys=maybe", 400, "invalid_query", false},
-		{"operator asking for the private keys", operator, "?include_keys=true", 403, api.CodeBackupKeysAdminOnly, false},
-		{"operator asking the former way", operator, "?keys=true", 403, api.CodeBackupKeysAdminOnly, false},
+		{"operator asking for the private keys", operator, "?include_keys=true", 403, wire.CodeBackupKeysAdminOnly, false},
+		{"operator asking the former way", operator, "?keys=true", 403, wire.CodeBackupKeysAdminOnly, false},
 		{"operator", operator, "", 200, "", false},
 		{"operator, the former keys=false", operator, "?keys=false", 200, "", false},
 		{"admin", admin, "", 200, "", false},
@@ -110,7 +111,7 @@ func TestAPI_BackupRoles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := client.New(url, tc.token).Stream(t.Context(), backup.Route+tc.query)
 			if tc.status != http.StatusOK {
-				if code := client.CodeOf(err); code != tc.code || err.(*client.Error).Status != tc.status {
+				if code := client.CodeOf(err); code != tc.code || err.(*wire.Error).Status != tc.status {
 					t.Fatalf("got %v, want %d %s", err, tc.status, tc.code)
 				}
 				return
@@ -166,7 +167,7 @@ func TestAPI_BackupOneAtATime(t *testing.T) {
 	}
 	defer first.Body.Close()
 	_, err = c.Stream(t.Context(), backup.Route)
-	if code := client.CodeOf(err); code != api.CodeBackupInProgress || err.(*client.Error).Status != http.StatusConflict {
+	if code := client.CodeOf(err); code != wire.CodeBackupInProgress || err.(*wire.Error).Status != http.StatusConflict {
 		t.Fatalf("a second backup while one streams: %v", err)
 	}
 }
@@ -285,7 +286,7 @@ func TestAPI_BackupStalledClientDropped(t *testing.T) {
 				close(readerDone)
 			}
 			c := client.New(url, "operator-token-0123456789")
-			if _, err := c.Stream(t.Context(), backup.Route); client.CodeOf(err) != api.CodeBackupInProgress {
+			if _, err := c.Stream(t.Context(), backup.Route); client.CodeOf(err) != wire.CodeBackupInProgress {
 				t.Fatalf("a second backup while the first streams: %v", err)
 			}
 			reason := waitAborted(t, logs, 10*time.Second)

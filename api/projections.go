@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // maxProjectionWait bounds how long GET /v1/projections/{name} waits for
@@ -18,10 +18,10 @@ const maxProjectionWait = 10 * time.Second
 // /v1/projections/{name} (readers). Call it before Serve.
 func (s *Server) MountProjections(set *projections.Set) {
 	s.Handle("GET /v1/projections", func(w http.ResponseWriter, r *http.Request) {
-		out := client.ProjectionsOut{Head: s.ledger.Head().Size, Projections: []client.ProjectionStatus{}}
+		out := wire.ProjectionsOut{Head: s.ledger.Head().Size, Projections: []wire.ProjectionStatus{}}
 		for _, st := range set.Status() {
 			spec, _ := projections.SpecByName(st.Name)
-			out.Projections = append(out.Projections, client.ProjectionStatus{Name: st.Name, Description: spec.Description, Timed: spec.Timed,
+			out.Projections = append(out.Projections, wire.ProjectionStatus{Name: st.Name, Description: spec.Description, Timed: spec.Timed,
 				Position: st.Position, Committed: st.Committed, Head: st.Head, Lag: st.Lag, Error: st.Error})
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -70,7 +70,7 @@ func projectionQuery(r *http.Request) (projections.Query, *uint64, uint64, error
 	var q projections.Query
 	var at *uint64
 	bad := func(field, msg string) error {
-		return &Error{Code: CodeInvalidQuery, Field: field, Message: msg}
+		return &wire.Error{Code: wire.CodeInvalidQuery, Field: field, Message: msg}
 	}
 	if s := v.Get("time"); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)

@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // testNode is a real node on a temporary data folder, serving real HTTP on
@@ -54,9 +55,9 @@ func (n *testNode) client() *client.Client { return client.New(n.URL(), "") }
 func (n *testNode) append(t *testing.T, count int) {
 	t.Helper()
 	for i := 0; i < count; i += 100 {
-		evs := make([]client.EventIn, min(100, count-i))
+		evs := make([]wire.EventIn, min(100, count-i))
 		for j := range evs {
-			evs[j] = client.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
+			evs[j] = wire.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
 		}
 		if _, err := n.client().Append(t.Context(), fmt.Sprintf("s-%d", i%7), events.ExpectAny, evs); err != nil {
 			t.Fatal(err)

@@ -20,8 +20,9 @@
 // raft state allow (snapindex.go).
 //
 // It imports events, events/pebblelog (for the store's snapshot and apply
-// types), internal/netpolicy (what counts as loopback), raft and Pebble;
-// never api, node or cmd. Raft's errors are
+// types), internal/netpolicy (what counts as loopback), wire (the cluster
+// status it reports and the cluster's error codes), raft and Pebble; never
+// api, node or cmd. Raft's errors are
 // translated here: callers see *NotLeaderError (which carries the leader's
 // address), events.ErrOutcomeUnknown, or an *Error with a stable code.
 //

@@ -78,7 +78,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "replicator",
-		greffe: []string{"events", "events/pebblelog", "internal/netpolicy"},
+		greffe: []string{"events", "events/pebblelog", "internal/netpolicy", "wire"},
 		modules: []string{
 			"github.com/hashicorp/raft",
 			"github.com/hashicorp/go-hclog",
@@ -87,7 +87,8 @@ var rules = []rule{
 		belowAPI: true,
 		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
 			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
-			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it)",
+			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it); " +
+			"wire, the cluster's status body and codes it answers (wire/cluster.go)",
 	},
 	{
 		pkg:      "replicator/kafka",
@@ -109,9 +110,9 @@ var rules = []rule{
 	},
 	{
 		pkg:    "executor",
-		greffe: []string{"events", "aggregates", "client"},
-		why: "the GPU-local worker: events and the commands' API types (ARCHITECTURE.md), which are aggregates' command " +
-			"and payload types and client's wire types (executor/doc.go); it talks to a node over the network only",
+		greffe: []string{"events", "wire", "client", "aggregates"},
+		why: "the GPU-local worker: events, wire and client (ARCHITECTURE.md); executor/doc.go adds aggregates for the " +
+			"command and payload types it sends; it talks to a node over the network only",
 	},
 	{
 		pkg:    "api",
@@ -126,6 +127,13 @@ var rules = []rule{
 			"transparency-dev for the proofs and the tlog-tiles layout it serves; invopop/jsonschema to reflect the OpenAPI " +
 			"document's schemas from the types (api/openapi.go); x/mod/sumdb/note for the signers of the backup manifest it " +
 			"streams (api/backup.go, issue #20)",
+	},
+	{
+		pkg:      "wire",
+		greffe:   []string{"events"},
+		belowAPI: true,
+		why: "the HTTP bodies and public error codes api serves and client speaks: the standard library (ARCHITECTURE.md); " +
+			"wire/doc.go adds events, whose envelope types the bodies carry as they are; no HTTP",
 	},
 	{
 		pkg: "api/dashboard",
@@ -157,21 +165,21 @@ var rules = []rule{
 	},
 	{
 		pkg:     "metrics",
-		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator", "witness", "internal/quota"},
+		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "witness", "internal/quota", "wire"},
 		modules: []string{"github.com/prometheus"},
-		why: "not in the table: events, the store, commands, projections, replicator, witness and internal/quota for their status types, " +
-			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
+		why: "not in the table: events, the store, commands, projections, witness and internal/quota for their status types, " +
+			"wire for the cluster status, and the Prometheus client; never api, node or the replicator, which node wires in (metrics/doc.go)",
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness", "internal/atomicfile"},
+		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "wire", "witness", "internal/atomicfile"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
 			"github.com/secure-systems-lab/go-securesystemslib",
 		},
 		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
-			"events, the store's read-only Inspector, aggregates, client, witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
+			"events, the store's read-only Inspector, aggregates, client and the bodies it reads (wire), witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
 	},
 	{
 		pkg:     "backup",
@@ -188,22 +196,22 @@ var rules = []rule{
 	},
 	{
 		pkg:    "client",
-		greffe: []string{"events", "internal/jsonscan"},
-		why: "not in the table: the HTTP client of a node: events and the standard library (client/client.go), " +
-			"and the JSON cursor it shares with api (internal/jsonscan/scanner.go)",
+		greffe: []string{"events", "wire", "internal/jsonscan"},
+		why: "not in the table: the HTTP client of a node: events, wire (the bodies api serves) and the standard library " +
+			"(client/client.go), and the JSON cursor it shares with api (internal/jsonscan/scanner.go); never api, a store or raft",
 	},
 	{
 		pkg:     "client/verified",
-		greffe:  []string{"client", "events", "aggregates", "audit"},
+		greffe:  []string{"client", "wire", "events", "aggregates", "audit"},
 		modules: []string{"golang.org/x/mod/sumdb/note"},
-		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers, " +
+		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers and wire's bodies, " +
 			"audit's checkpoint policy and Advance (one verifier for verify and the client), aggregates' event references, x/mod's note",
 	},
 	{
 		pkg:    "fixtures",
-		greffe: []string{"aggregates", "client"},
+		greffe: []string{"aggregates", "client", "wire"},
 		why: "ARCHITECTURE.md gives fixtures no imports (\"—\": histories and fake tools); its Go code runs a history " +
-			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types and client",
+			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types, client and wire",
 	},
 	{
 		pkg:     "witness",
