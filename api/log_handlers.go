@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -48,8 +47,6 @@ func (s *Server) routes() {
 type FailingLedger interface {
 	Failure() error
 }
-
-var _ FailingLedger = (*pebblelog.Store)(nil)
 
 // healthz is liveness: 200 while the process serves HTTP, whatever the
 // store's state. A store that failed is reported in the body (status

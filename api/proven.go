@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -232,7 +231,7 @@ func (s *Server) proofCheckpoint(ctx context.Context, p proofRequest, positions 
 	cs := s.cfg.Cosignatures
 	if p.quorum == 0 || cs == nil || p.quorum > cs.Witnesses() {
 		cp, err := s.ledger.LatestCheckpoint(ctx)
-		if errors.Is(err, pebblelog.ErrNoSigner) {
+		if errors.Is(err, events.ErrNoSigner) {
 			return cp, &wire.Error{Code: wire.CodeUnavailable, Message: "the node has no checkpoint signing key yet: nothing can be proven"}
 		}
 		if err != nil || cs == nil {

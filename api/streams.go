@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -18,8 +17,6 @@ import (
 type StreamLister interface {
 	ListStreams(ctx context.Context, prefix, after string, limit int) ([]events.StreamInfo, error)
 }
-
-var _ StreamLister = (*pebblelog.Store)(nil)
 
 func (s *Server) streamRoutes() {
 	s.Handle("GET /v1/streams", s.listStreams, readerRoles()...)

@@ -157,7 +157,7 @@ func TestRestore_FailureMidCopyLeavesNoDataFolder(t *testing.T) {
 // backup folder: the folder is absent and the staging folder removed.
 func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	n := startNode(t, 2000)
-	resp, err := n.client().Stream(t.Context(), backup.Route)
+	resp, err := n.client().Stream(t.Context(), wire.BackupRoute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	flipped[len(flipped)/2] ^= 0x40
 	// Another backup of the same node: its signature entry, as long as
 	// this one's (one signature by the same key), signs another manifest.
-	resp, err = n.client().Stream(t.Context(), backup.Route)
+	resp, err = n.client().Stream(t.Context(), wire.BackupRoute)
 	if err != nil {
 		t.Fatal(err)
 	}

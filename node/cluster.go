@@ -16,6 +16,12 @@ import (
 	"github.com/greffe/greffe/wire"
 )
 
+// The replicator is the cluster api's routes and request routing need.
+var (
+	_ api.Cluster = (*replicator.Replicator)(nil)
+	_ api.Router  = (*replicator.Replicator)(nil)
+)
+
 // ClusterConfig makes the node a member of a raft cluster (issue #5). The
 // zero value (no RaftAddr) is a single node.
 type ClusterConfig struct {
