@@ -22,9 +22,9 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/export/kafka"
 	"github.com/greffe/greffe/internal/faultfs"
 	"github.com/greffe/greffe/replicator"
-	"github.com/greffe/greffe/replicator/kafka"
 	"github.com/greffe/greffe/wire"
 )
 

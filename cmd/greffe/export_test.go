@@ -11,7 +11,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/replicator/kafka"
+	"github.com/greffe/greffe/export/kafka"
 	"github.com/greffe/greffe/wire"
 )
 

@@ -91,22 +91,28 @@ var rules = []rule{
 			"wire, the cluster's status body and codes it answers (wire/cluster.go)",
 	},
 	{
-		pkg:      "replicator/kafka",
-		greffe:   []string{"events", "internal/fatal"},
-		modules:  []string{"github.com/segmentio/kafka-go"},
+		pkg:      "export",
+		greffe:   []string{"events"},
 		belowAPI: true,
-		why:      "the Kafka exporter: events and kafka-go (ARCHITECTURE.md, replicator/kafka/doc.go), and the bridges' fatal error",
+		why:      "the exporters' one run loop and their fatal error: events (ARCHITECTURE.md, export/doc.go)",
 	},
 	{
-		pkg:    "replicator/kurrent",
-		greffe: []string{"events", "internal/fatal"},
+		pkg:      "export/kafka",
+		greffe:   []string{"events", "export"},
+		modules:  []string{"github.com/segmentio/kafka-go"},
+		belowAPI: true,
+		why:      "the Kafka exporter, a sink of the run loop: events, export and kafka-go (ARCHITECTURE.md, export/kafka/doc.go)",
+	},
+	{
+		pkg:    "export/kurrent",
+		greffe: []string{"events", "export"},
 		modules: []string{
 			"github.com/EventStore/EventStore-Client-Go/v4",
 			"google.golang.org/grpc",
 		},
 		belowAPI: true,
-		why: "the KurrentDB mirror: events and the EventStore client (ARCHITECTURE.md, replicator/kurrent/doc.go), " +
-			"whose errors are gRPC statuses, and the bridges' fatal error",
+		why: "the KurrentDB mirror, a sink of the run loop: events, export and the EventStore client (ARCHITECTURE.md, " +
+			"export/kurrent/doc.go), whose errors are gRPC statuses",
 	},
 	{
 		pkg:    "executor",
@@ -226,11 +232,6 @@ var rules = []rule{
 	{
 		pkg: "internal/atomicfile",
 		why: "a file replaced so that a crash leaves the old or the new: the standard library only",
-	},
-	{
-		pkg:      "internal/fatal",
-		belowAPI: true,
-		why:      "the bridges' fatal error: the standard library only",
 	},
 	{
 		pkg:     "internal/faultfs",
