@@ -167,8 +167,8 @@ var rules = []rule{
 		greffe:  []string{"..."},
 		except:  []string{"cmd/..."},
 		modules: []string{"golang.org/x/mod/sumdb/note"},
-		why: "not in the table: the wiring cmd/greffe calls (node/node.go), so everything but cmd; " +
-			"x/mod's note for the checkpoint keys it creates",
+		why: "the wiring of one node: everything above (ARCHITECTURE.md), so everything but cmd; the one place that hands " +
+			"the store, the replicator and the backup taker to api (node/node.go); x/mod's note for the checkpoint keys it creates",
 	},
 	{
 		pkg:     "metrics",
@@ -295,6 +295,55 @@ var knownViolations = []violation{
 	},
 }
 
+// importedOnlyBy are the packages whose importers are named: raft is the
+// node's (ARCHITECTURE.md, "replicator/: raft only"; issue #21: "nothing
+// imports replicator but the node"). api reaches the cluster through its
+// Cluster and Router interfaces, metrics through its Raft interface, and
+// the bodies of the cluster routes are wire's; cmd may import everything
+// (its cluster certs command writes the raft port's certificates).
+var importedOnlyBy = []struct {
+	pkg string
+	by  []string
+	why string
+}{
+	{"replicator", []string{"node", "cmd/..."}, "raft is wired by node only: define an interface where it is used, as api.Cluster"},
+}
+
+// linksNot are what a package must not link, through any import: the
+// edge links no store and no raft, and the client and the wire contract
+// link none either, so that a program that only talks to a node does not
+// carry a storage engine (issue #21). An entry is a package of the module
+// (relative to it) or a third-party path, each with everything below it.
+// What a package links today in spite of it is in knownLinks, with why.
+var linksNot = []struct {
+	pkg   string
+	links []string
+	why   string
+}{
+	{"api", []string{"events/pebblelog", "replicator", "client", "backup", "node", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"api is the edge over interfaces: node hands it the store, the replicator and the backup taker (api/doc.go)"},
+	{"api/kurrentgrpc", []string{"events/pebblelog", "replicator", "client", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"the narrow edge: events and the caps it shares with the HTTP API (api/kurrentgrpc/doc.go)"},
+	{"wire", []string{"events/pebblelog", "replicator", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"the contract anything may import (wire/doc.go)"},
+	{"client", []string{"api", "events/pebblelog", "replicator", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"a client talks to a node over HTTP: wire and events only (client/client.go)"},
+	{"export/...", []string{"events/pebblelog", "replicator", "api", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"an exporter reads any events.Subscriber (export/doc.go)"},
+}
+
+// knownLinks are links linksNot forbids that the code makes today, each
+// with what would remove it. The test fails on any other, and on an entry
+// that no longer happens (delete it then).
+var knownLinks = []violation{
+	{
+		pkg: "api", imp: "github.com/cockroachdb/pebble/v2",
+		why: "through projections: the runner stores its rows and checkpoint in Pebble (projections/set.go), and api " +
+			"imports projections for its read models' types (Query, Status, the codes). Removed when the runner's storage " +
+			"leaves the package that holds those types",
+	},
+}
+
 // netHTTPBelowAPI are the files below api allowed to import net/http:
 // none, by ARCHITECTURE.md's "One error shape": below api, errors carry an
 // events.Kind and only api (and the CLI) turn kinds into HTTP statuses. A
@@ -346,6 +395,7 @@ type pkg struct {
 	DepOnly      bool
 	Module       *struct{ Path string }
 	Imports      []string
+	Deps         []string
 	GoFiles      []string
 	CgoFiles     []string
 	TestGoFiles  []string
@@ -482,6 +532,8 @@ func (r rule) allowsModule(imp string) bool {
 func TestLint(t *testing.T) {
 	m := load(t)
 	t.Run("Imports", func(t *testing.T) { testImports(t, m) })
+	t.Run("ImportedOnlyBy", func(t *testing.T) { testImportedOnlyBy(t, m) })
+	t.Run("LinksNot", func(t *testing.T) { testLinksNot(t, m) })
 	t.Run("NetHTTPBelowAPI", func(t *testing.T) { testNetHTTPBelowAPI(t, m) })
 	t.Run("AggregatesReadNoClock", func(t *testing.T) { testAggregatesReadNoClock(t, m) })
 	t.Run("Names", func(t *testing.T) { testNames(t, m) })
@@ -528,6 +580,72 @@ func testImports(t *testing.T, m *module) {
 	for _, v := range knownViolations {
 		if !seen[v] {
 			t.Errorf("known violation %s -> %s no longer happens: delete it from knownViolations", v.pkg, v.imp)
+		}
+	}
+}
+
+// testImportedOnlyBy checks that the packages of importedOnlyBy are
+// imported by the packages they name only.
+func testImportedOnlyBy(t *testing.T, m *module) {
+	for _, r := range importedOnlyBy {
+		found := false
+		for _, p := range m.pkgs {
+			rel, _ := m.rel(p.ImportPath)
+			if rel == r.pkg {
+				found = true
+			}
+			for _, imp := range p.Imports {
+				if irel, ok := m.rel(imp); !ok || irel != r.pkg {
+					continue
+				}
+				if !slices.ContainsFunc(r.by, func(b string) bool { return matches(b, rel) }) {
+					t.Errorf("%s imports %s, which only %s may import: %s", rel, r.pkg, strings.Join(r.by, ", "), r.why)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("importedOnlyBy names %s, which is not a package of the module: delete it", r.pkg)
+		}
+	}
+}
+
+// testLinksNot checks every package against linksNot, through its
+// dependencies (go list's Deps: everything it links).
+func testLinksNot(t *testing.T, m *module) {
+	seen := map[violation]bool{}
+	used := map[string]bool{}
+	for _, p := range m.pkgs {
+		rel, _ := m.rel(p.ImportPath)
+		for _, r := range linksNot {
+			if !matches(r.pkg, rel) {
+				continue
+			}
+			used[r.pkg] = true
+			for _, l := range r.links {
+				full := l
+				if !strings.Contains(strings.SplitN(l, "/", 2)[0], ".") {
+					full = m.path + "/" + l // a package of the module
+				}
+				dep := slices.IndexFunc(p.Deps, func(d string) bool { return under(full, d) })
+				if dep < 0 {
+					continue
+				}
+				if i := slices.IndexFunc(knownLinks, func(v violation) bool { return v.pkg == rel && v.imp == l }); i >= 0 {
+					seen[knownLinks[i]] = true
+					continue
+				}
+				t.Errorf("%s links %s (%s), which it must not, even through another package: %s", rel, l, p.Deps[dep], r.why)
+			}
+		}
+	}
+	for _, r := range linksNot {
+		if !used[r.pkg] {
+			t.Errorf("linksNot names %s, which matches no package: delete it", r.pkg)
+		}
+	}
+	for _, v := range knownLinks {
+		if !seen[v] {
+			t.Errorf("known link %s -> %s no longer happens: delete it from knownLinks", v.pkg, v.imp)
 		}
 	}
 }
