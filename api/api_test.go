@@ -20,6 +20,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // testNode is a real store behind a real HTTP server on a loopback port.
@@ -83,7 +84,7 @@ func post(t *testing.T, url, body string, header map[string]string) (int, string
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var eb client.ErrorBody
+	var eb wire.ErrorBody
 	_ = json.Unmarshal(b, &eb)
 	code := ""
 	if eb.Error != nil {
@@ -95,7 +96,7 @@ func post(t *testing.T, url, body string, header map[string]string) (int, string
 func TestAPI_AppendRefusals(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
-	if _, err := c.Append(t.Context(), "orders", events.ExpectNoStream, []client.EventIn{{Type: "A"}}); err != nil {
+	if _, err := c.Append(t.Context(), "orders", events.ExpectNoStream, []wire.EventIn{{Type: "A"}}); err != nil {
 		t.Fatal(err)
 	}
 	big := `{"x":"` + strings.Repeat("a", 70000) + `"}`
@@ -138,7 +139,7 @@ func TestAPI_AppendRefusals(t *testing.T) {
 			if tc.code == "" {
 				return
 			}
-			var eb client.ErrorBody
+			var eb wire.ErrorBody
 			if err := json.Unmarshal(body, &eb); err != nil || eb.Error.Message == "" {
 				t.Fatalf("error body without a message: %s", body)
 			}
@@ -155,8 +156,8 @@ func TestAPI_AppendRefusals(t *testing.T) {
 func TestAPI_WrongExpectedVersionDetails(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
-	_, err := c.Append(t.Context(), "s", events.ExpectVersion(3), []client.EventIn{{Type: "A"}})
-	var ae *client.Error
+	_, err := c.Append(t.Context(), "s", events.ExpectVersion(3), []wire.EventIn{{Type: "A"}})
+	var ae *wire.Error
 	if !errors.As(err, &ae) || ae.Status != 409 {
 		t.Fatalf("err = %v", err)
 	}
@@ -169,7 +170,7 @@ func TestAPI_WrongExpectedVersionDetails(t *testing.T) {
 func TestAPI_IdempotentAppend(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
-	in := []client.EventIn{{ID: "8c5d2a3e-8a1f-4c3e-9c1e-0d7b9f6b2a11", Type: "A", Data: json.RawMessage(`{"a":1}`)}}
+	in := []wire.EventIn{{ID: "8c5d2a3e-8a1f-4c3e-9c1e-0d7b9f6b2a11", Type: "A", Data: json.RawMessage(`{"a":1}`)}}
 	first, err := c.Append(t.Context(), "s", events.ExpectNoStream, in)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestAPI_ReadsAndPaging(t *testing.T) {
 	c := client.New(n.url, "")
 	for i := range 25 {
 		stream := []string{"a", "b"}[i%2]
-		if _, err := c.Append(t.Context(), stream, events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+		if _, err := c.Append(t.Context(), stream, events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,7 +236,7 @@ func TestAPI_ReadsAndPaging(t *testing.T) {
 		{"/v1/nothing", "not_found", 404},
 	} {
 		_, err := c.Get(t.Context(), tc.path)
-		var ae *client.Error
+		var ae *wire.Error
 		if !errors.As(err, &ae) || ae.Code != tc.code || ae.Status != tc.want {
 			t.Fatalf("%s: %v, want %d %s", tc.path, err, tc.want, tc.code)
 		}
@@ -246,7 +247,7 @@ func TestAPI_Checkpoint(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for range 3 {
-		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -287,7 +288,7 @@ func TestAPI_SubscribeResumes(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for range 5 {
-		if _, err := c.Append(t.Context(), "sse", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		if _, err := c.Append(t.Context(), "sse", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -296,7 +297,7 @@ func TestAPI_SubscribeResumes(t *testing.T) {
 	var got []uint64
 	go func() {
 		for range 3 {
-			_, _ = c.Append(ctx, "sse", events.ExpectAny, []client.EventIn{{Type: "Live"}})
+			_, _ = c.Append(ctx, "sse", events.ExpectAny, []wire.EventIn{{Type: "Live"}})
 		}
 	}()
 	err := c.Subscribe(ctx, 2, events.Filter{}, func(e events.Event) error {

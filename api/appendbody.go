@@ -5,9 +5,9 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/jsonscan"
+	"github.com/greffe/greffe/wire"
 )
 
 // The single-stream append body (POST /v1/streams/{stream}) is the hottest
@@ -22,9 +22,9 @@ import (
 // DecodeJSON, so every error and every edge case is the reference's.
 // FuzzFastDecodeStreamAppend checks this.
 
-// decodeStreamAppend is decodeBody for client.StreamAppendIn with the fast
+// decodeStreamAppend is decodeBody for wire.StreamAppendIn with the fast
 // path in front: same Content-Type check, same size limit, same errors.
-func decodeStreamAppend(w http.ResponseWriter, r *http.Request, v *client.StreamAppendIn) error {
+func decodeStreamAppend(w http.ResponseWriter, r *http.Request, v *wire.StreamAppendIn) error {
 	if err := checkContentType(r); err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ var (
 )
 
 // fastDecodeStreamAppend decodes body as DecodeJSON would decode it into
-// a client.StreamAppendIn, or returns false when the body is not the plain
+// a wire.StreamAppendIn, or returns false when the body is not the plain
 // shape it handles. It accepts only: the exact names stream,
 // expected_version and events at the top, and id, type, data, metadata,
 // correlation_id, causation_id in an event, each at most once; strings
@@ -85,8 +85,8 @@ var (
 // events.Expected accepts; data and metadata that are JSON text without a
 // name given twice (or escaped). data and metadata alias body (capped, so
 // an append to one cannot overwrite the next).
-func fastDecodeStreamAppend(body []byte) (client.StreamAppendIn, bool) {
-	var out client.StreamAppendIn
+func fastDecodeStreamAppend(body []byte) (wire.StreamAppendIn, bool) {
+	var out wire.StreamAppendIn
 	p := fastScanner{jsonscan.Scanner{B: body}}
 	ok := p.Fields(bodyNames, func(i int) bool {
 		switch i {
@@ -107,10 +107,10 @@ func fastDecodeStreamAppend(body []byte) (client.StreamAppendIn, bool) {
 }
 
 // events decodes the events array.
-func (p *fastScanner) events() ([]client.EventIn, bool) {
-	evs := []client.EventIn{} // "[]" decodes to an empty, non-nil slice
+func (p *fastScanner) events() ([]wire.EventIn, bool) {
+	evs := []wire.EventIn{} // "[]" decodes to an empty, non-nil slice
 	ok := p.Array(func() bool {
-		var e, prev client.EventIn
+		var e, prev wire.EventIn
 		if len(evs) > 0 {
 			prev = evs[len(evs)-1]
 		}

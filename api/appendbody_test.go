@@ -11,14 +11,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // decodeStrictAppend is the reference: what DecodeStrict (events.DecodeJSON,
 // encoding/json/v2) decodes, as every other body.
-func decodeStrictAppend(body []byte) (client.StreamAppendIn, error) {
-	var v client.StreamAppendIn
+func decodeStrictAppend(body []byte) (wire.StreamAppendIn, error) {
+	var v wire.StreamAppendIn
 	err := DecodeStrict(bytes.NewReader(body), &v)
 	return v, err
 }
@@ -122,7 +122,7 @@ func TestFastDecodeStreamAppend(t *testing.T) {
 }
 
 // answer is the API's answer to err (nil for nil): what a client sees.
-func answer(err error) *Error {
+func answer(err error) *wire.Error {
 	if err == nil {
 		return nil
 	}
@@ -161,7 +161,7 @@ func TestDecodeStreamAppendErrors(t *testing.T) {
 				}
 				return r
 			}
-			var want, got client.StreamAppendIn
+			var want, got wire.StreamAppendIn
 			wantErr := decodeBody(httptest.NewRecorder(), req(), &want)
 			gotErr := decodeStreamAppend(httptest.NewRecorder(), req(), &got)
 			if d := cmp.Diff(answer(wantErr), answer(gotErr)); d != "" {
@@ -191,9 +191,9 @@ func TestFastDecodeStreamAppendAliasing(t *testing.T) {
 // testAppendBody returns a realistic body: n events of a 256-byte payload.
 func testAppendBody(tb testing.TB, n int) []byte {
 	payload, _ := json.Marshal(map[string]string{"k": strings.Repeat("v", 248)})
-	in := client.StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: make([]client.EventIn, n)}
+	in := wire.StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: make([]wire.EventIn, n)}
 	for i := range in.Events {
-		in.Events[i] = client.EventIn{ID: fmt.Sprintf("0b6e8a57-2f0d-4f3e-9d7e-%012d", i), Type: "BenchEvent", Data: payload, Metadata: json.RawMessage(`{"src":"bench"}`)}
+		in.Events[i] = wire.EventIn{ID: fmt.Sprintf("0b6e8a57-2f0d-4f3e-9d7e-%012d", i), Type: "BenchEvent", Data: payload, Metadata: json.RawMessage(`{"src":"bench"}`)}
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -254,7 +254,7 @@ func FuzzFastDecodeStreamAppend(f *testing.F) {
 		// The handler's decoder, fast path first, against the reference.
 		r := httptest.NewRequest(http.MethodPost, "/v1/streams/s", bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json") // required (api/errors.go, checkContentType)
-		var handled client.StreamAppendIn
+		var handled wire.StreamAppendIn
 		herr := decodeStreamAppend(httptest.NewRecorder(), r, &handled)
 		if (herr == nil) != (err == nil) {
 			t.Fatalf("the handler's decoder %v, the reference %v, on %q", herr, err, body)
@@ -291,7 +291,7 @@ func BenchmarkDecodeStreamAppend(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			var v client.StreamAppendIn
+			var v wire.StreamAppendIn
 			if err := decodeBytes(body, &v); err != nil {
 				b.Fatal(err)
 			}

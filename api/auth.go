@@ -14,6 +14,7 @@ import (
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Role is what a bearer token may do.
@@ -193,13 +194,13 @@ func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 			tok, found := strings.CutPrefix(auth, "Bearer ")
 			if !found || tok == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="greffe"`)
-				writeError(w, &Error{Code: CodeUnauthorized, Message: "send an Authorization: Bearer <token> header"})
+				writeError(w, &wire.Error{Code: wire.CodeUnauthorized, Message: "send an Authorization: Bearer <token> header"})
 				return
 			}
 			e, ok := s.cfg.Tokens.identify(tok)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="greffe", error="invalid_token"`)
-				writeError(w, &Error{Code: CodeUnauthorized, Message: "the bearer token is not known to this node"})
+				writeError(w, &wire.Error{Code: wire.CodeUnauthorized, Message: "the bearer token is not known to this node"})
 				return
 			}
 			p = Principal{Name: e.name, Role: e.role}
@@ -208,7 +209,7 @@ func (s *Server) authorize(h http.HandlerFunc, roles ...Role) http.HandlerFunc {
 				allowed = allowed || role == p.Role
 			}
 			if !allowed {
-				writeError(w, &Error{Code: CodeForbidden,
+				writeError(w, &wire.Error{Code: wire.CodeForbidden,
 					Message: fmt.Sprintf("role %s may not call %s %s; it needs one of %v", p.Role, r.Method, r.URL.Path, roles)})
 				return
 			}

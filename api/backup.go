@@ -11,35 +11,24 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
-
-	"github.com/greffe/greffe/backup"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
-// Backuper is what GET /v1/backup needs from the store (pebblelog.Store
-// implements it): a consistent copy of the whole ledger with a checkpoint
-// signed at its size, which the caller releases, and the latest signed
-// checkpoint (signed on demand).
-type Backuper interface {
-	Backup(ctx context.Context) (*pebblelog.Backup, error)
-	LatestCheckpoint(ctx context.Context) (events.Checkpoint, error)
+// Backups is what GET /v1/backup needs from the node: its backups, taken
+// while it serves (*backup.Taker implements it; node wires it over the
+// store, so that api links no storage engine).
+type Backups interface {
+	// Backup takes a consistent copy of the ledger, with a checkpoint
+	// signed at its size, and streams it as the tar of package backup,
+	// with the node's private keys only when private. Once the copy is
+	// taken, and before anything is written, it calls start with what the
+	// backup holds and writes the stream to the writer start returns; it
+	// returns the number of files written. An error before start means
+	// nothing was sent (one matching events.ErrNoSigner: the node has no
+	// key to sign with yet); after it, the stream is cut.
+	Backup(ctx context.Context, private bool, start func(wire.BackupInfo) io.Writer) (files int, err error)
 }
-
-var _ Backuper = (*pebblelog.Store)(nil)
-
-// Error codes of GET /v1/backup.
-const (
-	// CodeBackupInProgress: another backup of this node is being streamed;
-	// retry when it is done. Never renamed, never reused.
-	CodeBackupInProgress = "backup_in_progress"
-	// CodeBackupKeysAdminOnly: the node's private keys were asked for
-	// (?include_keys=true) by a role other than admin: only an admin takes
-	// them; an operator's backup holds the verifier keys. Never renamed,
-	// never reused.
-	CodeBackupKeysAdminOnly = "backup_keys_admin_only"
-)
 
 // The bounds of a backup stream. A client holds the one backup slot of
 // the node, and the copy's hard links keep tables on disk, for as long as
@@ -58,13 +47,6 @@ const (
 
 // BackupConfig configures GET /v1/backup.
 type BackupConfig struct {
-	// KeysDir is the node's key folder (<data>/keys): its verifier keys
-	// are in every backup, its private keys only in an admin's that asks
-	// for them.
-	KeysDir string
-	// Signers are the node's checkpoint signing keys: they sign each
-	// backup's manifest. Required.
-	Signers []note.Signer
 	// StallTimeout bounds each write of the stream (the client stopped
 	// reading: the connection is dropped). Zero:
 	// DefaultBackupStallTimeout.
@@ -76,7 +58,7 @@ type BackupConfig struct {
 // MountBackup adds GET /v1/backup (operator and admin roles; docs/API.md):
 // a consistent backup of this node, taken while it serves writes, streamed
 // as the tar of package backup, its manifest signed by cfg.Signers. The
-// headers announce it before the first byte: backup.HeaderSize (events),
+// headers announce it before the first byte: wire.HeaderBackupSize (events),
 // HeaderRoot, HeaderBytes (the files' total, for progress) and
 // HeaderLedger.
 //
@@ -91,7 +73,7 @@ type BackupConfig struct {
 // dropped. A failure after the headers aborts the connection, so the
 // receiver never mistakes a cut stream for a whole one (the manifest comes
 // last). Call it before Serve.
-func (s *Server) MountBackup(b Backuper, cfg BackupConfig) {
+func (s *Server) MountBackup(b Backups, cfg BackupConfig) {
 	if cfg.StallTimeout == 0 {
 		cfg.StallTimeout = DefaultBackupStallTimeout
 	}
@@ -99,21 +81,21 @@ func (s *Server) MountBackup(b Backuper, cfg BackupConfig) {
 		cfg.MaxDuration = DefaultBackupMaxDuration
 	}
 	busy := make(chan struct{}, 1) // the one backup allowed at a time
-	s.Handle("GET "+backup.Route, func(w http.ResponseWriter, r *http.Request) {
+	s.Handle("GET "+wire.BackupRoute, func(w http.ResponseWriter, r *http.Request) {
 		private, err := includeKeys(r)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 		if p := PrincipalFrom(r.Context()); private && p.Role != RoleAdmin {
-			writeError(w, &Error{Code: CodeBackupKeysAdminOnly, Field: "include_keys",
+			writeError(w, &wire.Error{Code: wire.CodeBackupKeysAdminOnly, Field: "include_keys",
 				Message: fmt.Sprintf("role %s may not take the node's private keys: only an admin may (ask without include_keys for a backup with the verifier keys)", p.Role)})
 			return
 		}
 		select {
 		case busy <- struct{}{}:
 		default:
-			writeError(w, &Error{Code: CodeBackupInProgress,
+			writeError(w, &wire.Error{Code: wire.CodeBackupInProgress,
 				Message: "another backup of this node is being streamed; retry once it is done"})
 			return
 		}
@@ -134,7 +116,7 @@ func includeKeys(r *http.Request) (bool, error) {
 	case "true":
 		return true, nil // the former default, now an explicit request
 	default:
-		return false, &Error{Code: CodeInvalidQuery, Field: "keys",
+		return false, &wire.Error{Code: wire.CodeInvalidQuery, Field: "keys",
 			Message: fmt.Sprintf("keys %q: use include_keys=true for the private keys (admin only); keys=false is the default", v)}
 	}
 	switch v := q.Get("include_keys"); v {
@@ -143,7 +125,7 @@ func includeKeys(r *http.Request) (bool, error) {
 	case "true", "1":
 		return true, nil
 	default:
-		return false, &Error{Code: CodeInvalidQuery, Field: "include_keys",
+		return false, &wire.Error{Code: wire.CodeInvalidQuery, Field: "include_keys",
 			Message: fmt.Sprintf("include_keys %q: use true (the node's private keys too, admin only) or false (the default)", v)}
 	}
 }
@@ -151,57 +133,45 @@ func includeKeys(r *http.Request) (bool, error) {
 // serveBackup streams a backup. An error means the stream failed after the
 // headers were sent (the caller aborts the connection); every failure
 // before them is answered here.
-func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request, b Backuper, cfg BackupConfig, private bool) error {
+func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request, b Backups, cfg BackupConfig, private bool) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), cfg.MaxDuration)
 	defer cancel()
-	// A checkpoint signed by the current keys is stored before the copy is
-	// taken, so that the copy's ledger commits to them: a restore
-	// publishes only keys the ledger holds a signature of (package
-	// backup, keys.go).
-	if _, err := b.LatestCheckpoint(ctx); err != nil && !errors.Is(err, pebblelog.ErrNoSigner) {
-		writeError(w, err)
-		return nil
-	}
-	bk, err := b.Backup(ctx)
-	if err != nil {
-		if errors.Is(err, pebblelog.ErrNoSigner) {
-			err = &Error{Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: " + err.Error()}
-		}
-		writeError(w, err)
-		return nil
-	}
-	defer bk.Release()
-	src := backup.Source{Ledger: bk.Dir(), Info: bk.Info(), NodeID: s.cfg.NodeID, CreatedAt: time.Now(),
-		Keys: cfg.KeysDir, PrivateKeys: private, Signers: cfg.Signers}
-	st, err := backup.NewStream(src)
-	if err != nil {
-		writeError(w, err)
-		return nil
-	}
-	info := bk.Info()
-	h := w.Header()
-	h.Set("Content-Type", "application/x-tar")
-	h.Set("Cache-Control", "no-store")
-	h.Set(backup.HeaderSize, strconv.FormatUint(info.Head.Size, 10))
-	h.Set(backup.HeaderRoot, base64.StdEncoding.EncodeToString(info.Head.Root[:]))
-	h.Set(backup.HeaderBytes, strconv.FormatInt(st.Bytes(), 10))
-	h.Set(backup.HeaderLedger, info.LedgerID)
-	dw := &deadlineWriter{w: w, rc: http.NewResponseController(w), stall: cfg.StallTimeout, end: start.Add(cfg.MaxDuration)}
-	dw.arm()
-	w.WriteHeader(http.StatusOK)
-	m, err := st.Write(ctx, dw)
+	var (
+		info wire.BackupInfo
+		dw   *deadlineWriter // set once the headers are sent
+	)
+	files, err := b.Backup(ctx, private, func(bi wire.BackupInfo) io.Writer {
+		info = bi
+		h := w.Header()
+		h.Set("Content-Type", "application/x-tar")
+		h.Set("Cache-Control", "no-store")
+		h.Set(wire.HeaderBackupSize, strconv.FormatUint(info.Size, 10))
+		h.Set(wire.HeaderBackupRoot, base64.StdEncoding.EncodeToString(info.Root[:]))
+		h.Set(wire.HeaderBackupBytes, strconv.FormatInt(info.Bytes, 10))
+		h.Set(wire.HeaderBackupLedger, info.LedgerID)
+		dw = &deadlineWriter{w: w, rc: http.NewResponseController(w), stall: cfg.StallTimeout, end: start.Add(cfg.MaxDuration)}
+		dw.arm()
+		w.WriteHeader(http.StatusOK)
+		return dw
+	})
 	switch {
+	case dw == nil && errors.Is(err, events.ErrNoSigner):
+		writeError(w, &wire.Error{Code: wire.CodeUnavailable, Message: "the node has no checkpoint signing key yet: " + err.Error()})
+		return nil
+	case dw == nil:
+		writeError(w, err)
+		return nil
 	case errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(dw.end):
-		return fmt.Errorf("the client read nothing for %s (backup of %d events): %w", cfg.StallTimeout, info.Head.Size, err)
+		return fmt.Errorf("the client read nothing for %s (backup of %d events): %w", cfg.StallTimeout, info.Size, err)
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("the stream was not done after %s (backup of %d events): %w", cfg.MaxDuration, info.Head.Size, err)
+		return fmt.Errorf("the stream was not done after %s (backup of %d events): %w", cfg.MaxDuration, info.Size, err)
 	case err != nil:
-		return fmt.Errorf("backup of %d events: %w", info.Head.Size, err)
+		return fmt.Errorf("backup of %d events: %w", info.Size, err)
 	}
 	_ = dw.rc.SetWriteDeadline(time.Time{}) // the connection may serve other requests
-	s.cfg.Logger.Info("backup served", "by", PrincipalFrom(r.Context()).Name, "size", m.Size, "files", len(m.Files),
-		"bytes", st.Bytes(), "private_keys", private, "elapsed", time.Since(start))
+	s.cfg.Logger.Info("backup served", "by", PrincipalFrom(r.Context()).Name, "size", info.Size, "files", files,
+		"bytes", info.Bytes, "private_keys", private, "elapsed", time.Since(start))
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 var backupTokens = []api.Token{
@@ -51,7 +52,7 @@ func backupNode(t *testing.T, keys string, opts ...func(*api.Config, *api.Backup
 		t.Fatal(err)
 	}
 	cfg := api.Config{Addr: "127.0.0.1:0", Tokens: tokens, NodeID: "n7"}
-	bc := api.BackupConfig{KeysDir: keys, Signers: []note.Signer{signer}}
+	var bc api.BackupConfig
 	for _, o := range opts {
 		o(&cfg, &bc)
 	}
@@ -59,9 +60,9 @@ func backupNode(t *testing.T, keys string, opts ...func(*api.Config, *api.Backup
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.MountBackup(s, bc)
+	srv.MountBackup(&backup.Taker{Ledger: s, KeysDir: keys, Signers: []note.Signer{signer}, NodeID: cfg.NodeID}, bc)
 	url := serve(t, srv, s.Close)
-	if _, err := client.New(url, "writer-token-0123456789").Append(t.Context(), "b", events.ExpectAny, []client.EventIn{{Type: "A"}, {Type: "B"}}); err != nil {
+	if _, err := client.New(url, "writer-token-0123456789").Append(t.Context(), "b", events.ExpectAny, []wire.EventIn{{Type: "A"}, {Type: "B"}}); err != nil {
 		t.Fatal(err)
 	}
 	return s, url
@@ -98,8 +99,8 @@ func TestAPI_BackupRoles(t *testing.T) {
 		{"executor", "executor-token-0123456789", "", 403, "forbidden", false},
 		{"bad keys query", operator, "?keys=maybe", 400, "invalid_query", false},
 		{"bad include_keys query", admin, "?include_keys=maybe", 400, "invalid_query", false},
-		{"operator asking for the private keys", operator, "?include_keys=true", 403, api.CodeBackupKeysAdminOnly, false},
-		{"operator asking the former way", operator, "?keys=true", 403, api.CodeBackupKeysAdminOnly, false},
+		{"operator asking for the private keys", operator, "?include_keys=true", 403, wire.CodeBackupKeysAdminOnly, false},
+		{"operator asking the former way", operator, "?keys=true", 403, wire.CodeBackupKeysAdminOnly, false},
 		{"operator", operator, "", 200, "", false},
 		{"operator, the former keys=false", operator, "?keys=false", 200, "", false},
 		{"admin", admin, "", 200, "", false},
@@ -108,9 +109,9 @@ func TestAPI_BackupRoles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := client.New(url, tc.token).Stream(t.Context(), backup.Route+tc.query)
+			resp, err := client.New(url, tc.token).Stream(t.Context(), wire.BackupRoute+tc.query)
 			if tc.status != http.StatusOK {
-				if code := client.CodeOf(err); code != tc.code || err.(*client.Error).Status != tc.status {
+				if code := client.CodeOf(err); code != tc.code || err.(*wire.Error).Status != tc.status {
 					t.Fatalf("got %v, want %d %s", err, tc.status, tc.code)
 				}
 				return
@@ -119,8 +120,8 @@ func TestAPI_BackupRoles(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			if got := resp.Header.Get(backup.HeaderSize); got != "2" {
-				t.Errorf("%s: %q, want 2", backup.HeaderSize, got)
+			if got := resp.Header.Get(wire.HeaderBackupSize); got != "2" {
+				t.Errorf("%s: %q, want 2", wire.HeaderBackupSize, got)
 			}
 			dir := filepath.Join(t.TempDir(), "bk")
 			m, err := backup.Receive(t.Context(), resp.Body, dir, backup.ReceiveConfig{})
@@ -160,13 +161,13 @@ func TestAPI_BackupOneAtATime(t *testing.T) {
 	f.Close()
 	_, url := backupNode(t, keys)
 	c := client.New(url, "admin-token-0123456789")
-	first, err := c.Stream(t.Context(), backup.Route+"?include_keys=true")
+	first, err := c.Stream(t.Context(), wire.BackupRoute+"?include_keys=true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Body.Close()
-	_, err = c.Stream(t.Context(), backup.Route)
-	if code := client.CodeOf(err); code != api.CodeBackupInProgress || err.(*client.Error).Status != http.StatusConflict {
+	_, err = c.Stream(t.Context(), wire.BackupRoute)
+	if code := client.CodeOf(err); code != wire.CodeBackupInProgress || err.(*wire.Error).Status != http.StatusConflict {
 		t.Fatalf("a second backup while one streams: %v", err)
 	}
 }
@@ -261,7 +262,7 @@ func TestAPI_BackupStalledClientDropped(t *testing.T) {
 			}
 			defer conn.Close()
 			start := time.Now()
-			if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer operator-token-0123456789\r\n\r\n", backup.Route, strings.TrimPrefix(url, "http://")); err != nil {
+			if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer operator-token-0123456789\r\n\r\n", wire.BackupRoute, strings.TrimPrefix(url, "http://")); err != nil {
 				t.Fatal(err)
 			}
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -285,7 +286,7 @@ func TestAPI_BackupStalledClientDropped(t *testing.T) {
 				close(readerDone)
 			}
 			c := client.New(url, "operator-token-0123456789")
-			if _, err := c.Stream(t.Context(), backup.Route); client.CodeOf(err) != api.CodeBackupInProgress {
+			if _, err := c.Stream(t.Context(), wire.BackupRoute); client.CodeOf(err) != wire.CodeBackupInProgress {
 				t.Fatalf("a second backup while the first streams: %v", err)
 			}
 			reason := waitAborted(t, logs, 10*time.Second)
@@ -295,7 +296,7 @@ func TestAPI_BackupStalledClientDropped(t *testing.T) {
 			}
 			conn.Close() // what the trickle had left in its buffers is not read
 			<-readerDone
-			second, err := c.Stream(t.Context(), backup.Route)
+			second, err := c.Stream(t.Context(), wire.BackupRoute)
 			if err != nil {
 				t.Fatalf("a backup once the first was dropped: %v", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/greffe/greffe/bench"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // BenchmarkHTTPAppend measures acknowledged appends over HTTP on loopback:
@@ -29,9 +30,9 @@ func BenchmarkHTTPAppend(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for next.Add(100) <= int64(b.N) {
-				in := make([]client.EventIn, 100)
+				in := make([]wire.EventIn, 100)
 				for i := range in {
-					in[i] = client.EventIn{Type: "BenchEvent", Data: payload}
+					in[i] = wire.EventIn{Type: "BenchEvent", Data: payload}
 				}
 				if _, err := c.Append(context.Background(), fmt.Sprintf("bench-%d", w), events.ExpectAny, in); err != nil {
 					b.Error(err)

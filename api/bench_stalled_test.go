@@ -16,6 +16,7 @@ import (
 	"github.com/greffe/greffe/bench"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // BenchmarkStalledReaders holds stalled subscribers against a real node
@@ -71,7 +72,7 @@ func benchStalled(b *testing.B, stalled int) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		if _, err := w.Append(context.Background(), "bench", events.ExpectAny, []client.EventIn{{Type: "BenchEvent", Data: payload}}); err != nil {
+		if _, err := w.Append(context.Background(), "bench", events.ExpectAny, []wire.EventIn{{Type: "BenchEvent", Data: payload}}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))

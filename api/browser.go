@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/greffe/greffe/internal/netpolicy"
+	"github.com/greffe/greffe/wire"
 )
 
 // Web pages. A node without tokens serves loopback only (Config.Check),
@@ -52,17 +53,17 @@ func (s *Server) guardBrowsers(next http.Handler) http.Handler {
 		// A refusal closes the connection: the body it does not read is
 		// then not drained (net/http would wait for a body that may never
 		// come, before boundBodies bounds its time).
-		refuse := func(err *Error) {
+		refuse := func(err *wire.Error) {
 			w.Header().Set("Connection", "close")
 			writeError(w, err)
 		}
 		if !loopbackHost(r.Host, ownHost) {
-			refuse(&Error{Code: CodeHostNotAllowed, Field: "Host",
+			refuse(&wire.Error{Code: wire.CodeHostNotAllowed, Field: "Host",
 				Message: fmt.Sprintf("this node has no tokens and answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1]); Host %q is not one, as when a web page's name is pointed at this machine (DNS rebinding): use http://127.0.0.1:PORT, or give the node --tokens", r.Host)})
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !sameLoopbackOrigin(o, r, ownHost) {
-			refuse(&Error{Code: CodeOriginNotAllowed, Field: "Origin",
+			refuse(&wire.Error{Code: wire.CodeOriginNotAllowed, Field: "Origin",
 				Message: fmt.Sprintf("this node has no tokens and answers web pages of its own origin only; a page of %q may not call it: open the dashboard the node serves, or give the node --tokens", o)})
 			return
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/api"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // Issue #20, finding 13: without tokens any web page was admin. A page on
@@ -92,7 +92,7 @@ func sendAs(t *testing.T, method, url, host, origin, contentType, body, token st
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var eb client.ErrorBody
+	var eb wire.ErrorBody
 	code := ""
 	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
 		code = eb.Error.Code

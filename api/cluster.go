@@ -4,27 +4,17 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // Cluster is what the cluster routes need from the replicator
 // (replicator.Replicator implements it). Membership changes must run on the
 // leader: the router forwards them there.
 type Cluster interface {
-	Status(ctx context.Context) (replicator.Status, error)
-	Join(ctx context.Context, req replicator.JoinRequest) error
+	Status(ctx context.Context) (wire.Status, error)
+	Join(ctx context.Context, req wire.JoinRequest) error
 	Remove(ctx context.Context, nodeID string) error
 	TransferLeadership(ctx context.Context, to string) error
-}
-
-// CodeNotClustered: a cluster route was called on a single node.
-const CodeNotClustered = "not_clustered"
-
-// NodeIn is the body of POST /v1/cluster/remove and
-// /v1/cluster/transfer-leader (an empty node_id transfers to any voter).
-type NodeIn struct {
-	// NodeID is the node's id.
-	NodeID string `json:"node_id"`
 }
 
 // MountCluster adds the cluster routes (docs/CLUSTER.md):
@@ -40,7 +30,7 @@ type NodeIn struct {
 func (s *Server) MountCluster(c Cluster) {
 	if c == nil {
 		notClustered := func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, &Error{Code: CodeNotClustered,
+			writeError(w, &wire.Error{Code: wire.CodeNotClustered,
 				Message: "this node runs alone; start it with --raft-addr and --bootstrap (or --join) to form a cluster"})
 		}
 		s.Handle("GET /v1/cluster/status", notClustered, readerRoles()...)
@@ -59,7 +49,7 @@ func (s *Server) MountCluster(c Cluster) {
 	}
 	s.Handle("GET /v1/cluster/status", status, readerRoles()...)
 	s.Handle("POST /v1/cluster/join", func(w http.ResponseWriter, r *http.Request) {
-		var in replicator.JoinRequest
+		var in wire.JoinRequest
 		if err := decodeBody(w, r, &in); err != nil {
 			writeError(w, err)
 			return
@@ -71,7 +61,7 @@ func (s *Server) MountCluster(c Cluster) {
 		status(w, r)
 	}, RoleOperator)
 	s.Handle("POST /v1/cluster/remove", func(w http.ResponseWriter, r *http.Request) {
-		var in NodeIn
+		var in wire.NodeIn
 		if err := decodeBody(w, r, &in); err != nil {
 			writeError(w, err)
 			return
@@ -83,7 +73,7 @@ func (s *Server) MountCluster(c Cluster) {
 		status(w, r)
 	}, RoleOperator)
 	s.Handle("POST /v1/cluster/transfer-leader", func(w http.ResponseWriter, r *http.Request) {
-		var in NodeIn
+		var in wire.NodeIn
 		if err := decodeBody(w, r, &in); err != nil {
 			writeError(w, err)
 			return

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/commands"
+	"github.com/greffe/greffe/wire"
 )
 
 // MountCommands adds POST /v1/commands (every role that sends a command;
@@ -27,7 +27,7 @@ const positionHeader = "Greffe-Position"
 
 func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var in client.CommandIn
+		var in wire.CommandIn
 		if err := decodeBody(w, r, &in); err != nil {
 			writeError(w, err)
 			return
@@ -43,10 +43,10 @@ func (s *Server) postCommand(h *commands.Handler) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
-		out := client.CommandOut{Command: res.Command, CommandID: res.CommandID.String(), Outcome: res.Outcome, Duplicate: res.Duplicate,
-			Events: make([]client.CommandEvent, len(res.Events)), Position: res.Position, Head: s.ledger.Head().Size, At: res.At, Retries: res.Retries}
+		out := wire.CommandOut{Command: res.Command, CommandID: res.CommandID.String(), Outcome: res.Outcome, Duplicate: res.Duplicate,
+			Events: make([]wire.CommandEvent, len(res.Events)), Position: res.Position, Head: s.ledger.Head().Size, At: res.At, Retries: res.Retries}
 		for i, e := range res.Events {
-			out.Events[i] = client.CommandEvent{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, Type: e.Type,
+			out.Events[i] = wire.CommandEvent{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, Type: e.Type,
 				LeafHash: e.LeafHash[:], RecordedAt: e.RecordedAt}
 		}
 		w.Header().Set(positionHeader, strconv.FormatUint(res.Position, 10))

@@ -23,6 +23,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 var cmdT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -57,7 +58,7 @@ func domainNode(t *testing.T, tokens *api.Tokens, wrap func(*pebblelog.Store) co
 	return serve(t, srv, set.Close, s.Close), s
 }
 
-func send(t *testing.T, base, token, body string) (int, client.ErrorBody, http.Header) {
+func send(t *testing.T, base, token, body string) (int, wire.ErrorBody, http.Header) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/v1/commands", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -70,7 +71,7 @@ func send(t *testing.T, base, token, body string) (int, client.ErrorBody, http.H
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var eb client.ErrorBody
+	var eb wire.ErrorBody
 	_ = json.Unmarshal(b, &eb)
 	return resp.StatusCode, eb, resp.Header
 }
@@ -78,7 +79,7 @@ func send(t *testing.T, base, token, body string) (int, client.ErrorBody, http.H
 func grantBody(id, approvalID string) string {
 	d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: approvalID, Approver: "owner", Action: aggregates.ActionStartup,
 		Subject: "provider-p", Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
-	b, _ := json.Marshal(client.CommandIn{Command: "GrantApproval", ID: id, Data: d})
+	b, _ := json.Marshal(wire.CommandIn{Command: "GrantApproval", ID: id, Data: d})
 	return string(b)
 }
 
@@ -119,7 +120,7 @@ func TestCommands_ErrorClasses(t *testing.T) {
 			answer{400, commands.CodeInvalidCommand, "data.extra"}},
 		{"wrong type deep in data", `{"command":"SubmitMission","id":"` + uuid.NewString() + `","data":{"mission_id":"m","acceptance_checks":[{"id":"c1","argv":"go test"}]}}`,
 			answer{400, commands.CodeInvalidCommand, "data.acceptance_checks[0].argv"}},
-		{"unknown field in the envelope", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","dta":{}}`, answer{400, api.CodeUnknownField, "dta"}},
+		{"unknown field in the envelope", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","dta":{}}`, answer{400, events.CodeUnknownField, "dta"}},
 		{"no id", `{"command":"GrantApproval","data":{}}`, answer{400, commands.CodeInvalidCommandID, "id"}},
 		{"refused by a gate", grantBody(uuid.NewString(), "a1"), answer{422, aggregates.CodeApprovalExists, ""}},
 		{"a reused command id", grantBody(id, "a2"), answer{409, commands.CodeCommandIDReused, ""}},
@@ -180,8 +181,8 @@ func TestCommands_Roles(t *testing.T) {
 		// (executor/schedule.go); with no schedule approved, a gate,
 		// not the role, refuses it.
 		{"executor asks for a scheduled probe", "executor-token-0123456789", probe, 422, aggregates.CodeScheduleUnknown},
-		{"reader", "reader-token-0123456789", grantBody(uuid.NewString(), "w3"), 403, api.CodeForbidden},
-		{"nobody", "", grantBody(uuid.NewString(), "w4"), 401, api.CodeUnauthorized},
+		{"reader", "reader-token-0123456789", grantBody(uuid.NewString(), "w3"), 403, wire.CodeForbidden},
+		{"nobody", "", grantBody(uuid.NewString(), "w4"), 401, wire.CodeUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, eb, _ := send(t, base, tc.token, tc.body)
@@ -213,12 +214,12 @@ func TestCommands_Roles(t *testing.T) {
 func TestProjections_Routes(t *testing.T) {
 	base, _ := domainNode(t, nil, nil)
 	c := client.New(base, "")
-	var last client.CommandOut
+	var last wire.CommandOut
 	for _, a := range []string{"a1", "a2"} {
 		var err error
 		d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: a, Approver: "owner", Action: aggregates.ActionStartup, Subject: "provider-p",
 			Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
-		if last, err = c.Command(t.Context(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Data: d}); err != nil {
+		if last, err = c.Command(t.Context(), wire.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Data: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -256,9 +257,9 @@ func TestProjections_Routes(t *testing.T) {
 		code string
 	}{
 		{"/v1/projections/nope", projections.CodeUnknownProjection},
-		{"/v1/projections/approvals?at=yesterday", api.CodeInvalidQuery},
+		{"/v1/projections/approvals?at=yesterday", wire.CodeInvalidQuery},
 		{"/v1/projections/approvals?at=99", projections.CodePositionBeyondHead},
-		{"/v1/projections/approvals?min_position=x", api.CodeInvalidQuery},
+		{"/v1/projections/approvals?min_position=x", wire.CodeInvalidQuery},
 	} {
 		_, err := c.Get(t.Context(), tc.path)
 		if client.CodeOf(err) != tc.code {
@@ -289,7 +290,7 @@ func BenchmarkCommands(b *testing.B) {
 		for pb.Next() {
 			i := n.Add(1)
 			d := strings.Replace(tmpl, `"approval_id":""`, `"approval_id":"bench-`+strconv.FormatInt(i, 10)+`"`, 1)
-			if _, err := c.Command(context.Background(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Data: json.RawMessage(d)}); err != nil {
+			if _, err := c.Command(context.Background(), wire.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Data: json.RawMessage(d)}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -13,5 +13,16 @@
 // bytes, and the time a client may take to read an answer. Without tokens
 // it answers loopback names and its own pages only (api/browser.go).
 //
-// It may import every greffe package but cmd.
+// It depends on interfaces, each defined here with only what it calls:
+// Ledger (and the capabilities FailingLedger, StreamLister) of the store,
+// Backups of the backup taker, Cluster and Router of the raft member,
+// ReadModels of the projections, KeyRing and Cosignatures; node hands it
+// the concrete parts and pins them (node/node.go). The bodies it serves and
+// its error codes are package wire's, which the client speaks too.
+//
+// It imports events, wire, commands, projections, aggregates (the command
+// catalogue, roles and event data types the schemas are reflected from),
+// internal/jsonscan, quota, progress and netpolicy; never a store, raft, a
+// client, backup, node or cmd (internal/lint). It still links Pebble
+// through projections, whose runner stores its rows in Pebble.
 package api

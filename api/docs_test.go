@@ -16,16 +16,16 @@ import (
 // both) and method_not_allowed (the mux answers 405 itself).
 var notSent = map[string]bool{"stream_not_found": true, "method_not_allowed": true}
 
-// TestDocs_ErrorCodes: every code the log, the HTTP layer and the commands
-// layer declare (their Code… constants) is in docs/API.md, so that a new
-// code cannot ship undocumented.
+// TestDocs_ErrorCodes: every code the log, the HTTP layer and the cluster
+// (wire) and the commands layer declare (their Code… constants) is in
+// docs/API.md, so that a new code cannot ship undocumented.
 func TestDocs_ErrorCodes(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "API.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, file := range []string{"../events/errors.go", "errors.go", "../commands/errors.go"} {
+	for _, file := range []string{"../events/errors.go", "../wire/errors.go", "../wire/cluster.go", "../commands/errors.go"} {
 		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 		if err != nil {
 			t.Fatal(err)

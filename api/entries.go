@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // The global log as stored bytes (GET /v1/all?format=entries).
@@ -72,18 +73,18 @@ func wantsEntries(r *http.Request) bool {
 func (s *Server) readAllEntries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if f := q.Get("format"); f != "" && f != "entries" && f != "json" {
-		writeError(w, &Error{Code: CodeInvalidQuery, Field: "format", Message: fmt.Sprintf("format %q: use json (the default) or entries", f)})
+		writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "format", Message: fmt.Sprintf("format %q: use json (the default) or entries", f)})
 		return
 	}
 	if d := q.Get("direction"); d != "" && d != "forward" {
-		writeError(w, &Error{Code: CodeInvalidQuery, Field: "direction", Message: "format=entries reads forward only"})
+		writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "direction", Message: "format=entries reads forward only"})
 		return
 	}
 	var from uint64
 	if f := q.Get("from"); f != "" {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from", Message: fmt.Sprintf("from %q: use a non-negative integer", f)})
+			writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "from", Message: fmt.Sprintf("from %q: use a non-negative integer", f)})
 			return
 		}
 		from = v
@@ -92,7 +93,7 @@ func (s *Server) readAllEntries(w http.ResponseWriter, r *http.Request) {
 	if l := q.Get("limit"); l != "" {
 		v, err := strconv.ParseUint(l, 10, 64)
 		if err != nil || v < 1 || v > MaxEntriesLimit {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", l, MaxEntriesLimit)})
+			writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", l, MaxEntriesLimit)})
 			return
 		}
 		limit = v

@@ -15,6 +15,7 @@ import (
 	"github.com/greffe/greffe/bench"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestAPI_ReadEntries reads the global log as stored bytes and checks it
@@ -24,7 +25,7 @@ func TestAPI_ReadEntries(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for i := range 50 {
-		evs := []client.EventIn{{Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d,  "s":"é"}`, i))}}
+		evs := []wire.EventIn{{Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d,  "s":"é"}`, i))}}
 		if _, err := c.Append(t.Context(), fmt.Sprintf("e-%d", i%3), events.ExpectAny, evs); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestAPI_ReadEntries(t *testing.T) {
 		{"/v1/all?format=yaml", "format"},
 	} {
 		_, err := c.Get(t.Context(), tc.path)
-		var ae *client.Error
+		var ae *wire.Error
 		if !errors.As(err, &ae) || ae.Code != "invalid_query" || ae.Status != 400 || ae.Field != tc.field {
 			t.Errorf("%s: %v, want 400 invalid_query on %s", tc.path, err, tc.field)
 		}
@@ -94,7 +95,7 @@ func TestClient_ReadEntriesCutShort(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for i := range 3 {
-		if _, err := c.Append(t.Context(), "cut", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+		if _, err := c.Append(t.Context(), "cut", events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,9 +130,9 @@ func BenchmarkHTTPReadAll(b *testing.B) {
 	const total = 200_000
 	payload := bench.Payload(256)
 	for i := 0; i < total; i += 1000 {
-		in := make([]client.EventIn, 1000)
+		in := make([]wire.EventIn, 1000)
 		for j := range in {
-			in[j] = client.EventIn{Type: "BenchEvent", Data: payload}
+			in[j] = wire.EventIn{Type: "BenchEvent", Data: payload}
 		}
 		if _, err := c.Append(b.Context(), fmt.Sprintf("r-%d", i%7), events.ExpectAny, in); err != nil {
 			b.Fatal(err)

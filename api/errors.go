@@ -13,45 +13,7 @@ import (
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/projections"
-	"github.com/greffe/greffe/replicator"
-)
-
-// Error codes of the HTTP layer (the log's own codes are in events; every
-// code is listed in docs/API.md). Never renamed, never reused.
-const (
-	// CodeMalformedJSON and CodeUnknownField are the decoder's
-	// (events.DecodeJSON).
-	CodeMalformedJSON    = events.CodeMalformedJSON
-	CodeUnknownField     = events.CodeUnknownField
-	CodeBodyTooLarge     = "body_too_large"
-	CodeBodyTimeout      = "body_timeout"
-	CodeInvalidQuery     = "invalid_query"
-	CodeUnauthorized     = "unauthorized"
-	CodeForbidden        = "forbidden"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeUnsupportedMedia = "unsupported_media_type"
-	CodeInternal         = "internal"
-	CodeUnavailable      = "unavailable"
-	CodeCorrupt          = "corrupt"
-	// CodeTooManySubscriptions: the caller holds as many SSE
-	// subscriptions as one principal may, or the node serves as many as
-	// it may (details.scope "principal" or "total", details.limit); 429
-	// with Retry-After (Config.MaxSubscriptionsPerPrincipal,
-	// MaxSubscriptions).
-	CodeTooManySubscriptions = "too_many_subscriptions"
-	// CodeTooManyProvenReads: the caller has as many proven reads being
-	// answered as one principal may, or the node as many as it may
-	// (details.scope, details.limit); 429 with Retry-After
-	// (Config.MaxProvenReadsPerPrincipal, MaxProvenReads).
-	CodeTooManyProvenReads = "too_many_proven_reads"
-	// CodeHostNotAllowed: a node without tokens answers only requests
-	// addressed to a loopback name, and this one's Host is not one (DNS
-	// rebinding); 403 (api/browser.go).
-	CodeHostNotAllowed = "host_not_allowed"
-	// CodeOriginNotAllowed: a node without tokens answers only its own
-	// web pages, and this request came from a page of another origin; 403
-	// (api/browser.go).
-	CodeOriginNotAllowed = "origin_not_allowed"
+	"github.com/greffe/greffe/wire"
 )
 
 // statusKey is a row of statuses: a code for one kind, a code for every
@@ -96,16 +58,16 @@ var statuses = map[statusKey]int{
 	{events.CodeInvalidExpectedVersion, anyKind}:  http.StatusBadRequest,
 	{events.CodeMalformedJSON, anyKind}:           http.StatusBadRequest,
 	{events.CodeUnknownField, anyKind}:            http.StatusBadRequest,
-	{CodeInvalidQuery, anyKind}:                   http.StatusBadRequest,
+	{wire.CodeInvalidQuery, anyKind}:              http.StatusBadRequest,
 	{commands.CodeInvalidCommand, anyKind}:        http.StatusBadRequest,
 	{commands.CodeUnknownCommand, anyKind}:        http.StatusBadRequest,
 	{commands.CodeInvalidCommandID, anyKind}:      http.StatusBadRequest,
 	{commands.CodeCommandTimeNotAllowed, anyKind}: http.StatusBadRequest,
 	{projections.CodePositionBeyondHead, anyKind}: http.StatusBadRequest,
 	// 401, 403, 404, 405, 408, 413, 415.
-	{CodeUnauthorized, anyKind}:        http.StatusUnauthorized,
-	{CodeForbidden, anyKind}:           http.StatusForbidden,
-	{CodeBackupKeysAdminOnly, anyKind}: http.StatusForbidden,
+	{wire.CodeUnauthorized, anyKind}:        http.StatusUnauthorized,
+	{wire.CodeForbidden, anyKind}:           http.StatusForbidden,
+	{wire.CodeBackupKeysAdminOnly, anyKind}: http.StatusForbidden,
 	// A gate's refusal like any (recorded), but of authority: the
 	// principal's role may not send the command (issue #20).
 	{aggregates.CodeRoleNotAllowed, anyKind}:     http.StatusForbidden,
@@ -114,44 +76,44 @@ var statuses = map[statusKey]int{
 	{events.CodeNotFound, anyKind}:               http.StatusNotFound,
 	{events.CodeStreamNotFound, anyKind}:         http.StatusNotFound,
 	{projections.CodeUnknownProjection, anyKind}: http.StatusNotFound,
-	{replicator.CodeUnknownNode, anyKind}:        http.StatusNotFound,
-	{CodeMethodNotAllowed, anyKind}:              http.StatusMethodNotAllowed,
-	{CodeBodyTimeout, anyKind}:                   http.StatusRequestTimeout,
+	{wire.CodeUnknownNode, anyKind}:              http.StatusNotFound,
+	{wire.CodeMethodNotAllowed, anyKind}:         http.StatusMethodNotAllowed,
+	{wire.CodeBodyTimeout, anyKind}:              http.StatusRequestTimeout,
 	{events.CodeEventTooLarge, anyKind}:          http.StatusRequestEntityTooLarge,
 	{events.CodeTooManyEvents, anyKind}:          http.StatusRequestEntityTooLarge,
 	{events.CodeAppendTooLarge, anyKind}:         http.StatusRequestEntityTooLarge,
-	{CodeBodyTooLarge, anyKind}:                  http.StatusRequestEntityTooLarge,
-	{CodeUnsupportedMedia, anyKind}:              http.StatusUnsupportedMediaType,
-	{CodeHostNotAllowed, anyKind}:                http.StatusForbidden,
-	{CodeOriginNotAllowed, anyKind}:              http.StatusForbidden,
+	{wire.CodeBodyTooLarge, anyKind}:             http.StatusRequestEntityTooLarge,
+	{wire.CodeUnsupportedMedia, anyKind}:         http.StatusUnsupportedMediaType,
+	{wire.CodeHostNotAllowed, anyKind}:           http.StatusForbidden,
+	{wire.CodeOriginNotAllowed, anyKind}:         http.StatusForbidden,
 	// 429: the caller holds as much of a capped resource as it may.
-	{CodeTooManySubscriptions, anyKind}: http.StatusTooManyRequests,
-	{CodeTooManyProvenReads, anyKind}:   http.StatusTooManyRequests,
+	{wire.CodeTooManySubscriptions, anyKind}: http.StatusTooManyRequests,
+	{wire.CodeTooManyProvenReads, anyKind}:   http.StatusTooManyRequests,
 	// 409: the request conflicts with the state (refused), or lost a
 	// race it may win when re-sent (failed).
-	{events.CodeWrongExpectedVersion, anyKind}:             http.StatusConflict,
-	{events.CodeDuplicateEventID, anyKind}:                 http.StatusConflict,
-	{commands.CodeCommandIDReused, anyKind}:                http.StatusConflict,
-	{commands.CodeConcurrencyConflict, anyKind}:            http.StatusConflict,
-	{replicator.CodeLedgerMismatch, anyKind}:               http.StatusConflict,
-	{replicator.CodeMemberConflict, anyKind}:               http.StatusConflict,
-	{replicator.CodeReplicationFailed, events.KindRefused}: http.StatusConflict,
-	{CodeNotClustered, anyKind}:                            http.StatusConflict,
-	{CodeBackupInProgress, anyKind}:                        http.StatusConflict,
+	{events.CodeWrongExpectedVersion, anyKind}:       http.StatusConflict,
+	{events.CodeDuplicateEventID, anyKind}:           http.StatusConflict,
+	{commands.CodeCommandIDReused, anyKind}:          http.StatusConflict,
+	{commands.CodeConcurrencyConflict, anyKind}:      http.StatusConflict,
+	{wire.CodeLedgerMismatch, anyKind}:               http.StatusConflict,
+	{wire.CodeMemberConflict, anyKind}:               http.StatusConflict,
+	{wire.CodeReplicationFailed, events.KindRefused}: http.StatusConflict,
+	{wire.CodeNotClustered, anyKind}:                 http.StatusConflict,
+	{wire.CodeBackupInProgress, anyKind}:             http.StatusConflict,
 	// 422: a gate (the kind's row), or a signature that does not verify.
-	{CodeSignatureInvalid, anyKind}: http.StatusUnprocessableEntity,
+	{wire.CodeSignatureInvalid, anyKind}: http.StatusUnprocessableEntity,
 	// 500 and 503: the node's side.
-	{CodeInternal, anyKind}:                      http.StatusInternalServerError,
-	{CodeCorrupt, anyKind}:                       http.StatusInternalServerError,
+	{wire.CodeInternal, anyKind}:                 http.StatusInternalServerError,
+	{wire.CodeCorrupt, anyKind}:                  http.StatusInternalServerError,
 	{projections.CodeProjectionFailed, anyKind}:  http.StatusInternalServerError,
 	{events.CodeOutcomeUnknown, anyKind}:         http.StatusServiceUnavailable,
 	{projections.CodeProjectionLagging, anyKind}: http.StatusServiceUnavailable,
-	{replicator.CodeNotLeader, anyKind}:          http.StatusServiceUnavailable,
-	{replicator.CodeLeaderUnreachable, anyKind}:  http.StatusServiceUnavailable,
-	{CodeLeaderChanged, anyKind}:                 http.StatusServiceUnavailable,
+	{wire.CodeNotLeader, anyKind}:                http.StatusServiceUnavailable,
+	{wire.CodeLeaderUnreachable, anyKind}:        http.StatusServiceUnavailable,
+	{wire.CodeLeaderChanged, anyKind}:            http.StatusServiceUnavailable,
 	{events.CodeStoreFailed, anyKind}:            http.StatusServiceUnavailable,
-	{CodeUnavailable, anyKind}:                   http.StatusServiceUnavailable,
-	{CodeCheckpointNotWitnessed, anyKind}:        http.StatusServiceUnavailable,
+	{wire.CodeUnavailable, anyKind}:              http.StatusServiceUnavailable,
+	{wire.CodeCheckpointNotWitnessed, anyKind}:   http.StatusServiceUnavailable,
 }
 
 // statusOf returns the HTTP status of an error of kind k and code code.
@@ -172,8 +134,8 @@ func statusOf(k events.Kind, code string) int {
 // API's own errors (and a leader's answers relayed as they came) as they
 // are; every coded error (events.Coded) by its code, kind, field and
 // details; the log's sentinels by what they mean.
-func toAPIError(err error) *Error {
-	var ae *Error
+func toAPIError(err error) *wire.Error {
+	var ae *wire.Error
 	if errors.As(err, &ae) {
 		if ae.Status == 0 {
 			ae.Status = statusOf(events.KindRefused, ae.Code)
@@ -181,10 +143,10 @@ func toAPIError(err error) *Error {
 		return ae
 	}
 	if d, ok := events.AsCoded(err); ok {
-		return &Error{Status: statusOf(d.Kind, d.Code), Code: d.Code, Message: d.Message, Field: d.Field, Details: d.Details}
+		return &wire.Error{Status: statusOf(d.Kind, d.Code), Code: d.Code, Message: d.Message, Field: d.Field, Details: d.Details}
 	}
-	sentinel := func(code string, k events.Kind, msg string) *Error {
-		return &Error{Status: statusOf(k, code), Code: code, Message: msg}
+	sentinel := func(code string, k events.Kind, msg string) *wire.Error {
+		return &wire.Error{Status: statusOf(k, code), Code: code, Message: msg}
 	}
 	switch {
 	case errors.Is(err, events.ErrNotFound):
@@ -193,9 +155,9 @@ func toAPIError(err error) *Error {
 		return sentinel(events.CodeOutcomeUnknown, events.KindUncertain,
 			"the outcome is unknown: "+err.Error()+"; retrying with the same event ids (or command id) is safe")
 	case errors.Is(err, events.ErrCorrupt):
-		return sentinel(CodeCorrupt, events.KindCorrupt, err.Error())
+		return sentinel(wire.CodeCorrupt, events.KindCorrupt, err.Error())
 	case errors.Is(err, events.ErrClosed), errors.Is(err, context.Canceled):
-		return sentinel(CodeUnavailable, events.KindFailed, "the node is shutting down; retry on another node or later")
+		return sentinel(wire.CodeUnavailable, events.KindFailed, "the node is shutting down; retry on another node or later")
 	case errors.Is(err, context.DeadlineExceeded):
 		return sentinel(events.CodeOutcomeUnknown, events.KindUncertain, "timed out: "+err.Error())
 	}
@@ -204,12 +166,12 @@ func toAPIError(err error) *Error {
 	if errors.As(err, &coded) {
 		return sentinel(coded.ErrorCode(), events.KindRefused, err.Error())
 	}
-	return sentinel(CodeInternal, events.KindFailed, err.Error())
+	return sentinel(wire.CodeInternal, events.KindFailed, err.Error())
 }
 
 func writeError(w http.ResponseWriter, err error) {
 	ae := toAPIError(err)
-	writeJSON(w, ae.Status, errorBody{Error: ae})
+	writeJSON(w, ae.Status, wire.ErrorBody{Error: ae})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -253,7 +215,7 @@ func checkContentType(r *http.Request) error {
 		if ct == "" {
 			msg = "no Content-Type: send the body as application/json (Content-Type: application/json; curl --json does)"
 		}
-		return &Error{Code: CodeUnsupportedMedia, Field: "Content-Type", Message: msg}
+		return &wire.Error{Code: wire.CodeUnsupportedMedia, Field: "Content-Type", Message: msg}
 	}
 	return nil
 }
@@ -292,12 +254,12 @@ func decodeBytes(body []byte, v any) error {
 // body's own refusal (body_timeout), or the connection lost.
 func readError(err error) error {
 	var mbe *http.MaxBytesError
-	var ae *Error
+	var ae *wire.Error
 	switch {
 	case errors.As(err, &mbe):
-		return &Error{Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the append", mbe.Limit)}
+		return &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes; split the append", mbe.Limit)}
 	case errors.As(err, &ae):
 		return ae
 	}
-	return &Error{Code: CodeMalformedJSON, Message: "the body could not be read: " + err.Error()}
+	return &wire.Error{Code: events.CodeMalformedJSON, Message: "the body could not be read: " + err.Error()}
 }

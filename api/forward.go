@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Request routing in a cluster (issue #5). Every node answers every route;
@@ -47,16 +48,6 @@ type Router interface {
 
 // HeaderForwardedBy names the node that forwarded a request to the leader.
 const HeaderForwardedBy = "X-Greffe-Forwarded-By"
-
-// Error codes of request routing. Never renamed, never reused.
-const (
-	// CodeLeaderChanged: the request was forwarded to a node that no longer
-	// leads; nothing was written. Retry (any node).
-	CodeLeaderChanged = "leader_changed"
-	// CodeLeaderUnreachable: the leader could not be reached; the request
-	// was not sent (nothing written). The same code as the replicator's.
-	CodeLeaderUnreachable = "leader_unreachable"
-)
 
 // Read consistency levels (?consistency=).
 const (
@@ -132,7 +123,7 @@ func (f *forwarder) routeRead(w http.ResponseWriter, r *http.Request) {
 		return
 	case ConsistencyLeader, ConsistencyLinearizable:
 	default:
-		writeError(w, &Error{Code: CodeInvalidQuery, Field: "consistency",
+		writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "consistency",
 			Message: fmt.Sprintf("consistency %q: use local, leader or linearizable", level)})
 		return
 	}
@@ -174,7 +165,7 @@ func (f *forwarder) serveLocal(w http.ResponseWriter, r *http.Request) {
 }
 
 func leaderChanged(r *http.Request) error {
-	return &Error{Code: CodeLeaderChanged,
+	return &wire.Error{Code: wire.CodeLeaderChanged,
 		Message: fmt.Sprintf("%s forwarded this request here as to the leader, but this node no longer leads; nothing was written, retry", r.Header.Get(HeaderForwardedBy))}
 }
 
@@ -182,7 +173,7 @@ func leaderChanged(r *http.Request) error {
 func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, base string) {
 	target, err := url.Parse(base)
 	if err != nil || target.Host == "" {
-		writeError(w, &Error{Code: CodeLeaderUnreachable, Message: fmt.Sprintf("the leader's URL %q is not usable", base)})
+		writeError(w, &wire.Error{Code: wire.CodeLeaderUnreachable, Message: fmt.Sprintf("the leader's URL %q is not usable", base)})
 		return
 	}
 	rp := &httputil.ReverseProxy{
@@ -215,7 +206,7 @@ func forwardError(r *http.Request, base string, err error) error {
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return &Error{Code: CodeLeaderUnreachable,
+		return &wire.Error{Code: wire.CodeLeaderUnreachable,
 			Message: fmt.Sprintf("the leader at %s could not be reached (%v); nothing was written, retry", base, err)}
 	}
 	return fmt.Errorf("%w: forwarded to the leader at %s, which did not answer: %v", events.ErrOutcomeUnknown, base, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // staticRouter is a fixed view of the cluster: who leads, and what the read
@@ -135,42 +136,42 @@ func TestRouter_Forwarding(t *testing.T) {
 		}, http.StatusNotFound, "not_found"},
 		{"unknown consistency", func() (int, string) {
 			return get(t, follower+"/v1/all?consistency=eventual", nil)
-		}, http.StatusBadRequest, api.CodeInvalidQuery},
+		}, http.StatusBadRequest, wire.CodeInvalidQuery},
 		{"never forwarded twice", func() (int, string) {
 			status, code, _ := post(t, follower+"/v1/append", `{"appends":[]}`, map[string]string{api.HeaderForwardedBy: "n3"})
 			return status, code
-		}, http.StatusServiceUnavailable, api.CodeLeaderChanged},
+		}, http.StatusServiceUnavailable, wire.CodeLeaderChanged},
 		{"leader read never forwarded twice", func() (int, string) {
 			return get(t, follower+"/v1/all?consistency=leader", map[string]string{api.HeaderForwardedBy: "n3"})
-		}, http.StatusServiceUnavailable, api.CodeLeaderChanged},
+		}, http.StatusServiceUnavailable, wire.CodeLeaderChanged},
 		{"leader not listening: nothing sent", func() (int, string) {
 			status, code, _ := post(t, deadPort+"/v1/streams/routed", body, nil)
 			return status, code
-		}, http.StatusServiceUnavailable, api.CodeLeaderUnreachable},
+		}, http.StatusServiceUnavailable, wire.CodeLeaderUnreachable},
 		{"leader dropped the write: outcome unknown", func() (int, string) {
 			status, code, _ := post(t, dropping+"/v1/streams/routed", body, nil)
 			return status, code
 		}, http.StatusServiceUnavailable, "outcome_unknown"},
 		{"leader dropped the read", func() (int, string) {
 			return get(t, dropping+"/v1/all?consistency=leader", nil)
-		}, http.StatusServiceUnavailable, api.CodeLeaderUnreachable},
+		}, http.StatusServiceUnavailable, wire.CodeLeaderUnreachable},
 		{"no leader elected", func() (int, string) {
 			status, code, _ := post(t, noLeader+"/v1/streams/routed", body, nil)
 			return status, code
-		}, http.StatusServiceUnavailable, replicator.CodeNotLeader},
+		}, http.StatusServiceUnavailable, wire.CodeNotLeader},
 		{"read barrier refused", func() (int, string) {
 			return get(t, barrierFails+"/v1/all?consistency=linearizable", nil)
-		}, http.StatusServiceUnavailable, replicator.CodeNotLeader},
+		}, http.StatusServiceUnavailable, wire.CodeNotLeader},
 		{"read barrier not needed for local", func() (int, string) {
 			return get(t, barrierFails+"/v1/all", nil)
 		}, http.StatusOK, `"events":[]`},
 		{"cluster routes on a single node", func() (int, string) {
 			return get(t, single+"/v1/cluster/status", nil)
-		}, http.StatusConflict, api.CodeNotClustered},
+		}, http.StatusConflict, wire.CodeNotClustered},
 		{"cluster changes on a single node", func() (int, string) {
 			status, code, _ := post(t, single+"/v1/cluster/remove", `{"node_id":"n2"}`, nil)
 			return status, code
-		}, http.StatusConflict, api.CodeNotClustered},
+		}, http.StatusConflict, wire.CodeNotClustered},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

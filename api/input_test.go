@@ -23,6 +23,7 @@ import (
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // Bad input found when tried as an attacker would (issue 13): every case is
@@ -50,7 +51,7 @@ func checkRefusals(t *testing.T, base string, head func() events.Head, cases []r
 			before := head()
 			status, code, body := post(t, base+tc.path, tc.body, nil)
 			got := refusal{Status: status, Code: code}
-			var eb client.ErrorBody
+			var eb wire.ErrorBody
 			if err := json.Unmarshal(body, &eb); err == nil && eb.Error != nil {
 				got.Field = eb.Error.Field
 				if tc.want.Code != "" && eb.Error.Message == "" {
@@ -135,59 +136,59 @@ func TestCommands_RefuseInvalidUTF8(t *testing.T) {
 func TestClient_RefusesInvalidUTF8(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
-	ev := func(e client.EventIn) []client.EventIn { return []client.EventIn{{Type: "ok"}, e} }
+	ev := func(e wire.EventIn) []wire.EventIn { return []wire.EventIn{{Type: "ok"}, e} }
 	tests := []struct {
 		name  string
 		send  func() error
 		field string
 	}{
 		{"type", func() error {
-			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T\xff"}))
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(wire.EventIn{Type: "T\xff"}))
 			return err
 		}, "events[1].type"},
 		{"id", func() error {
-			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{ID: "\xfe", Type: "T"}))
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(wire.EventIn{ID: "\xfe", Type: "T"}))
 			return err
 		}, "events[1].id"},
 		{"correlation id", func() error {
-			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", CorrelationID: "\xc0\xaf"}))
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(wire.EventIn{Type: "T", CorrelationID: "\xc0\xaf"}))
 			return err
 		}, "events[1].correlation_id"},
 		{"causation id", func() error {
-			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", CausationID: "\x80"}))
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(wire.EventIn{Type: "T", CausationID: "\x80"}))
 			return err
 		}, "events[1].causation_id"},
 		{"envelope key id", func() error {
-			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", Envelope: &events.Envelope{PayloadType: "p",
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(wire.EventIn{Type: "T", Envelope: &events.Envelope{PayloadType: "p",
 				Signatures: []events.Signature{{KeyID: "k\xff", Sig: []byte{1}}}}}))
 			return err
 		}, "events[1].envelope.signatures[0].keyid"},
 		{"data", func() error {
-			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(client.EventIn{Type: "T", Data: json.RawMessage("{\"x\":\"\xff\"}")}))
+			_, err := c.Append(t.Context(), "s", events.ExpectAny, ev(wire.EventIn{Type: "T", Data: json.RawMessage("{\"x\":\"\xff\"}")}))
 			return err
 		}, "events[1].data.x"},
 		{"stream", func() error {
-			_, err := c.Append(t.Context(), "s\xff", events.ExpectAny, ev(client.EventIn{Type: "T"}))
+			_, err := c.Append(t.Context(), "s\xff", events.ExpectAny, ev(wire.EventIn{Type: "T"}))
 			return err
 		}, "stream"},
 		{"multi: stream", func() error {
-			_, err := c.AppendMulti(t.Context(), client.AppendIn{Appends: []client.StreamAppendIn{{Stream: "a", Events: ev(client.EventIn{Type: "T"})}, {Stream: "b\xff", Events: ev(client.EventIn{Type: "T"})}}})
+			_, err := c.AppendMulti(t.Context(), wire.AppendIn{Appends: []wire.StreamAppendIn{{Stream: "a", Events: ev(wire.EventIn{Type: "T"})}, {Stream: "b\xff", Events: ev(wire.EventIn{Type: "T"})}}})
 			return err
 		}, "appends[1].stream"},
 		{"multi: type", func() error {
-			_, err := c.AppendMulti(t.Context(), client.AppendIn{Appends: []client.StreamAppendIn{{Stream: "a", Events: ev(client.EventIn{Type: "T\xff"})}}})
+			_, err := c.AppendMulti(t.Context(), wire.AppendIn{Appends: []wire.StreamAppendIn{{Stream: "a", Events: ev(wire.EventIn{Type: "T\xff"})}}})
 			return err
 		}, "appends[0].events[1].type"},
 		{"command name", func() error {
-			_, err := c.Command(t.Context(), client.CommandIn{Command: "Grant\xff", ID: uuid.NewString()})
+			_, err := c.Command(t.Context(), wire.CommandIn{Command: "Grant\xff", ID: uuid.NewString()})
 			return err
 		}, "command"},
 		{"command actor", func() error {
-			_, err := c.Command(t.Context(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Actor: "\xff"})
+			_, err := c.Command(t.Context(), wire.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Actor: "\xff"})
 			return err
 		}, "actor"},
 		{"command correlation id", func() error {
-			_, err := c.Command(t.Context(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), CorrelationID: "\xfe"})
+			_, err := c.Command(t.Context(), wire.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), CorrelationID: "\xfe"})
 			return err
 		}, "correlation_id"},
 	}
@@ -195,9 +196,9 @@ func TestClient_RefusesInvalidUTF8(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := n.store.Head()
 			err := tc.send()
-			var ae *client.Error
+			var ae *wire.Error
 			if !errors.As(err, &ae) {
-				t.Fatalf("err = %v, want a *client.Error", err)
+				t.Fatalf("err = %v, want a *wire.Error", err)
 			}
 			if diff := cmp.Diff(refusal{400, events.CodeInvalidUTF8, tc.field}, refusal{ae.Status, ae.Code, ae.Field}); diff != "" {
 				t.Errorf("(-want +got):\n%s\n%v", diff, err)
@@ -215,7 +216,7 @@ func TestClient_RefusesInvalidUTF8(t *testing.T) {
 // their own code (they had neither), in both append bodies.
 func TestAPI_FieldPaths(t *testing.T) {
 	n := startNode(t, nil)
-	unknown := func(field string) refusal { return refusal{400, api.CodeUnknownField, field} }
+	unknown := func(field string) refusal { return refusal{400, events.CodeUnknownField, field} }
 	badVersion := func(field string) refusal { return refusal{400, events.CodeInvalidExpectedVersion, field} }
 	cases := []refusalCase{
 		{"unknown at the top", "/v1/streams/s", `{"events":[{"type":"A"}],"expected":"any"}`, unknown("expected")},
@@ -224,17 +225,17 @@ func TestAPI_FieldPaths(t *testing.T) {
 		{"unknown in an envelope", "/v1/streams/s", `{"events":[{"type":"A","envelope":{"payloadType":"p","signatures":[{"keyid":"k","sig":"AQ==","alg":"x"}]}}]}`, unknown("events[0].envelope.signatures[0].alg")},
 		{"unknown in an append entry", "/v1/append", `{"appends":[{"stream":"a","priority":1,"events":[{"type":"A"}]}]}`, unknown("appends[0].priority")},
 		{"unknown in a multi event", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":"b","events":[{"type":"A","actor":"x"}]}]}`, unknown("appends[1].events[0].actor")},
-		{"wrong type keeps its index", "/v1/streams/s", `{"events":[{"type":"A"},{"type":5}]}`, refusal{400, api.CodeMalformedJSON, "events[1].type"}},
-		{"multi: wrong type keeps its index", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":7}]}`, refusal{400, api.CodeMalformedJSON, "appends[1].stream"}},
+		{"wrong type keeps its index", "/v1/streams/s", `{"events":[{"type":"A"},{"type":5}]}`, refusal{400, events.CodeMalformedJSON, "events[1].type"}},
+		{"multi: wrong type keeps its index", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"}]},{"stream":7}]}`, refusal{400, events.CodeMalformedJSON, "appends[1].stream"}},
 		// A name given twice is refused anywhere, data and metadata
 		// included (issue #14: the decoder is encoding/json/v2; readers
 		// disagree on which of two names wins), on the fast path too.
-		{"a name twice in data", "/v1/streams/s", `{"events":[{"type":"A","data":{"a":1,"a":2}}]}`, refusal{400, api.CodeMalformedJSON, "events[0].data.a"}},
-		{"a name twice deep in metadata", "/v1/streams/s", `{"events":[{"type":"A","metadata":{"m":[{"k":1,"k":2}]}}]}`, refusal{400, api.CodeMalformedJSON, "events[0].metadata.m[0].k"}},
-		{"multi: a name twice in data", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"},{"type":"A","data":{"x":{"y":1,"y":2}}}]}]}`, refusal{400, api.CodeMalformedJSON, "appends[0].events[1].data.x.y"}},
+		{"a name twice in data", "/v1/streams/s", `{"events":[{"type":"A","data":{"a":1,"a":2}}]}`, refusal{400, events.CodeMalformedJSON, "events[0].data.a"}},
+		{"a name twice deep in metadata", "/v1/streams/s", `{"events":[{"type":"A","metadata":{"m":[{"k":1,"k":2}]}}]}`, refusal{400, events.CodeMalformedJSON, "events[0].metadata.m[0].k"}},
+		{"multi: a name twice in data", "/v1/append", `{"appends":[{"stream":"a","events":[{"type":"A"},{"type":"A","data":{"x":{"y":1,"y":2}}}]}]}`, refusal{400, events.CodeMalformedJSON, "appends[0].events[1].data.x.y"}},
 		{"one name in sibling objects", "/v1/streams/s", `{"events":[{"type":"A","data":{"x":{"a":1},"y":{"a":2}}}]}`, refusal{Status: 200}},
 		// A syntax error is named by the value it is in.
-		{"syntax error in an event", "/v1/streams/s", `{"events":[{"type":"A"},{"type":}]}`, refusal{400, api.CodeMalformedJSON, "events[1].type"}},
+		{"syntax error in an event", "/v1/streams/s", `{"events":[{"type":"A"},{"type":}]}`, refusal{400, events.CodeMalformedJSON, "events[1].type"}},
 	}
 	for _, v := range []string{`1e999`, `18446744073709551616`, `18446744073709551615`, `4611686018427387905`, `-1`, `1.5`, `1e3`, `true`, `null`, `{}`, `[]`, `"nostream"`, `"stream_exists"`, `"-1"`, `""`} {
 		cases = append(cases,
@@ -262,7 +263,7 @@ func TestAPI_FieldPaths(t *testing.T) {
 func TestCommands_FieldPaths(t *testing.T) {
 	base, store := domainNode(t, nil, nil)
 	checkRefusals(t, base, store.Head, []refusalCase{
-		{"unknown in the envelope", "/v1/commands", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","priority":1}`, refusal{400, api.CodeUnknownField, "priority"}},
+		{"unknown in the envelope", "/v1/commands", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","priority":1}`, refusal{400, events.CodeUnknownField, "priority"}},
 		{"unknown in data", "/v1/commands", `{"command":"GrantApproval","id":"` + uuid.NewString() + `","data":{"approval_id":"a","foo":1}}`, refusal{400, commands.CodeInvalidCommand, "data.foo"}},
 		{"unknown deep in data", "/v1/commands", `{"command":"SubmitMission","id":"` + uuid.NewString() + `","data":{"mission_id":"m","acceptance_checks":[{"id":"c1","argv":["x"],"shell":true}]}}`, refusal{400, commands.CodeInvalidCommand, "data.acceptance_checks[0].shell"}},
 	})
@@ -320,7 +321,7 @@ func TestAPI_StalledBodyTimesOut(t *testing.T) {
 	// A command whose append waits until the stalled requests are over.
 	slow := make(chan error, 1)
 	go func() {
-		var in client.CommandIn
+		var in wire.CommandIn
 		if err := json.Unmarshal([]byte(grantBody(uuid.NewString(), "slow")), &in); err != nil {
 			slow <- err
 			return
@@ -384,12 +385,12 @@ func TestAPI_StalledBodyTimesOut(t *testing.T) {
 				t.Fatalf("no answer to a stalled body: %v", err)
 			}
 			took := time.Since(start)
-			var eb client.ErrorBody
+			var eb wire.ErrorBody
 			if err := json.NewDecoder(answer.Body).Decode(&eb); err != nil || eb.Error == nil {
 				t.Fatalf("answer %d without an error body: %v", answer.StatusCode, err)
 			}
 			answer.Body.Close()
-			if diff := cmp.Diff(refusal{http.StatusRequestTimeout, api.CodeBodyTimeout, ""}, refusal{answer.StatusCode, eb.Error.Code, eb.Error.Field}); diff != "" {
+			if diff := cmp.Diff(refusal{http.StatusRequestTimeout, wire.CodeBodyTimeout, ""}, refusal{answer.StatusCode, eb.Error.Code, eb.Error.Field}); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if !answer.Close {
@@ -417,7 +418,7 @@ func TestAPI_StalledBodyTimesOut(t *testing.T) {
 	}
 	// The subscription outlived the bound too: it delivers the command's
 	// event, then what comes next.
-	if _, err := c.Append(ctx, "after", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+	if _, err := c.Append(ctx, "after", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -450,7 +451,7 @@ func TestAPI_SubscribeOutOfRange(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for range 3 {
-		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -474,9 +475,9 @@ func TestAPI_SubscribeOutOfRange(t *testing.T) {
 		}
 		t.Cleanup(func() { resp.Body.Close() })
 		if resp.StatusCode != http.StatusOK {
-			var eb client.ErrorBody
+			var eb wire.ErrorBody
 			_ = json.NewDecoder(resp.Body).Decode(&eb)
-			if eb.Error == nil || eb.Error.Code != api.CodeInvalidQuery || eb.Error.Message == "" {
+			if eb.Error == nil || eb.Error.Code != wire.CodeInvalidQuery || eb.Error.Message == "" {
 				t.Errorf("refusal %d without an invalid_query error: %+v", resp.StatusCode, eb.Error)
 			} else {
 				return resp.StatusCode, eb.Error.Field, nil
@@ -535,7 +536,7 @@ func TestAPI_SubscribeOutOfRange(t *testing.T) {
 			if status != http.StatusOK || from != head {
 				t.Fatalf("status %d, from %q; want 200 from the head, %s", status, from, head)
 			}
-			if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+			if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 				t.Fatal(err)
 			}
 			if id := next(t, ids); id != head {
@@ -552,7 +553,7 @@ func TestAPI_SubscribeOutOfRange(t *testing.T) {
 			t.Fatalf("status %d, from %q; want 200 from %s", status, from, want)
 		}
 		for range 4 {
-			if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+			if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -588,7 +589,7 @@ func TestAPI_SubscribeOutOfRange(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		var out client.ReadOut
+		var out wire.ReadOut
 		if err := json.Unmarshal(b, &out); err != nil || len(out.Events) != 0 || out.Next != nil {
 			t.Errorf("%s: %d events, next %v, %v; want an empty page", path, len(out.Events), out.Next, err)
 		}
@@ -620,14 +621,14 @@ func TestCommands_DerivedIDsUnreachable(t *testing.T) {
 	// The Go client gets the same refusal.
 	c := client.New(base, "")
 	before := store.Head()
-	_, err := c.Append(t.Context(), "notes", events.ExpectAny, []client.EventIn{{ID: derived.String(), Type: "Squat"}})
-	var ae *client.Error
+	_, err := c.Append(t.Context(), "notes", events.ExpectAny, []wire.EventIn{{ID: derived.String(), Type: "Squat"}})
+	var ae *wire.Error
 	if !errors.As(err, &ae) || ae.Code != events.CodeReservedEventID || ae.Field != "events[0].id" || store.Head() != before {
 		t.Fatalf("client append of the derived id: %v (field %q)", err, ae.Field)
 	}
 
 	// The command the attack aimed at goes through, with that very id.
-	var in client.CommandIn
+	var in wire.CommandIn
 	if err := json.Unmarshal([]byte(grantBody(cmdID.String(), "squatted")), &in); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/internal/quota"
+	"github.com/greffe/greffe/wire"
 )
 
 // What a reader can make the node hold, and its bounds (issue #20: 40
@@ -122,6 +123,6 @@ func acquire(w http.ResponseWriter, r *http.Request, q *quota.Quota, retryAfter 
 		msg = fmt.Sprintf("the node serves %d %s at once, the most it may (%s); retry later", limit, what, fields)
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-	writeError(w, &Error{Code: code, Message: msg, Details: map[string]any{"scope": string(refused), "limit": limit}})
+	writeError(w, &wire.Error{Code: code, Message: msg, Details: map[string]any{"scope": string(refused), "limit": limit}})
 	return nil, false
 }

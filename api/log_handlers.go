@@ -18,9 +18,8 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 func (s *Server) routes() {
@@ -37,7 +36,7 @@ func (s *Server) routes() {
 	s.proofRoutes()
 	s.streamRoutes() // api/streams.go
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
+		writeError(w, &wire.Error{Code: events.CodeNotFound, Message: fmt.Sprintf("no route %s %s; see docs/API.md", r.Method, r.URL.Path)})
 	})
 }
 
@@ -48,8 +47,6 @@ func (s *Server) routes() {
 type FailingLedger interface {
 	Failure() error
 }
-
-var _ FailingLedger = (*pebblelog.Store)(nil)
 
 // healthz is liveness: 200 while the process serves HTTP, whatever the
 // store's state. A store that failed is reported in the body (status
@@ -71,7 +68,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // missing ids and setting the actor. Ids in the commands' space are
 // refused (events.IsReservedEventID). Errors carry the JSON path under
 // base.
-func ToProposed(base string, in []client.EventIn, actor string) ([]events.Proposed, error) {
+func ToProposed(base string, in []wire.EventIn, actor string) ([]events.Proposed, error) {
 	out := make([]events.Proposed, len(in))
 	for i, e := range in {
 		id := uuid.New()
@@ -98,22 +95,22 @@ func ToProposed(base string, in []client.EventIn, actor string) ([]events.Propos
 }
 
 func (s *Server) appendStream(w http.ResponseWriter, r *http.Request) {
-	var body client.StreamAppendIn
+	var body wire.StreamAppendIn
 	if err := decodeStreamAppend(w, r, &body); err != nil { // api/appendbody.go
 		writeError(w, err)
 		return
 	}
 	stream := r.PathValue("stream")
 	if body.Stream != "" && body.Stream != stream {
-		writeError(w, &Error{Code: events.CodeInvalidStreamName, Field: "stream", Message: fmt.Sprintf("body names stream %q but the path names %q; drop the body field", body.Stream, stream)})
+		writeError(w, &wire.Error{Code: events.CodeInvalidStreamName, Field: "stream", Message: fmt.Sprintf("body names stream %q but the path names %q; drop the body field", body.Stream, stream)})
 		return
 	}
 	body.Stream = stream
-	s.doAppend(w, r, []client.StreamAppendIn{body}, false)
+	s.doAppend(w, r, []wire.StreamAppendIn{body}, false)
 }
 
 func (s *Server) appendMulti(w http.ResponseWriter, r *http.Request) {
-	var body client.AppendIn
+	var body wire.AppendIn
 	if err := decodeBody(w, r, &body); err != nil {
 		writeError(w, err)
 		return
@@ -124,7 +121,7 @@ func (s *Server) appendMulti(w http.ResponseWriter, r *http.Request) {
 // doAppend appends the entries of a body: one entry that is the body
 // itself (multi false: POST /v1/streams/{stream}), or those of
 // {"appends": [...]}.
-func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.StreamAppendIn, multi bool) {
+func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []wire.StreamAppendIn, multi bool) {
 	actor := PrincipalFrom(r.Context()).Name
 	req := events.AppendRequest{Streams: make([]events.StreamAppend, len(in))}
 	for i, sa := range in {
@@ -141,12 +138,12 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 			return
 		}
 		if events.IsSystemStream(sa.Stream) {
-			writeError(w, &Error{Code: events.CodeReservedStreamName, Field: streamField,
+			writeError(w, &wire.Error{Code: events.CodeReservedStreamName, Field: streamField,
 				Message: fmt.Sprintf("stream names starting with \"$\" are reserved (KurrentDB's $all and system streams); %q cannot be appended to, choose a name without the leading \"$\"", sa.Stream)})
 			return
 		}
 		if events.IsReserved(sa.Stream) {
-			writeError(w, &Error{Code: events.CodeReservedStream, Field: streamField,
+			writeError(w, &wire.Error{Code: events.CodeReservedStream, Field: streamField,
 				Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", sa.Stream)})
 			return
 		}
@@ -172,10 +169,10 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []client.St
 	writeAppendOut(w, o) // api/appendout.go: writeJSON(w, http.StatusOK, appendOut(o)), by hand
 }
 
-func appendOut(o events.Outcome) client.AppendOut {
-	out := client.AppendOut{Duplicate: o.Duplicate, Events: make([]client.AppendedEvent, len(o.Events))}
+func appendOut(o events.Outcome) wire.AppendOut {
+	out := wire.AppendOut{Duplicate: o.Duplicate, Events: make([]wire.AppendedEvent, len(o.Events))}
 	for i, e := range o.Events {
-		out.Events[i] = client.AppendedEvent{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, LeafHash: e.LeafHash[:], RecordedAt: e.RecordedAt}
+		out.Events[i] = wire.AppendedEvent{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, LeafHash: e.LeafHash[:], RecordedAt: e.RecordedAt}
 	}
 	return out
 }
@@ -189,12 +186,12 @@ func parseRead(r *http.Request) (events.ReadOptions, error) {
 		o.Direction = events.Backward
 		o.From = events.FromEnd
 	default:
-		return o, &Error{Code: CodeInvalidQuery, Field: "direction", Message: fmt.Sprintf("direction %q: use forward or backward", d)}
+		return o, &wire.Error{Code: wire.CodeInvalidQuery, Field: "direction", Message: fmt.Sprintf("direction %q: use forward or backward", d)}
 	}
 	if f := q.Get("from"); f != "" && f != "end" {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			return o, &Error{Code: CodeInvalidQuery, Field: "from", Message: fmt.Sprintf("from %q: use a non-negative integer or \"end\"", f)}
+			return o, &wire.Error{Code: wire.CodeInvalidQuery, Field: "from", Message: fmt.Sprintf("from %q: use a non-negative integer or \"end\"", f)}
 		}
 		o.From = v
 	} else if f == "end" {
@@ -203,7 +200,7 @@ func parseRead(r *http.Request) (events.ReadOptions, error) {
 	if l := q.Get("limit"); l != "" {
 		v, err := strconv.Atoi(l)
 		if err != nil || v < 1 || v > events.MaxReadLimit {
-			return o, &Error{Code: CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", l, events.MaxReadLimit)}
+			return o, &wire.Error{Code: wire.CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", l, events.MaxReadLimit)}
 		}
 		o.Limit = v
 	}
@@ -214,8 +211,8 @@ func parseRead(r *http.Request) (events.ReadOptions, error) {
 // readOut is a page's answer. next, where the following page starts, is
 // set when this one may have stopped before the end (events.ReadOptions.
 // Full): it holds its limit of events, or it reached the byte budget.
-func readOut(evs []events.Event, o events.ReadOptions, key func(events.Event) uint64) client.ReadOut {
-	out := client.ReadOut{Events: evs}
+func readOut(evs []events.Event, o events.ReadOptions, key func(events.Event) uint64) wire.ReadOut {
+	out := wire.ReadOut{Events: evs}
 	if out.Events == nil {
 		out.Events = []events.Event{}
 	}
@@ -285,7 +282,7 @@ func (s *Server) readAll(w http.ResponseWriter, r *http.Request) {
 func (s *Server) eventByID(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
-		writeError(w, &Error{Code: events.CodeInvalidEventID, Field: "id", Message: "the event id in the path is not a UUID"})
+		writeError(w, &wire.Error{Code: events.CodeInvalidEventID, Field: "id", Message: "the event id in the path is not a UUID"})
 		return
 	}
 	release, ok := s.provenRead(w, r, nil, false) // ?prove: capped (api/proven.go)
@@ -339,7 +336,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	default:
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "from",
+			writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "from",
 				Message: fmt.Sprintf("from %q: use a position (a decimal integer below 2^64) or \"end\"", f)})
 			return
 		}
@@ -348,7 +345,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		v, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "Last-Event-ID",
+			writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "Last-Event-ID",
 				Message: fmt.Sprintf("Last-Event-ID %q: send the id of the last event received, a position (a decimal integer below 2^64; %d means the end)", last, uint64(events.FromEnd))})
 			return
 		}
@@ -365,10 +362,10 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 		f.Types = strings.Split(t, ",")
 	}
 	if _, ok := w.(http.Flusher); !ok {
-		writeError(w, &Error{Code: CodeInternal, Message: "streaming unsupported by this connection"})
+		writeError(w, &wire.Error{Code: wire.CodeInternal, Message: "streaming unsupported by this connection"})
 		return
 	}
-	release, ok := acquire(w, r, s.quotas.subscriptions, retryAfterSubscriptions, CodeTooManySubscriptions, "SSE subscriptions",
+	release, ok := acquire(w, r, s.quotas.subscriptions, retryAfterSubscriptions, wire.CodeTooManySubscriptions, "SSE subscriptions",
 		"greffe serve --max-subscriptions-per-principal and --max-subscriptions") // api/limits.go
 	if !ok {
 		return
@@ -505,7 +502,7 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 	if sz := r.URL.Query().Get("size"); sz != "" {
 		n, perr := strconv.ParseUint(sz, 10, 64)
 		if perr != nil {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "size", Message: "size must be a non-negative integer"})
+			writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "size", Message: "size must be a non-negative integer"})
 			return
 		}
 		cp, err = s.ledger.CheckpointAt(r.Context(), n)
@@ -528,8 +525,8 @@ func (s *Server) checkpoint(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	h := s.ledger.Head()
-	out := client.InfoOut{LedgerID: s.ledger.LedgerID(), Origin: s.ledger.Origin(), NodeID: s.cfg.NodeID, Version: s.cfg.Version,
-		VerifierKeys: s.cfg.Verifiers(), Head: client.HeadOut{Size: h.Size, Root: base64.StdEncoding.EncodeToString(h.Root[:])}, Build: s.cfg.Build}
+	out := wire.InfoOut{LedgerID: s.ledger.LedgerID(), Origin: s.ledger.Origin(), NodeID: s.cfg.NodeID, Version: s.cfg.Version,
+		VerifierKeys: s.cfg.Verifiers(), Head: wire.HeadOut{Size: h.Size, Root: base64.StdEncoding.EncodeToString(h.Root[:])}, Build: s.cfg.Build}
 	if h.RecordedAt != 0 {
 		out.Head.RecordedAt = time.Unix(0, h.RecordedAt).UTC()
 	}

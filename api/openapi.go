@@ -14,8 +14,8 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/greffe/greffe/aggregates"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // The OpenAPI 3.1 document of the HTTP API (issue #15), served at GET
@@ -132,7 +132,7 @@ func buildOpenAPI(n OpenAPINotes, lookup func(key string)) ([]byte, error) {
 	if err := b.add("WireEvent", WireEvent{}); err != nil {
 		return nil, err
 	}
-	if err := b.add("CommandIn", client.CommandIn{}); err != nil {
+	if err := b.add("CommandIn", wire.CommandIn{}); err != nil {
 		return nil, err
 	}
 	b.defs[schemaErrorCode] = b.errorCodes()

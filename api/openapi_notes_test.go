@@ -34,7 +34,7 @@ import (
 const module = "github.com/greffe/greffe"
 
 // codeFiles are the packages whose Code… constants are the API's codes.
-var codeDirs = []string{"events", "api", "commands", "projections", "replicator", "aggregates"}
+var codeDirs = []string{"events", "wire", "commands", "projections", "replicator", "aggregates"}
 
 // extractNotes reads the notes from the source tree; root is the module's
 // folder.
@@ -42,7 +42,7 @@ func extractNotes(t *testing.T, root string) OpenAPINotes {
 	t.Helper()
 	n := OpenAPINotes{Comments: map[string]string{}, Codes: map[string]string{}}
 	r := &jsonschema.Reflector{}
-	for _, d := range []string{"aggregates", "events", "client", "commands", "api", "replicator"} {
+	for _, d := range []string{"aggregates", "events", "wire", "commands", "api"} {
 		if err := addComments(r, root, d); err != nil {
 			t.Fatal(err)
 		}

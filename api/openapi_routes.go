@@ -5,8 +5,7 @@ import (
 	"strings"
 
 	"github.com/greffe/greffe/aggregates"
-	"github.com/greffe/greffe/client"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // routeDoc documents one route of the route table for the OpenAPI
@@ -44,40 +43,40 @@ func routeDocs() []routeDoc {
 	return []routeDoc{
 		{Pattern: "GET /healthz", Summary: "liveness: 200 while the process serves", Out: HealthOut{}, Public: true},
 		{Pattern: "GET /v1/openapi.json", Summary: "this document", Out: map[string]any{}, Query: [][2]string{qConsistency}},
-		{Pattern: "GET /v1/info", Summary: "ledger id, origin, node id, version, verifier keys, head, and the build (greffe version)", Out: client.InfoOut{}, Query: [][2]string{qConsistency}},
-		{Pattern: "POST /v1/streams/{stream}", Summary: "append events to one stream, under a condition", In: client.StreamAppendIn{}, Out: client.AppendOut{},
+		{Pattern: "GET /v1/info", Summary: "ledger id, origin, node id, version, verifier keys, head, and the build (greffe version)", Out: wire.InfoOut{}, Query: [][2]string{qConsistency}},
+		{Pattern: "POST /v1/streams/{stream}", Summary: "append events to one stream, under a condition", In: wire.StreamAppendIn{}, Out: wire.AppendOut{},
 			Query: [][2]string{qProve, qTrusted, qQuorum}},
-		{Pattern: "POST /v1/append", Summary: "append to several streams atomically", In: client.AppendIn{}, Out: client.AppendOut{},
+		{Pattern: "POST /v1/append", Summary: "append to several streams atomically", In: wire.AppendIn{}, Out: wire.AppendOut{},
 			Query: [][2]string{qProve, qTrusted, qQuorum}},
-		{Pattern: "GET /v1/streams", Summary: "list streams by name with their version and last position", Out: client.StreamsOut{},
+		{Pattern: "GET /v1/streams", Summary: "list streams by name with their version and last position", Out: wire.StreamsOut{},
 			Query: [][2]string{{"prefix", "only streams whose name starts with it"}, {"after", "start after this name (the last of the previous page)"},
 				{"limit", "at most this many (default and maximum in docs/API.md)"}, qConsistency}},
-		{Pattern: "GET /v1/streams/{stream}", Summary: "read one stream by version", Out: client.ReadOut{}, Query: page},
-		{Pattern: "GET /v1/all", Summary: "read the global log by position (format=entries: the stored bytes, application/x-greffe-entries)", Out: client.ReadOut{},
+		{Pattern: "GET /v1/streams/{stream}", Summary: "read one stream by version", Out: wire.ReadOut{}, Query: page},
+		{Pattern: "GET /v1/all", Summary: "read the global log by position (format=entries: the stored bytes, application/x-greffe-entries)", Out: wire.ReadOut{},
 			Query: append([][2]string{{"format", "json (default) or entries"}}, page...)},
 		{Pattern: "GET /v1/events/{id}", Summary: "one event by id", Out: schemaEvent, Query: [][2]string{qProve, qTrusted, qQuorum, qConsistency}},
 		{Pattern: "GET /v1/subscribe", Summary: "Server-Sent Events: catch-up then live; id = position, event = type, data = the event", ContentType: "text/event-stream",
 			Query: [][2]string{{"from", "a position, or end"}, {"stream_prefix", "only streams with this prefix"}, {"types", "only these types, comma-separated"}, qConsistency}},
 		{Pattern: "GET /v1/checkpoint", Summary: "the latest signed checkpoint note, with its witnesses' cosignatures", ContentType: "text/plain",
 			Query: [][2]string{{"size", "the checkpoint of this size"}, qQuorum, qConsistency}},
-		{Pattern: "GET /v1/proof/inclusion", Summary: "an RFC 6962 inclusion proof", Out: client.InclusionOut{},
+		{Pattern: "GET /v1/proof/inclusion", Summary: "an RFC 6962 inclusion proof", Out: wire.InclusionOut{},
 			Query: [][2]string{{"position", "the event's position"}, {"size", "the tree size (default the latest checkpoint's)"}, qConsistency}},
-		{Pattern: "GET /v1/proof/consistency", Summary: "an RFC 6962 consistency proof", Out: client.ConsistencyOut{},
+		{Pattern: "GET /v1/proof/consistency", Summary: "an RFC 6962 consistency proof", Out: wire.ConsistencyOut{},
 			Query: [][2]string{{"from", "the older size"}, {"to", "the newer size (default the latest checkpoint's)"}, qConsistency}},
 		{Pattern: "GET /tlog/checkpoint", Summary: "C2SP tlog-tiles: the checkpoint", ContentType: "text/plain", Query: [][2]string{qConsistency}},
 		{Pattern: "GET /tlog/tile/entries/{n...}", Summary: "C2SP tlog-tiles: an entry bundle", ContentType: "application/octet-stream", Query: [][2]string{qConsistency}},
 		{Pattern: "GET /tlog/tile/{level}/{n...}", Summary: "C2SP tlog-tiles: a hash tile", ContentType: "application/octet-stream", Query: [][2]string{qConsistency}},
-		{Pattern: "POST /v1/commands", Summary: "send one command (docs/COMMANDS.md); a gate's refusal is a 422, recorded", In: schemaCommand, Out: client.CommandOut{},
+		{Pattern: "POST /v1/commands", Summary: "send one command (docs/COMMANDS.md); a gate's refusal is a 422, recorded", In: schemaCommand, Out: wire.CommandOut{},
 			Query: [][2]string{qProve, qTrusted, qQuorum}},
 		{Pattern: "GET /v1/policy", Summary: "the node's policy", Out: aggregates.Policy{}, Query: [][2]string{qConsistency}},
-		{Pattern: "GET /v1/projections", Summary: "every read model: position, head, lag", Out: client.ProjectionsOut{}, Query: [][2]string{qConsistency}},
+		{Pattern: "GET /v1/projections", Summary: "every read model: position, head, lag", Out: wire.ProjectionsOut{}, Query: [][2]string{qConsistency}},
 		{Pattern: "GET /v1/projections/{name}", Summary: "one read model's rows", Out: ProjectionOut{},
 			Query: [][2]string{{"at", "a log position (as of it) or an RFC 3339 time"}, {"time", "judge timed rows at this RFC 3339 time"},
 				{"key", "only this row"}, {"min_position", "wait up to 10 s for the projection to fold this many events"}, qConsistency}},
-		{Pattern: "GET /v1/cluster/status", Summary: "the cluster's members, leader and indexes", Out: replicator.Status{}, Query: [][2]string{qConsistency}},
-		{Pattern: "POST /v1/cluster/join", Summary: "add a voter (operator)", In: replicator.JoinRequest{}, Out: replicator.Status{}},
-		{Pattern: "POST /v1/cluster/remove", Summary: "remove a member (operator)", In: NodeIn{}, Out: replicator.Status{}},
-		{Pattern: "POST /v1/cluster/transfer-leader", Summary: "hand leadership to a member (operator)", In: NodeIn{}, Out: replicator.Status{}},
+		{Pattern: "GET /v1/cluster/status", Summary: "the cluster's members, leader and indexes", Out: wire.Status{}, Query: [][2]string{qConsistency}},
+		{Pattern: "POST /v1/cluster/join", Summary: "add a voter (operator)", In: wire.JoinRequest{}, Out: wire.Status{}},
+		{Pattern: "POST /v1/cluster/remove", Summary: "remove a member (operator)", In: wire.NodeIn{}, Out: wire.Status{}},
+		{Pattern: "POST /v1/cluster/transfer-leader", Summary: "hand leadership to a member (operator)", In: wire.NodeIn{}, Out: wire.Status{}},
 		{Pattern: "GET /v1/backup", Summary: "a consistent backup of this node (operator, admin)", ContentType: "application/x-tar",
 			Query: [][2]string{{"include_keys", "true: the node's private keys too (admin only; 403 backup_keys_admin_only otherwise)"},
 				{"keys", "the former parameter: false is the default now, true the same as include_keys=true"}, qConsistency}},
@@ -149,7 +148,7 @@ func (b *schemaBuilder) operation(rd routeDoc) (map[string]any, error) {
 	default:
 		return nil, fmt.Errorf("%s: neither Out nor ContentType", rd.Pattern)
 	}
-	if err := b.add("ErrorBody", client.ErrorBody{}); err != nil {
+	if err := b.add("ErrorBody", wire.ErrorBody{}); err != nil {
 		return nil, err
 	}
 	op["responses"] = map[string]any{

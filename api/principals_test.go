@@ -19,6 +19,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // Issue #20, "Principals, not free text": each attack is tried as an
@@ -65,17 +66,17 @@ func newPrincipalsNode(t *testing.T) *principalsNode {
 
 // send sends one command with token and returns its answer: the events
 // appended, or the error's status and code.
-func (n *principalsNode) send(token, command string, data any) (client.CommandOut, *client.Error) {
+func (n *principalsNode) send(token, command string, data any) (wire.CommandOut, *wire.Error) {
 	n.t.Helper()
 	b, err := json.Marshal(data)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	out, err := client.New(n.base, token).Command(n.t.Context(), client.CommandIn{Command: command, ID: uuid.NewString(), Data: b})
+	out, err := client.New(n.base, token).Command(n.t.Context(), wire.CommandIn{Command: command, ID: uuid.NewString(), Data: b})
 	if err == nil {
 		return out, nil
 	}
-	var ce *client.Error
+	var ce *wire.Error
 	if !errors.As(err, &ce) {
 		n.t.Fatalf("%s: %v", command, err)
 	}
@@ -83,7 +84,7 @@ func (n *principalsNode) send(token, command string, data any) (client.CommandOu
 }
 
 // must sends a command that must be appended.
-func (n *principalsNode) must(token, command string, data any) client.CommandOut {
+func (n *principalsNode) must(token, command string, data any) wire.CommandOut {
 	n.t.Helper()
 	out, ce := n.send(token, command, data)
 	if ce != nil {
@@ -164,7 +165,7 @@ func bytesOf(b byte, n int) []byte {
 
 // measured requests a measurement (as the admin), has executor claim it
 // (with its own token) and records result, signed with the executor's key.
-func (n *principalsNode) measured(req aggregates.RequestMeasurement, executorToken, executor string, mod func(*aggregates.MeasurementResult)) client.CommandOut {
+func (n *principalsNode) measured(req aggregates.RequestMeasurement, executorToken, executor string, mod func(*aggregates.MeasurementResult)) wire.CommandOut {
 	n.t.Helper()
 	req.Host, req.Timeout, req.OutputCapBytes = principalsHost, aggregates.D(time.Minute), 4096
 	n.must(rootToken, "RequestMeasurement", req)
@@ -205,7 +206,7 @@ func (n *principalsNode) declared(name string) {
 
 // probed records a signed models probe of provider by gpu1 and returns
 // the ProbeRecorded event it derived.
-func (n *principalsNode) probed(provider, id string) client.CommandEvent {
+func (n *principalsNode) probed(provider, id string) wire.CommandEvent {
 	n.t.Helper()
 	out := n.measured(aggregates.RequestMeasurement{MeasurementID: id, Kind: aggregates.MeasurementProbe, Provider: provider,
 		Argv: []string{aggregates.ProbeModels, principalsEndpoint}}, gpu1Token, "gpu1", func(r *aggregates.MeasurementResult) {
@@ -218,7 +219,7 @@ func (n *principalsNode) probed(provider, id string) client.CommandEvent {
 		}
 	}
 	n.t.Fatalf("the signed probe derived no ProbeRecorded: %+v", out.Events)
-	return client.CommandEvent{}
+	return wire.CommandEvent{}
 }
 
 func liveState(n *principalsNode, provider string) (bool, string) {
@@ -229,7 +230,7 @@ func liveState(n *principalsNode, provider string) (bool, string) {
 
 // claimOn proposes a claim resting on ev about provider and tries to
 // accept it (as the writer).
-func (n *principalsNode) claimOn(id string, subject aggregates.ClaimSubject, tag string, ev uuid.UUID) *client.Error {
+func (n *principalsNode) claimOn(id string, subject aggregates.ClaimSubject, tag string, ev uuid.UUID) *wire.Error {
 	n.t.Helper()
 	n.must(aliceToken, "ProposeClaim", aggregates.ProposeClaim{ClaimID: id, Statement: "it is live",
 		Scope: aggregates.ClaimScope{Subjects: []aggregates.ClaimSubject{subject}, ModelTag: tag}, Evidence: []uuid.UUID{ev}})

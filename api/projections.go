@@ -6,22 +6,39 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // maxProjectionWait bounds how long GET /v1/projections/{name} waits for
 // min_position before answering projection_lagging.
 const maxProjectionWait = 10 * time.Second
 
+// ReadModels is what the projection routes need from the node's read
+// models (*projections.Set implements it; node wires it). Every method is
+// safe for concurrent use.
+type ReadModels interface {
+	// Status returns where every projection stands, sorted by name.
+	Status() []projections.Status
+	// Render renders the live projection name for q (a zero q.Time: the
+	// node's clock), with the position rendered.
+	Render(name string, q projections.Query) ([]byte, uint64, error)
+	// RenderAt renders projection name as of the log prefix [0, upto),
+	// replayed, judged at q.Time (zero: the time of the event at upto).
+	RenderAt(ctx context.Context, name string, upto uint64, q projections.Query) ([]byte, error)
+	// WaitFor waits until projection name has folded the first position
+	// events, or ctx ends (a *projections.LaggingError).
+	WaitFor(ctx context.Context, name string, position uint64) error
+}
+
 // MountProjections adds GET /v1/projections (status and lag) and GET
 // /v1/projections/{name} (readers). Call it before Serve.
-func (s *Server) MountProjections(set *projections.Set) {
+func (s *Server) MountProjections(set ReadModels) {
 	s.Handle("GET /v1/projections", func(w http.ResponseWriter, r *http.Request) {
-		out := client.ProjectionsOut{Head: s.ledger.Head().Size, Projections: []client.ProjectionStatus{}}
+		out := wire.ProjectionsOut{Head: s.ledger.Head().Size, Projections: []wire.ProjectionStatus{}}
 		for _, st := range set.Status() {
 			spec, _ := projections.SpecByName(st.Name)
-			out.Projections = append(out.Projections, client.ProjectionStatus{Name: st.Name, Description: spec.Description, Timed: spec.Timed,
+			out.Projections = append(out.Projections, wire.ProjectionStatus{Name: st.Name, Description: spec.Description, Timed: spec.Timed,
 				Position: st.Position, Committed: st.Committed, Head: st.Head, Lag: st.Lag, Error: st.Error})
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -70,7 +87,7 @@ func projectionQuery(r *http.Request) (projections.Query, *uint64, uint64, error
 	var q projections.Query
 	var at *uint64
 	bad := func(field, msg string) error {
-		return &Error{Code: CodeInvalidQuery, Field: field, Message: msg}
+		return &wire.Error{Code: wire.CodeInvalidQuery, Field: field, Message: msg}
 	}
 	if s := v.Get("time"); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)

@@ -9,8 +9,8 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/tessera/api/layout"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func (s *Server) proofRoutes() {
@@ -26,13 +26,13 @@ func queryUint(r *http.Request, name string, def uint64, required bool) (uint64,
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		if required {
-			return 0, &Error{Code: CodeInvalidQuery, Field: name, Message: name + " is required"}
+			return 0, &wire.Error{Code: wire.CodeInvalidQuery, Field: name, Message: name + " is required"}
 		}
 		return def, nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, &Error{Code: CodeInvalidQuery, Field: name, Message: fmt.Sprintf("%s %q must be a non-negative integer", name, v)}
+		return 0, &wire.Error{Code: wire.CodeInvalidQuery, Field: name, Message: fmt.Sprintf("%s %q must be a non-negative integer", name, v)}
 	}
 	return n, nil
 }
@@ -56,11 +56,11 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case size == 0:
-		writeError(w, &Error{Code: events.CodeNotFound, Field: "size",
+		writeError(w, &wire.Error{Code: events.CodeNotFound, Field: "size",
 			Message: "the empty tree (size 0) has no leaves: no inclusion proof exists in it"})
 		return
 	case size > head.Size || pos >= size:
-		writeError(w, &Error{Code: events.CodeNotFound,
+		writeError(w, &wire.Error{Code: events.CodeNotFound,
 			Message: fmt.Sprintf("need position < size <= head; got position %d, size %d, head %d", pos, size, head.Size)})
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.InclusionOut{Position: pos, Size: size, LeafHash: leaf[0], Root: root[:], Hashes: hashes})
+	writeJSON(w, http.StatusOK, wire.InclusionOut{Position: pos, Size: size, LeafHash: leaf[0], Root: root[:], Hashes: hashes})
 }
 
 // consistencyProof serves GET /v1/proof/consistency?from=A&to=B (to
@@ -101,7 +101,7 @@ func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if from > to || to > head.Size {
-		writeError(w, &Error{Code: events.CodeNotFound,
+		writeError(w, &wire.Error{Code: events.CodeNotFound,
 			Message: fmt.Sprintf("need from <= to <= head; got from %d, to %d, head %d", from, to, head.Size)})
 		return
 	}
@@ -123,7 +123,7 @@ func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.ConsistencyOut{From: from, To: to, RootFrom: r1[:], RootTo: r2[:], Hashes: hashes})
+	writeJSON(w, http.StatusOK, wire.ConsistencyOut{From: from, To: to, RootFrom: r1[:], RootTo: r2[:], Hashes: hashes})
 }
 
 // rootAt returns the root of the first size events: SHA-256 of the empty
@@ -145,14 +145,14 @@ func (s *Server) rootAt(r *http.Request, head events.Head, size uint64) ([32]byt
 func tileParams(n string, count uint64) (index, width uint64, full bool, err error) {
 	idx, p, perr := layout.ParseTileIndexPartial(n)
 	if perr != nil {
-		return 0, 0, false, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("tile index %q: %v", n, perr)}
+		return 0, 0, false, &wire.Error{Code: events.CodeNotFound, Message: fmt.Sprintf("tile index %q: %v", n, perr)}
 	}
 	width = layout.TileWidth
 	if p > 0 {
 		width = uint64(p)
 	}
 	if idx*layout.TileWidth+width > count {
-		return 0, 0, false, &Error{Code: events.CodeNotFound, Message: fmt.Sprintf("tile %s is beyond the log", n)}
+		return 0, 0, false, &wire.Error{Code: events.CodeNotFound, Message: fmt.Sprintf("tile %s is beyond the log", n)}
 	}
 	return idx, width, p == 0, nil
 }
@@ -170,7 +170,7 @@ func tileCache(w http.ResponseWriter, full bool) {
 func (s *Server) hashTile(w http.ResponseWriter, r *http.Request) {
 	level, err := layout.ParseTileLevel(r.PathValue("level"))
 	if err != nil || level*8 >= 64 {
-		writeError(w, &Error{Code: events.CodeNotFound, Message: "tile level must be 0 to 7"})
+		writeError(w, &wire.Error{Code: events.CodeNotFound, Message: "tile level must be 0 to 7"})
 		return
 	}
 	base := uint(level * 8)

@@ -18,6 +18,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // fill appends n events in appends of up to 1,000 and returns the
@@ -149,7 +150,7 @@ func TestProofs_HTTP(t *testing.T) {
 	}
 	for s := uint64(0); s <= size; s++ {
 		for i := uint64(0); i < s; i++ {
-			var out client.InclusionOut
+			var out wire.InclusionOut
 			if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/inclusion?position=%d&size=%d", i, s), nil, &out); err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +162,7 @@ func TestProofs_HTTP(t *testing.T) {
 			}
 		}
 		for s1 := uint64(0); s1 <= s; s1++ {
-			var out client.ConsistencyOut
+			var out wire.ConsistencyOut
 			if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", s1, s), nil, &out); err != nil {
 				t.Fatal(err)
 			}
@@ -199,11 +200,11 @@ func TestProofs_HTTP(t *testing.T) {
 		})
 	}
 	// The empty tree, with to defaulting to the head.
-	var out client.ConsistencyOut
+	var out wire.ConsistencyOut
 	if err := c.Do(ctx, http.MethodGet, "/v1/proof/consistency?from=0", nil, &out); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(client.ConsistencyOut{From: 0, To: size, RootFrom: events.EmptyRoot[:], RootTo: ref.HashAt(size), Hashes: [][]byte{}}, out); diff != "" {
+	if diff := cmp.Diff(wire.ConsistencyOut{From: 0, To: size, RootFrom: events.EmptyRoot[:], RootTo: ref.HashAt(size), Hashes: [][]byte{}}, out); diff != "" {
 		t.Errorf("from the empty tree (-want +got):\n%s", diff)
 	}
 }

@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // Proven answers (docs/API.md): ?prove=1 on a read (an event by id, a
@@ -42,11 +41,6 @@ type Cosignatures interface {
 	Quorum() int
 	Witnesses() int
 }
-
-// CodeCheckpointNotWitnessed: no checkpoint covering the answer was
-// cosigned by the witness quorum asked for within maxWitnessWait (503,
-// Retry-After). Stable.
-const CodeCheckpointNotWitnessed = "checkpoint_not_witnessed"
 
 // maxWitnessWait bounds how long a proven answer waits for a checkpoint
 // that enough witnesses cosigned: a witness round trip takes milliseconds;
@@ -81,7 +75,7 @@ func (s *Server) provenRead(w http.ResponseWriter, r *http.Request, o *events.Re
 	if mode == "" {
 		return noRelease, true
 	}
-	release, ok = acquire(w, r, s.quotas.proven, retryAfterProven, CodeTooManyProvenReads, "proven reads",
+	release, ok = acquire(w, r, s.quotas.proven, retryAfterProven, wire.CodeTooManyProvenReads, "proven reads",
 		"api.Config.MaxProvenReadsPerPrincipal and MaxProvenReads")
 	if ok && o != nil && !(global && mode == "range") {
 		o.Limit = min(o.EffectiveLimit(), maxProvenEntries)
@@ -100,7 +94,7 @@ func parseProve(r *http.Request) (p proofRequest, ok bool, err error) {
 	case "range":
 		p.ranged = true
 	default:
-		return p, false, &Error{Code: CodeInvalidQuery, Field: "prove", Message: "prove is 1 (or true) to add the proof to the answer, or range to prove a run of consecutive positions with one range proof"}
+		return p, false, &wire.Error{Code: wire.CodeInvalidQuery, Field: "prove", Message: "prove is 1 (or true) to add the proof to the answer, or range to prove a run of consecutive positions with one range proof"}
 	}
 	if p.trusted, err = queryUint(r, "trusted", 0, false); err != nil {
 		return p, false, err
@@ -119,7 +113,7 @@ func witnessQuorum(r *http.Request) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > maxWitnessQuorum {
-		return 0, &Error{Code: CodeInvalidQuery, Field: "witness_quorum", Message: fmt.Sprintf("witness_quorum %q: use 0 to %d", v, maxWitnessQuorum)}
+		return 0, &wire.Error{Code: wire.CodeInvalidQuery, Field: "witness_quorum", Message: fmt.Sprintf("witness_quorum %q: use 0 to %d", v, maxWitnessQuorum)}
 	}
 	return n, nil
 }
@@ -158,12 +152,12 @@ func (s *Server) proven(w http.ResponseWriter, r *http.Request, answer any, posi
 	if err == nil && !ok {
 		return false
 	}
-	var proof *client.Proof
+	var proof *wire.Proof
 	if err == nil {
 		proof, err = s.buildProof(r.Context(), p, positions)
 	}
 	if err != nil && !write {
-		if toAPIError(err).Code == CodeCheckpointNotWitnessed {
+		if toAPIError(err).Code == wire.CodeCheckpointNotWitnessed {
 			w.Header().Set("Retry-After", "1")
 		}
 		writeError(w, err)
@@ -193,12 +187,12 @@ func (s *Server) proven(w http.ResponseWriter, r *http.Request, answer any, posi
 // buildProof builds the proof of the events at positions: the checkpoint,
 // the consistency proof from p.trusted, and each event's bytes and
 // inclusion proof.
-func (s *Server) buildProof(ctx context.Context, p proofRequest, positions []uint64) (*client.Proof, error) {
+func (s *Server) buildProof(ctx context.Context, p proofRequest, positions []uint64) (*wire.Proof, error) {
 	cp, err := s.proofCheckpoint(ctx, p, positions)
 	if err != nil {
 		return nil, err
 	}
-	out := &client.Proof{Checkpoint: string(cp.Note), Trusted: p.trusted, Consistency: [][]byte{}, Entries: make([]client.ProvenEntry, len(positions))}
+	out := &wire.Proof{Checkpoint: string(cp.Note), Trusted: p.trusted, Consistency: [][]byte{}, Entries: make([]wire.ProvenEntry, len(positions))}
 	if p.trusted > 0 && p.trusted < cp.Size {
 		if out.Consistency, err = events.ConsistencyProof(ctx, s.ledger, p.trusted, cp.Size); err != nil {
 			return nil, err
@@ -213,7 +207,7 @@ func (s *Server) buildProof(ctx context.Context, p proofRequest, positions []uin
 			return nil, err
 		}
 		for i, pos := range positions {
-			out.Entries[i] = client.ProvenEntry{Position: pos, Entry: raws[i], Hashes: [][]byte{}}
+			out.Entries[i] = wire.ProvenEntry{Position: pos, Entry: raws[i], Hashes: [][]byte{}}
 		}
 		return out, nil
 	}
@@ -222,7 +216,7 @@ func (s *Server) buildProof(ctx context.Context, p proofRequest, positions []uin
 		if err != nil {
 			return nil, err
 		}
-		out.Entries[i] = client.ProvenEntry{Position: pos, Entry: raws[i], Hashes: hashes}
+		out.Entries[i] = wire.ProvenEntry{Position: pos, Entry: raws[i], Hashes: hashes}
 	}
 	return out, nil
 }
@@ -237,8 +231,8 @@ func (s *Server) proofCheckpoint(ctx context.Context, p proofRequest, positions 
 	cs := s.cfg.Cosignatures
 	if p.quorum == 0 || cs == nil || p.quorum > cs.Witnesses() {
 		cp, err := s.ledger.LatestCheckpoint(ctx)
-		if errors.Is(err, pebblelog.ErrNoSigner) {
-			return cp, &Error{Code: CodeUnavailable, Message: "the node has no checkpoint signing key yet: nothing can be proven"}
+		if errors.Is(err, events.ErrNoSigner) {
+			return cp, &wire.Error{Code: wire.CodeUnavailable, Message: "the node has no checkpoint signing key yet: nothing can be proven"}
 		}
 		if err != nil || cs == nil {
 			return cp, err
@@ -251,7 +245,7 @@ func (s *Server) proofCheckpoint(ctx context.Context, p proofRequest, positions 
 	defer cancel()
 	cp, err := cs.WaitCosigned(wctx, need, p.quorum)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return cp, &Error{Code: CodeCheckpointNotWitnessed,
+		return cp, &wire.Error{Code: wire.CodeCheckpointNotWitnessed,
 			Message: fmt.Sprintf("no checkpoint of at least %d events was cosigned by %d of the node's witnesses within %s (GET /metrics: greffe_witness_*); retry later", need, p.quorum, maxWitnessWait)}
 	}
 	return cp, err
@@ -282,8 +276,8 @@ func oneRun(positions []uint64) (begin, end uint64, ok bool) {
 // the root (transparency-dev/merkle's compact ranges). Two ranges of at
 // most log2(size) hashes each, where a page of n events proven one by one
 // carries n inclusion proofs of about log2(size) hashes.
-func rangeProof(ctx context.Context, r events.HashReader, begin, end, size uint64) (*client.RangeProof, error) {
-	out := &client.RangeProof{Begin: begin, End: end}
+func rangeProof(ctx context.Context, r events.HashReader, begin, end, size uint64) (*wire.RangeProof, error) {
+	out := &wire.RangeProof{Begin: begin, End: end}
 	var err error
 	if out.Left, err = events.RangeHashes(ctx, r, 0, begin); err != nil {
 		return nil, err
@@ -358,7 +352,7 @@ func appendedPositions(o events.Outcome) []uint64 {
 }
 
 // commandPositions returns the positions of a command's events.
-func commandPositions(out client.CommandOut) []uint64 {
+func commandPositions(out wire.CommandOut) []uint64 {
 	ps := make([]uint64, len(out.Events))
 	for i := range out.Events {
 		ps[i] = out.Events[i].Position

@@ -9,6 +9,7 @@ import (
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestAPI_Proven: ?prove=1 adds the checkpoint and one inclusion proof per
@@ -19,7 +20,7 @@ func TestAPI_Proven(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for range 5 {
-		if _, err := c.Append(t.Context(), "a", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
+		if _, err := c.Append(t.Context(), "a", events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +52,7 @@ func TestAPI_Proven(t *testing.T) {
 			t.Fatalf("entry %d of a range-proven page: position %d, %d hashes", i, e.Position, len(e.Hashes))
 		}
 	}
-	ap, err := c.AppendProven(t.Context(), "a", events.ExpectAny, []client.EventIn{{Type: "T"}}, client.ProofQuery{})
+	ap, err := c.AppendProven(t.Context(), "a", events.ExpectAny, []wire.EventIn{{Type: "T"}}, client.ProofQuery{})
 	if err != nil || ap.Proof == nil || ap.ProofError != nil || len(ap.Proof.Entries) != 1 || ap.Proof.Entries[0].Position != 5 {
 		t.Fatalf("proven append: %+v, %v", ap, err)
 	}
@@ -62,7 +63,7 @@ func TestAPI_Proven(t *testing.T) {
 		{"/v1/checkpoint?witness_quorum=x", "witness_quorum"},
 	} {
 		_, err := c.Get(t.Context(), tc.path)
-		var ae *client.Error
+		var ae *wire.Error
 		if !errors.As(err, &ae) || ae.Code != "invalid_query" || ae.Status != 400 || ae.Field != tc.field {
 			t.Fatalf("%s: %v, want 400 invalid_query on %s", tc.path, err, tc.field)
 		}
@@ -79,12 +80,12 @@ func TestAPI_RangeProofsOfEveryRange(t *testing.T) {
 	c := client.New(n.url, "")
 	const size = 37
 	for range size {
-		if _, err := c.Append(t.Context(), "r", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
+		if _, err := c.Append(t.Context(), "r", events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	root := n.store.Head().Root
-	leaves := func(p *client.Proof) [][]byte {
+	leaves := func(p *wire.Proof) [][]byte {
 		out := make([][]byte, len(p.Entries))
 		for i, e := range p.Entries {
 			h := events.LeafHash(e.Entry)

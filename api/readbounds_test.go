@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // Issue #20, finding 10: a reader could make the node hold memory without
@@ -121,7 +122,7 @@ func getAs(t *testing.T, ctx context.Context, url, token string) answered {
 	if resp.StatusCode == http.StatusOK {
 		return answered{Response: resp}
 	}
-	var eb client.ErrorBody
+	var eb wire.ErrorBody
 	b, _ := io.ReadAll(resp.Body)
 	if json.Unmarshal(b, &eb) != nil || eb.Error == nil {
 		t.Fatalf("GET %s: %d without an error body: %s", url, resp.StatusCode, b)
@@ -214,9 +215,9 @@ func appendLarge(t testing.TB, c *client.Client, stream string, n, size int) {
 	pad := strings.Repeat("p", size)
 	for n > 0 {
 		k := min(n, (3<<20)/size)
-		evs := make([]client.EventIn, k)
+		evs := make([]wire.EventIn, k)
 		for i := range evs {
-			evs[i] = client.EventIn{Type: "Large", Data: json.RawMessage(fmt.Sprintf(`{"pad":%q}`, pad))}
+			evs[i] = wire.EventIn{Type: "Large", Data: json.RawMessage(fmt.Sprintf(`{"pad":%q}`, pad))}
 		}
 		if _, err := c.Append(t.Context(), stream, events.ExpectAny, evs); err != nil {
 			t.Fatal(err)
@@ -308,7 +309,7 @@ func TestRead_PagesBoundedInBytes(t *testing.T) {
 	if b := pageBytes(first.Events); b > 8<<20 {
 		t.Fatalf("first page holds %d bytes of events, above 8 MiB", b)
 	}
-	type pager func(from uint64) (client.ReadOut, error)
+	type pager func(from uint64) (wire.ReadOut, error)
 	walk := func(t *testing.T, from uint64, read pager, key func(events.Event) uint64) []uint64 {
 		t.Helper()
 		var got []uint64
@@ -351,16 +352,16 @@ func TestRead_PagesBoundedInBytes(t *testing.T) {
 		key  func(events.Event) uint64
 		want []uint64
 	}{
-		{"global forward", 0, func(from uint64) (client.ReadOut, error) {
+		{"global forward", 0, func(from uint64) (wire.ReadOut, error) {
 			return c.ReadAll(t.Context(), events.ReadOptions{From: from, Limit: events.MaxReadLimit})
 		}, pos, seq(0, count-1)},
-		{"global backward", events.FromEnd, func(from uint64) (client.ReadOut, error) {
+		{"global backward", events.FromEnd, func(from uint64) (wire.ReadOut, error) {
 			return c.ReadAll(t.Context(), events.ReadOptions{From: from, Limit: events.MaxReadLimit, Direction: events.Backward})
 		}, pos, seq(count-1, 0)},
-		{"stream forward", 0, func(from uint64) (client.ReadOut, error) {
+		{"stream forward", 0, func(from uint64) (wire.ReadOut, error) {
 			return c.ReadStream(t.Context(), "big", events.ReadOptions{From: from, Limit: events.MaxReadLimit})
 		}, ver, seq(0, count-1)},
-		{"stream backward", events.FromEnd, func(from uint64) (client.ReadOut, error) {
+		{"stream backward", events.FromEnd, func(from uint64) (wire.ReadOut, error) {
 			return c.ReadStream(t.Context(), "big", events.ReadOptions{From: from, Limit: events.MaxReadLimit, Direction: events.Backward})
 		}, ver, seq(count-1, 0)},
 	}
@@ -390,9 +391,9 @@ func TestProvenRead_PageBounded(t *testing.T) {
 	n := startNode(t, nil)
 	c := client.New(n.url, "")
 	for range 3 {
-		evs := make([]client.EventIn, 500)
+		evs := make([]wire.EventIn, 500)
 		for i := range evs {
-			evs[i] = client.EventIn{Type: "Small"}
+			evs[i] = wire.EventIn{Type: "Small"}
 		}
 		if _, err := c.Append(t.Context(), "small", events.ExpectAny, evs); err != nil {
 			t.Fatal(err)
@@ -411,7 +412,7 @@ func TestProvenRead_PageBounded(t *testing.T) {
 		var out struct {
 			Events []json.RawMessage `json:"events"`
 			Next   *uint64           `json:"next"`
-			Proof  *client.Proof     `json:"proof"`
+			Proof  *wire.Proof       `json:"proof"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Proof == nil || len(out.Proof.Entries) != len(out.Events) {
 			t.Fatalf("%s: %v (proof %v)", query, err, out.Proof != nil)

@@ -16,10 +16,10 @@ import (
 
 	"github.com/transparency-dev/merkle/compact"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/netpolicy"
 	"github.com/greffe/greffe/internal/progress"
+	"github.com/greffe/greffe/wire"
 )
 
 // Ledger is what the HTTP API needs from the store (pebblelog.Store
@@ -58,7 +58,7 @@ type Config struct {
 	Version string
 	// Build is what the binary is, reported in /v1/info as "build"
 	// (nil: left out).
-	Build *client.VersionOut
+	Build *wire.VersionOut
 	// Verifiers are the note verifier keys of the checkpoint signers,
 	// published in /v1/info (the cluster adds every node's keys).
 	Verifiers func() []string
@@ -393,7 +393,7 @@ type deadlineBody struct {
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = &Error{Code: CodeBodyTimeout,
+		err = &wire.Error{Code: wire.CodeBodyTimeout,
 			Message: fmt.Sprintf("the request body did not arrive within %s of its headers; send the whole body without pausing", b.limit)}
 	}
 	return n, err

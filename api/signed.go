@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Signed events at the edge. An appended event may carry a DSSE envelope
@@ -18,11 +19,6 @@ import (
 // key revoked between this check and the append's position, or bytes
 // changed on disk, are caught by `greffe verify`, which checks every
 // envelope against the ring at the event's own position.
-
-// CodeSignatureInvalid refuses an append whose envelope does not verify;
-// details.reason is unknown_key, revoked_key or bad_signature, and
-// details.key_id the signer. Never renamed, never reused.
-const CodeSignatureInvalid = "signature_invalid"
 
 // KeyRing resolves the keys that may sign events (node/keyring.go keeps
 // one current by subscription). Safe for concurrent use.
@@ -68,7 +64,7 @@ func (s *Server) checkEnvelopes(r *http.Request, req *events.AppendRequest) erro
 					return err
 				}
 				field := req.Streams[i].FieldPath(fmt.Sprintf("events[%d].envelope", j))
-				return &Error{Code: CodeSignatureInvalid, Field: field,
+				return &wire.Error{Code: wire.CodeSignatureInvalid, Field: field,
 					Message: fmt.Sprintf("the signature by %q does not verify against the key ring at position %d: %s; sign with a registered, unrevoked executor key", se.KeyID, s.ledger.Head().Size, se.Reason),
 					Details: map[string]any{"reason": se.Reason, "key_id": se.KeyID}}
 			}
@@ -86,7 +82,7 @@ func (s *Server) keyLookup(r *http.Request) (events.KeyLookup, error) {
 	}
 	l, err := kr.LookupAt(r.Context(), s.ledger.Head().Size)
 	if err != nil {
-		return nil, &Error{Code: CodeUnavailable,
+		return nil, &wire.Error{Code: wire.CodeUnavailable,
 			Message: fmt.Sprintf("the key ring is not available (%v); retry later or append unsigned events", err)}
 	}
 	return l, nil

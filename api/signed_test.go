@@ -7,9 +7,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestSigned_FailsClosedWithoutKeyRing: a server given no key ring
@@ -27,19 +27,19 @@ func TestSigned_FailsClosedWithoutKeyRing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.AppendMulti(t.Context(), client.AppendIn{Appends: []client.StreamAppendIn{
-		{Stream: "plain", Events: []client.EventIn{{Type: "T"}}},
-		{Stream: "signed", Events: []client.EventIn{{Type: "T", Data: json.RawMessage(`{"v":1}`), Envelope: env}}},
+	_, err = c.AppendMulti(t.Context(), wire.AppendIn{Appends: []wire.StreamAppendIn{
+		{Stream: "plain", Events: []wire.EventIn{{Type: "T"}}},
+		{Stream: "signed", Events: []wire.EventIn{{Type: "T", Data: json.RawMessage(`{"v":1}`), Envelope: env}}},
 	}})
-	var ae *client.Error
-	if !errors.As(err, &ae) || ae.Code != api.CodeSignatureInvalid || ae.Status != 422 ||
+	var ae *wire.Error
+	if !errors.As(err, &ae) || ae.Code != wire.CodeSignatureInvalid || ae.Status != 422 ||
 		ae.Field != "appends[1].events[0].envelope" || ae.Details["reason"] != events.SigUnknownKey {
 		t.Fatalf("signed append without a key ring: %v", err)
 	}
 	if n.store.Head().Size != 0 {
 		t.Fatal("a refused append wrote something")
 	}
-	if _, err := c.Append(t.Context(), "plain", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+	if _, err := c.Append(t.Context(), "plain", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 		t.Fatalf("unsigned append: %v", err)
 	}
 }

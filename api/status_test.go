@@ -12,7 +12,7 @@ import (
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // kinds are the four outcomes.
@@ -96,8 +96,8 @@ func TestStatuses_Kinds(t *testing.T) {
 		{events.KindFailed, "a_new_failure", http.StatusServiceUnavailable},
 		{events.KindUncertain, "a_new_uncertainty", http.StatusServiceUnavailable},
 		{events.KindCorrupt, "a_new_corruption", http.StatusInternalServerError},
-		{events.KindRefused, replicator.CodeReplicationFailed, http.StatusConflict},
-		{events.KindFailed, replicator.CodeReplicationFailed, http.StatusServiceUnavailable},
+		{events.KindRefused, wire.CodeReplicationFailed, http.StatusConflict},
+		{events.KindFailed, wire.CodeReplicationFailed, http.StatusServiceUnavailable},
 		{events.KindFailed, commands.CodeConcurrencyConflict, http.StatusConflict},
 		{events.KindRefused, commands.CodeInvalidCommand, http.StatusBadRequest},
 	} {
@@ -110,9 +110,9 @@ func TestStatuses_Kinds(t *testing.T) {
 // TestStatuses_EveryDeclaredCode: every code the API layer declares has a
 // row (its errors carry no kind, so the kind's row cannot stand in).
 func TestStatuses_EveryDeclaredCode(t *testing.T) {
-	for _, code := range []string{CodeMalformedJSON, CodeUnknownField, CodeBodyTooLarge, CodeBodyTimeout, CodeInvalidQuery,
-		CodeUnauthorized, CodeForbidden, CodeMethodNotAllowed, CodeUnsupportedMedia, CodeInternal, CodeUnavailable, CodeCorrupt,
-		CodeBackupInProgress, CodeBackupKeysAdminOnly, CodeNotClustered, CodeLeaderChanged, CodeLeaderUnreachable, CodeSignatureInvalid} {
+	for _, code := range []string{events.CodeMalformedJSON, events.CodeUnknownField, wire.CodeBodyTooLarge, wire.CodeBodyTimeout, wire.CodeInvalidQuery,
+		wire.CodeUnauthorized, wire.CodeForbidden, wire.CodeMethodNotAllowed, wire.CodeUnsupportedMedia, wire.CodeInternal, wire.CodeUnavailable, wire.CodeCorrupt,
+		wire.CodeBackupInProgress, wire.CodeBackupKeysAdminOnly, wire.CodeNotClustered, wire.CodeLeaderChanged, wire.CodeLeaderUnreachable, wire.CodeSignatureInvalid} {
 		if _, ok := statuses[statusKey{code, anyKind}]; !ok {
 			t.Errorf("%s has no row in the status table", code)
 		}

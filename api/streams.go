@@ -6,9 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // StreamLister is the capability of a Ledger that lists its streams
@@ -18,8 +17,6 @@ import (
 type StreamLister interface {
 	ListStreams(ctx context.Context, prefix, after string, limit int) ([]events.StreamInfo, error)
 }
-
-var _ StreamLister = (*pebblelog.Store)(nil)
 
 func (s *Server) streamRoutes() {
 	s.Handle("GET /v1/streams", s.listStreams, readerRoles()...)
@@ -31,7 +28,7 @@ func (s *Server) streamRoutes() {
 func (s *Server) listStreams(w http.ResponseWriter, r *http.Request) {
 	l, ok := s.ledger.(StreamLister)
 	if !ok {
-		writeError(w, &Error{Code: CodeInternal, Message: "this node's store cannot list streams"})
+		writeError(w, &wire.Error{Code: wire.CodeInternal, Message: "this node's store cannot list streams"})
 		return
 	}
 	q := r.URL.Query()
@@ -39,7 +36,7 @@ func (s *Server) listStreams(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > events.MaxListStreams {
-			writeError(w, &Error{Code: CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", v, events.MaxListStreams)})
+			writeError(w, &wire.Error{Code: wire.CodeInvalidQuery, Field: "limit", Message: fmt.Sprintf("limit %q: use 1 to %d", v, events.MaxListStreams)})
 			return
 		}
 		limit = n
@@ -49,7 +46,7 @@ func (s *Server) listStreams(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out := client.StreamsOut{Streams: list}
+	out := wire.StreamsOut{Streams: list}
 	if out.Streams == nil {
 		out.Streams = []events.StreamInfo{}
 	}

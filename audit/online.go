@@ -18,6 +18,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // VerifyServer verifies a running node through what it serves to anyone:
@@ -143,14 +144,10 @@ type online struct {
 	r    *replayed
 }
 
-// codeCorrupt is the API's code for stored data that does not verify
-// (api.CodeCorrupt; audit does not import api).
-const codeCorrupt = "corrupt"
-
 // answered reports whether err is the node's answer (an HTTP status) rather
 // than a failure to reach it: an answer is evidence about the node.
-func answered(err error) (*client.Error, bool) {
-	var ae *client.Error
+func answered(err error) (*wire.Error, bool) {
+	var ae *wire.Error
 	return ae, errors.As(err, &ae)
 }
 
@@ -182,7 +179,7 @@ func (o *online) feed(ctx context.Context, f *feeder) error {
 			first := i * layout.EntryBundleWidth
 			end := min(o.size, first+layout.EntryBundleWidth)
 			if err := errs[i-lo]; err != nil {
-				if ae, _ := answered(err); ae.Code == codeCorrupt {
+				if ae, _ := answered(err); ae.Code == wire.CodeCorrupt {
 					o.fs.add(Fault{Kind: KindServerCorrupt, Position: int64(first), End: int64(end),
 						Detail: fmt.Sprintf("the node answers that entry bundle %d is corrupt: %v", i, err)})
 					if err := f.placeholders(end); err != nil {
@@ -326,7 +323,7 @@ func (o *online) checkProofs(ctx context.Context, oc openedCheckpoint) error {
 	g.SetLimit(o.cfg.Concurrency)
 	for _, p := range spread(o.size, o.cfg.ProofSample) {
 		g.Go(func() error {
-			var out client.InclusionOut
+			var out wire.InclusionOut
 			err := o.c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/inclusion?position=%d&size=%d", p, o.size), nil, &out)
 			if err != nil {
 				if _, ok := answered(err); !ok {
@@ -347,7 +344,7 @@ func (o *online) checkProofs(ctx context.Context, oc openedCheckpoint) error {
 	froms := append([]uint64{0}, spread(o.size, o.cfg.ProofSample)...)
 	for _, from := range froms {
 		g.Go(func() error {
-			var out client.ConsistencyOut
+			var out wire.ConsistencyOut
 			err := o.c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, o.size), nil, &out)
 			if err != nil {
 				if _, ok := answered(err); !ok {
@@ -415,7 +412,7 @@ func (o *online) checkIndexes(ctx context.Context) error {
 		g.Go(func() error {
 			name := r.names[r.streamOf[p]]
 			v := r.versionOf[p]
-			var out client.ReadOut
+			var out wire.ReadOut
 			path := "/v1/streams/" + url.PathEscape(name) + "?from=" + strconv.FormatUint(v, 10) + "&limit=1"
 			err := o.c.Do(ctx, http.MethodGet, path, nil, &out)
 			switch ae, ok := answered(err); {
@@ -436,7 +433,7 @@ func (o *online) checkIndexes(ctx context.Context) error {
 		g.Go(func() error {
 			name, lastPos := r.names[s], last[s]
 			lastV := r.versionOf[lastPos]
-			var out client.ReadOut
+			var out wire.ReadOut
 			path := "/v1/streams/" + url.PathEscape(name) + "?direction=backward&limit=1"
 			err := o.c.Do(ctx, http.MethodGet, path, nil, &out)
 			if _, ok := answered(err); err != nil && !ok {
@@ -463,7 +460,7 @@ func (o *online) checkIndexes(ctx context.Context) error {
 type serverProofs struct{ c *client.Client }
 
 func (s serverProofs) consistency(ctx context.Context, from, to uint64) ([][]byte, error) {
-	var out client.ConsistencyOut
+	var out wire.ConsistencyOut
 	err := s.c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, to), nil, &out)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // serveStore serves a fixture's store (reopened) over HTTP on a loopback
@@ -124,7 +125,7 @@ func TestVerifyServer_Tampering(t *testing.T) {
 		{
 			name: "inclusion proofs altered in transit",
 			wrap: alterJSON("/v1/proof/inclusion", func(b []byte) []byte {
-				var out client.InclusionOut
+				var out wire.InclusionOut
 				_ = json.Unmarshal(b, &out)
 				if len(out.Hashes) > 0 {
 					out.Hashes[0][0] ^= 1
@@ -219,7 +220,7 @@ func appendHTTP(t *testing.T, c *client.Client, seed string, from, to int) {
 		// Version 3: raw appends may not carry version-5 ids, the commands'.
 		id := uuid.NewMD5(uuid.NameSpaceOID, fmt.Appendf(nil, "%s-%d", seed, i))
 		if _, err := c.Append(t.Context(), fmt.Sprintf("s-%d", i%3), events.ExpectAny,
-			[]client.EventIn{{ID: id.String(), Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+			[]wire.EventIn{{ID: id.String(), Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}

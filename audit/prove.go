@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Proving one fact to a person: an event is in the log, or a later log
@@ -124,7 +125,7 @@ func ProveInclusion(ctx context.Context, c *client.Client, vs []note.Verifier, p
 	if position >= size {
 		return nil, fmt.Errorf("%w: position %d is not below size %d (the empty tree has no leaves)", ErrConfig, position, size)
 	}
-	var out client.InclusionOut
+	var out wire.InclusionOut
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/inclusion?position=%d&size=%d", position, size), nil, &out); err != nil {
 		return nil, fmt.Errorf("inclusion proof: %w", err)
 	}
@@ -185,7 +186,7 @@ func ProveConsistency(ctx context.Context, c *client.Client, vs []note.Verifier,
 		}
 		res.RootFrom, res.FromCheckpoint = cpFrom.root[:], string(cpFrom.note)
 	}
-	var out client.ConsistencyOut
+	var out wire.ConsistencyOut
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, to), nil, &out); err != nil {
 		return nil, fmt.Errorf("consistency proof: %w", err)
 	}
@@ -228,7 +229,7 @@ func VerifyInclusionProof(index, size uint64, leafHash []byte, hashes [][]byte, 
 
 // VerifyRangeProof checks that leafHashes are the leaves [begin, end) of
 // the tree of size whose root is root, given left, the compact range [0,
-// begin), and right, the compact range [end, size) (client.RangeProof):
+// begin), and right, the compact range [end, size) (wire.RangeProof):
 // the leaves appended to left's range, then right's range merged, must
 // reach root. A range of the wrong shape (hashes that do not match the
 // decomposition of their range) fails as well as a wrong hash.

@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // testNode is a real node on a temporary data folder, serving real HTTP on
@@ -54,9 +55,9 @@ func (n *testNode) client() *client.Client { return client.New(n.URL(), "") }
 func (n *testNode) append(t *testing.T, count int) {
 	t.Helper()
 	for i := 0; i < count; i += 100 {
-		evs := make([]client.EventIn, min(100, count-i))
+		evs := make([]wire.EventIn, min(100, count-i))
 		for j := range evs {
-			evs[j] = client.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
+			evs[j] = wire.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
 		}
 		if _, err := n.client().Append(t.Context(), fmt.Sprintf("s-%d", i%7), events.ExpectAny, evs); err != nil {
 			t.Fatal(err)
@@ -156,7 +157,7 @@ func TestRestore_FailureMidCopyLeavesNoDataFolder(t *testing.T) {
 // backup folder: the folder is absent and the staging folder removed.
 func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	n := startNode(t, 2000)
-	resp, err := n.client().Stream(t.Context(), backup.Route)
+	resp, err := n.client().Stream(t.Context(), wire.BackupRoute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestReceive_DamagedStreamLeavesNoBackup(t *testing.T) {
 	flipped[len(flipped)/2] ^= 0x40
 	// Another backup of the same node: its signature entry, as long as
 	// this one's (one signature by the same key), signs another manifest.
-	resp, err = n.client().Stream(t.Context(), backup.Route)
+	resp, err = n.client().Stream(t.Context(), wire.BackupRoute)
 	if err != nil {
 		t.Fatal(err)
 	}

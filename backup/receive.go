@@ -16,22 +16,13 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/wire"
 )
 
 // ErrBadStream wraps every problem of a received stream: not a tar, an
 // entry that is not a regular file or has an unsafe name, a stream cut
 // short (no manifest), files that differ from the manifest.
 var ErrBadStream = errors.New("backup: bad backup stream")
-
-// Route is the node's backup route; its headers announce the backup before
-// the stream starts.
-const (
-	Route        = "/v1/backup"
-	HeaderSize   = "Greffe-Backup-Size"   // events in the backup
-	HeaderRoot   = "Greffe-Backup-Root"   // base64 Merkle root at that size
-	HeaderBytes  = "Greffe-Backup-Bytes"  // bytes of the files (the manifest excluded)
-	HeaderLedger = "Greffe-Backup-Ledger" // ledger id
-)
 
 // Fetch's defaults for FetchConfig's bounds. The node's own bounds are the
 // same (api.DefaultBackupStallTimeout, api.DefaultBackupMaxDuration).
@@ -117,7 +108,7 @@ func Fetch(ctx context.Context, c *client.Client, dir string, cfg FetchConfig) (
 	if cfg.IncludePrivateKeys {
 		q.Set("include_keys", "true")
 	}
-	p := Route
+	p := wire.BackupRoute
 	if len(q) > 0 {
 		p += "?" + q.Encode()
 	}
@@ -129,7 +120,7 @@ func Fetch(ctx context.Context, c *client.Client, dir string, cfg FetchConfig) (
 	watch.seen()
 	rc := ReceiveConfig{FS: cfg.FS}
 	if cfg.Progress != nil {
-		total, _ := strconv.ParseInt(resp.Header.Get(HeaderBytes), 10, 64)
+		total, _ := strconv.ParseInt(resp.Header.Get(wire.HeaderBackupBytes), 10, 64)
 		rc.Progress = func(done int64) { cfg.Progress(done, total) }
 	}
 	m, err := Receive(ctx, watch.reader(resp.Body), dir, rc)

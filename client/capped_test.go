@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/greffe/greffe/wire"
 )
 
 // TestClient_RetriesCappedReads: a GET refused for a full cap (429 with
@@ -56,7 +58,7 @@ func TestClient_RetriesCappedReads(t *testing.T) {
 				body = map[string]any{}
 			}
 			err := c.Do(t.Context(), tc.method, "/v1/all?prove=1", body, &out)
-			var e *Error
+			var e *wire.Error
 			status := 0
 			if errors.As(err, &e) {
 				status = e.Status

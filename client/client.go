@@ -1,6 +1,8 @@
-// Package client talks to a greffe node over HTTP: the wire types of the API
-// and a Client for them. The CLI, the executor and the tests use it; it
-// imports only events and the standard library.
+// Package client talks to a greffe node over HTTP: a Client for the
+// bodies of package wire, the contract the node's api serves. The CLI, the
+// executor and the tests use it; it imports only events, wire, the JSON
+// cursor it shares with api (internal/jsonscan) and the standard library:
+// never api, a store or raft.
 package client
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Client is an HTTP client of one node, or of the nodes of a cluster
@@ -160,7 +163,7 @@ const (
 // after how long. Only GETs: a POST refused for a cap (none is today)
 // would be the caller's to repeat with its ids.
 func retryCapped(method string, err error, try int) (time.Duration, bool) {
-	var e *Error
+	var e *wire.Error
 	if method != http.MethodGet || try >= maxCappedRetries || !errors.As(err, &e) ||
 		e.Status != http.StatusTooManyRequests || e.RetryAfter <= 0 {
 		return 0, false
@@ -206,8 +209,8 @@ func (c *Client) rawAt(ctx context.Context, base, method, path string, b []byte,
 
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var eb ErrorBody
-	e := &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
+	var eb wire.ErrorBody
+	e := &wire.Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: strings.TrimSpace(string(b))}
 	if json.Unmarshal(b, &eb) == nil && eb.Error != nil {
 		e = eb.Error
 		e.Status = resp.StatusCode
@@ -220,7 +223,7 @@ func decodeError(resp *http.Response) error {
 
 // CodeOf returns the stable code of an API error, or "".
 func CodeOf(err error) string {
-	var e *Error
+	var e *wire.Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
@@ -229,20 +232,20 @@ func CodeOf(err error) string {
 
 // Append appends events to one stream. Strings that are not UTF-8 are
 // refused before sending (client/text.go).
-func (c *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []EventIn) (AppendOut, error) {
-	var out AppendOut
+func (c *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []wire.EventIn) (wire.AppendOut, error) {
+	var out wire.AppendOut
 	if err := eventsTextError("events", evs); err != nil {
 		return out, err
 	}
-	body := streamAppendBody(StreamAppendIn{ExpectedVersion: expected, Events: evs}) // client/fastwire.go
+	body := streamAppendBody(wire.StreamAppendIn{ExpectedVersion: expected, Events: evs}) // client/fastwire.go
 	err := c.doAppend(ctx, http.MethodPost, "/v1/streams/"+url.PathEscape(stream), body, &out)
 	return out, err
 }
 
 // AppendMulti appends atomically to several streams. Strings that are not
 // UTF-8 are refused before sending (client/text.go).
-func (c *Client) AppendMulti(ctx context.Context, in AppendIn) (AppendOut, error) {
-	var out AppendOut
+func (c *Client) AppendMulti(ctx context.Context, in wire.AppendIn) (wire.AppendOut, error) {
+	var out wire.AppendOut
 	for i := range in.Appends {
 		if err := textError(fmt.Sprintf("appends[%d].stream", i), in.Appends[i].Stream); err != nil {
 			return out, err
@@ -256,15 +259,15 @@ func (c *Client) AppendMulti(ctx context.Context, in AppendIn) (AppendOut, error
 }
 
 // ReadStream reads a stream page.
-func (c *Client) ReadStream(ctx context.Context, stream string, o events.ReadOptions) (ReadOut, error) {
-	var out ReadOut
+func (c *Client) ReadStream(ctx context.Context, stream string, o events.ReadOptions) (wire.ReadOut, error) {
+	var out wire.ReadOut
 	err := c.Do(ctx, http.MethodGet, "/v1/streams/"+url.PathEscape(stream)+readQuery(o), nil, &out)
 	return out, err
 }
 
 // ReadAll reads a page of the global log.
-func (c *Client) ReadAll(ctx context.Context, o events.ReadOptions) (ReadOut, error) {
-	var out ReadOut
+func (c *Client) ReadAll(ctx context.Context, o events.ReadOptions) (wire.ReadOut, error) {
+	var out wire.ReadOut
 	err := c.Do(ctx, http.MethodGet, "/v1/all"+readQuery(o), nil, &out)
 	return out, err
 }
@@ -293,8 +296,8 @@ func (c *Client) Event(ctx context.Context, id string) (events.Event, error) {
 }
 
 // Info returns the node's identity and head.
-func (c *Client) Info(ctx context.Context) (InfoOut, error) {
-	var out InfoOut
+func (c *Client) Info(ctx context.Context) (wire.InfoOut, error) {
+	var out wire.InfoOut
 	err := c.Do(ctx, http.MethodGet, "/v1/info", nil, &out)
 	return out, err
 }
@@ -326,7 +329,7 @@ func (c *Client) Subscribe(ctx context.Context, from uint64, f events.Filter, fn
 		if errors.As(err, &fnErr) {
 			return fnErr.err
 		}
-		var apiErr *Error
+		var apiErr *wire.Error
 		if errors.As(err, &apiErr) && apiErr.Status/100 == 4 {
 			return err
 		}

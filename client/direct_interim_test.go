@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // interimServer is a real TCP server that speaks HTTP/1.1 by hand, so that
@@ -129,7 +130,7 @@ func TestDirect_InterimAnswersAreSkipped(t *testing.T) {
 			c := New(s.url, "")
 			var got []string
 			for _, stream := range []string{"s-A", "s-B", "s-C"} {
-				out, err := c.Append(t.Context(), stream, events.ExpectAny, []EventIn{{Type: "T"}})
+				out, err := c.Append(t.Context(), stream, events.ExpectAny, []wire.EventIn{{Type: "T"}})
 				if err != nil {
 					got = append(got, stream+": "+err.Error())
 					continue
@@ -170,7 +171,7 @@ func TestDirect_UnexpectedInterimAnswers(t *testing.T) {
 			s := newInterimServer(t, false, tc.interim...)
 			c := New(s.url, "")
 			for i, stream := range []string{"s-A", "s-B"} {
-				out, err := c.Append(t.Context(), stream, events.ExpectAny, []EventIn{{Type: "T"}})
+				out, err := c.Append(t.Context(), stream, events.ExpectAny, []wire.EventIn{{Type: "T"}})
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("append to %s: %v, want %v", stream, err, tc.wantErr)
 				}

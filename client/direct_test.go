@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // connCountingServer is a real HTTP server that counts the connections
@@ -39,7 +40,7 @@ func newConnCountingServer(t *testing.T, h http.HandlerFunc) *connCountingServer
 const appendAnswer = `{"events":[{"id":"6f1c3a2e-5d4b-4c3a-9e8f-7a6b5c4d3e2f","stream":"s","version":0,"position":0,"leaf_hash":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","recorded_at":"2026-12-02T00:00:00Z"}],"duplicate":false}`
 
 func appendOnce(ctx context.Context, c *Client) error {
-	_, err := c.Append(ctx, "s", events.ExpectAny, []EventIn{{Type: "T"}})
+	_, err := c.Append(ctx, "s", events.ExpectAny, []wire.EventIn{{Type: "T"}})
 	return err
 }
 

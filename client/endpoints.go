@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/greffe/greffe/wire"
 )
 
 // Several endpoints (issue #16). A Client of a cluster is given every
@@ -108,7 +110,7 @@ func (c *Client) tryEndpoints(ctx context.Context, method, path string, b []byte
 		if ctx.Err() != nil || !retryElsewhere(method, err) {
 			return nil, err
 		}
-		var apiErr *Error
+		var apiErr *wire.Error
 		if errors.As(err, &apiErr) {
 			if i == len(eps)-1 {
 				return nil, err // every node answered; the last answer says why
@@ -147,10 +149,10 @@ func (c *Client) tryEndpoints(ctx context.Context, method, path string, b []byte
 // retryElsewhere reports whether a failed request may be sent to another
 // endpoint (the rules above).
 func retryElsewhere(method string, err error) bool {
-	var apiErr *Error
+	var apiErr *wire.Error
 	if errors.As(err, &apiErr) {
 		switch apiErr.Code {
-		case "not_leader", "leader_unreachable", "leader_changed":
+		case wire.CodeNotLeader, wire.CodeLeaderUnreachable, wire.CodeLeaderChanged:
 			return true
 		}
 		return false
@@ -162,27 +164,10 @@ func retryElsewhere(method string, err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// ClusterStatus is the part of GET /v1/cluster/status a client reads
-// (the full shape is replicator.Status, docs/CLUSTER.md).
-type ClusterStatus struct {
-	NodeID       string `json:"node_id"`
-	State        string `json:"state"`
-	Term         uint64 `json:"term"`
-	LeaderID     string `json:"leader_id"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	Servers      []struct {
-		ID       string `json:"id"`
-		Leader   bool   `json:"leader"`
-		HTTPURL  string `json:"http_url,omitempty"`
-		HeadSize uint64 `json:"head_size"`
-	} `json:"servers"`
-}
-
 // ClusterStatusAt asks the node at base (one endpoint, not the list) for
 // its view of the cluster. A single node answers not_clustered (*Error).
-func (c *Client) ClusterStatusAt(ctx context.Context, base string) (ClusterStatus, error) {
-	var st ClusterStatus
+func (c *Client) ClusterStatusAt(ctx context.Context, base string) (wire.Status, error) {
+	var st wire.Status
 	resp, err := c.rawAt(ctx, base, http.MethodGet, "/v1/cluster/status", nil, false)
 	if err != nil {
 		return st, err
@@ -203,7 +188,7 @@ func (c *Client) FindLeader(ctx context.Context) string {
 	c.eps.leaderLooked.Store(true)
 	for i, ep := range c.endpoints() {
 		st, err := c.ClusterStatusAt(ctx, ep)
-		if err != nil && CodeOf(err) != "not_clustered" {
+		if err != nil && CodeOf(err) != wire.CodeNotClustered {
 			continue
 		}
 		if err != nil || st.State == "Leader" {

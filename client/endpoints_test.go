@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func readOptionsForward(from uint64) events.ReadOptions { return events.ReadOptions{From: from} }
@@ -108,7 +109,7 @@ func TestClient_EndpointsInTurn(t *testing.T) {
 			answer(200, `{"events":[],"duplicate":false}`)(w, r)
 		})
 		c := New(busy.URL+","+ok.URL, "")
-		if _, err := c.AppendMulti(t.Context(), AppendIn{}); err != nil {
+		if _, err := c.AppendMulti(t.Context(), wire.AppendIn{}); err != nil {
 			t.Fatal(err)
 		}
 		if busy.hits.Load() != 2 || ok.hits.Load() != 2 { // status + append each
@@ -129,7 +130,7 @@ func TestClient_EndpointsInTurn(t *testing.T) {
 		})
 		other := newTestNode(t, answer(200, `{"events":[],"duplicate":false}`))
 		c := New(broken.URL+","+other.URL, "")
-		_, err := c.AppendMulti(t.Context(), AppendIn{})
+		_, err := c.AppendMulti(t.Context(), wire.AppendIn{})
 		if err == nil || other.hits.Load() != 0 {
 			t.Errorf("err %v, other endpoint hit %d times: a write that may have landed was sent again", err, other.hits.Load())
 		}
@@ -145,7 +146,7 @@ func TestClient_EndpointsInTurn(t *testing.T) {
 			answer(200, `{"events":[],"duplicate":false}`)(w, r)
 		})
 		c := New(follower.URL+","+leader.URL, "")
-		if _, err := c.AppendMulti(t.Context(), AppendIn{}); err != nil {
+		if _, err := c.AppendMulti(t.Context(), wire.AppendIn{}); err != nil {
 			t.Fatal(err)
 		}
 		if follower.hits.Load() != 1 || leader.hits.Load() != 2 {
@@ -172,7 +173,7 @@ func TestClient_EndpointsInTurn(t *testing.T) {
 		b := newTestNode(t, role("b", func() bool { return false }))
 		cn := newTestNode(t, role("c", cLeads.Load))
 		c := New(a.URL+","+b.URL+","+cn.URL, "")
-		if _, err := c.AppendMulti(t.Context(), AppendIn{}); err != nil {
+		if _, err := c.AppendMulti(t.Context(), wire.AppendIn{}); err != nil {
 			t.Fatal(err)
 		}
 		a.Close() // the leader dies; c leads now
@@ -183,7 +184,7 @@ func TestClient_EndpointsInTurn(t *testing.T) {
 		b.hits.Store(0)
 		cn.hits.Store(0)
 		for range 2 {
-			if _, err := c.AppendMulti(t.Context(), AppendIn{}); err != nil {
+			if _, err := c.AppendMulti(t.Context(), wire.AppendIn{}); err != nil {
 				t.Fatal(err)
 			}
 		}

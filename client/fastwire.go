@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/jsonscan"
+	"github.com/greffe/greffe/wire"
 )
 
 // Append is the request clients send most, and reflection-based
@@ -31,7 +32,7 @@ type jsonBody []byte
 // streamAppendBody returns the body for in: its JSON when the fast encoder
 // handles it, else in itself, which raw then passes to json.Marshal (so
 // errors, e.g. for invalid data, are those of json.Marshal).
-func streamAppendBody(in StreamAppendIn) any {
+func streamAppendBody(in wire.StreamAppendIn) any {
 	if b, ok := encodeStreamAppend(in); ok {
 		return jsonBody(b)
 	}
@@ -43,7 +44,7 @@ func streamAppendBody(in StreamAppendIn) any {
 // data or metadata that is not valid JSON (json.Marshal then gives the
 // error) or holds a string that is not text (json.Marshal then copies it,
 // and the node refuses it with invalid_utf8).
-func encodeStreamAppend(in StreamAppendIn) ([]byte, bool) {
+func encodeStreamAppend(in wire.StreamAppendIn) ([]byte, bool) {
 	// Size the buffer for the plain case: keys, quotes and separators
 	// around each field (escaping and fallbacks may still grow it).
 	size := 64 + len(in.Stream)
@@ -103,7 +104,7 @@ func encodeStreamAppend(in StreamAppendIn) ([]byte, bool) {
 
 // appendEventIn appends one event in json.Marshal's field order, omitting
 // what omitempty omits. Envelope was checked nil by the caller.
-func appendEventIn(b []byte, e *EventIn) ([]byte, bool) {
+func appendEventIn(b []byte, e *wire.EventIn) ([]byte, bool) {
 	b = append(b, '{')
 	if e.ID != "" {
 		b = append(b, `"id":`...)
@@ -211,7 +212,7 @@ func appendMarshaledString(b []byte, s string) []byte {
 
 // doAppend sends an append and decodes its AppendOut, with the fast decoder
 // in front of encoding/json.
-func (c *Client) doAppend(ctx context.Context, method, path string, body any, out *AppendOut) error {
+func (c *Client) doAppend(ctx context.Context, method, path string, body any, out *wire.AppendOut) error {
 	resp, err := c.raw(ctx, method, path, body)
 	if err != nil {
 		return err
@@ -228,7 +229,7 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // decodeAppendOut decodes a response into *out (which must be zero) as
 // json.NewDecoder(r).Decode(out) does, trying fastDecodeAppendOut first.
-func decodeAppendOut(r io.Reader, out *AppendOut) error {
+func decodeAppendOut(r io.Reader, out *wire.AppendOut) error {
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 1<<20 {
@@ -262,8 +263,8 @@ func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
 // fraction, exponent or leading zero; no null; nothing after the value but
 // whitespace. Each field is converted by the same function encoding/json
 // uses: uuid's UnmarshalText, base64.StdEncoding, time.Time's UnmarshalJSON.
-func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
-	var out AppendOut
+func fastDecodeAppendOut(b []byte) (wire.AppendOut, bool) {
+	var out wire.AppendOut
 	p := wireScanner{jsonscan.Scanner{B: b}}
 	ok := p.Fields(appendOutNames, func(i int) bool {
 		var ok bool
@@ -275,7 +276,7 @@ func fastDecodeAppendOut(b []byte) (AppendOut, bool) {
 		return ok
 	})
 	if !ok || !p.End() {
-		return AppendOut{}, false
+		return wire.AppendOut{}, false
 	}
 	return out, true
 }
@@ -287,11 +288,11 @@ var (
 	appendedEventNames = []string{"id", "stream", "version", "position", "leaf_hash", "recorded_at"}
 )
 
-func (p *wireScanner) appendedEvents() ([]AppendedEvent, bool) {
-	evs := []AppendedEvent{} // "[]" decodes to an empty, non-nil slice
-	var hashes []byte        // one allocation for many leaf hashes
+func (p *wireScanner) appendedEvents() ([]wire.AppendedEvent, bool) {
+	evs := []wire.AppendedEvent{} // "[]" decodes to an empty, non-nil slice
+	var hashes []byte             // one allocation for many leaf hashes
 	ok := p.Array(func() bool {
-		var e AppendedEvent
+		var e wire.AppendedEvent
 		prevStream := ""
 		if len(evs) > 0 {
 			prevStream = evs[len(evs)-1].Stream

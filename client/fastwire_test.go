@@ -4,45 +4,47 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	jsonv2 "github.com/go-json-experiment/json"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func TestEncodeStreamAppend(t *testing.T) {
-	ev := func(e EventIn) []EventIn { return []EventIn{e} }
+	ev := func(e wire.EventIn) []wire.EventIn { return []wire.EventIn{e} }
 	tests := []struct {
 		name     string
-		in       StreamAppendIn
+		in       wire.StreamAppendIn
 		fallback bool // whether the fast encoder must hand it to json.Marshal
 	}{
-		{"nil events", StreamAppendIn{}, false},
-		{"empty events", StreamAppendIn{Events: []EventIn{}}, false},
-		{"plain", StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":1}`)})}, false},
-		{"all fields", StreamAppendIn{Stream: "s-1", ExpectedVersion: events.ExpectVersion(7), Events: ev(EventIn{
+		{"nil events", wire.StreamAppendIn{}, false},
+		{"empty events", wire.StreamAppendIn{Events: []wire.EventIn{}}, false},
+		{"plain", wire.StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: ev(wire.EventIn{Type: "T", Data: json.RawMessage(`{"a":1}`)})}, false},
+		{"all fields", wire.StreamAppendIn{Stream: "s-1", ExpectedVersion: events.ExpectVersion(7), Events: ev(wire.EventIn{
 			ID: "0b6e8a57-2f0d-4f3e-9d7e-6c1a2b3c4d5e", Type: "T", Data: json.RawMessage(`[1,"a b",{"c":null}]`),
 			Metadata: json.RawMessage(`{"m":"x"}`), CorrelationID: "c", CausationID: "d"})}, false},
-		{"no_stream", StreamAppendIn{ExpectedVersion: events.ExpectNoStream, Events: ev(EventIn{Type: "T"})}, false},
-		{"exists", StreamAppendIn{ExpectedVersion: events.ExpectExists, Events: ev(EventIn{Type: "T"})}, false},
-		{"unknown kind", StreamAppendIn{ExpectedVersion: events.Expected{Kind: 9}}, false},
-		{"unicode", StreamAppendIn{Stream: "flux-é", Events: ev(EventIn{Type: "Événement ✓ 😀", Data: json.RawMessage(`"ü"`)})}, false},
-		{"escaped strings", StreamAppendIn{Stream: "a\"b\\c\n\x01<>&\u2028\u2029\xff", Events: ev(EventIn{Type: "<T>", CorrelationID: "\t"})}, false},
-		{"data with whitespace", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(" { \"a\" : [ 1 , 2 ] }\n")})}, false},
-		{"data with html", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":"<b>&\u2028"}`)})}, false},
-		{"data with raw U+2028", StreamAppendIn{Events: ev(EventIn{Type: "T", Metadata: json.RawMessage("\"\u2028\u2029\"")})}, false},
-		{"data with escapes", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":"\"\\ \u0041"}`)})}, false},
+		{"no_stream", wire.StreamAppendIn{ExpectedVersion: events.ExpectNoStream, Events: ev(wire.EventIn{Type: "T"})}, false},
+		{"exists", wire.StreamAppendIn{ExpectedVersion: events.ExpectExists, Events: ev(wire.EventIn{Type: "T"})}, false},
+		{"unknown kind", wire.StreamAppendIn{ExpectedVersion: events.Expected{Kind: 9}}, false},
+		{"unicode", wire.StreamAppendIn{Stream: "flux-é", Events: ev(wire.EventIn{Type: "Événement ✓ 😀", Data: json.RawMessage(`"ü"`)})}, false},
+		{"escaped strings", wire.StreamAppendIn{Stream: "a\"b\\c\n\x01<>&\u2028\u2029\xff", Events: ev(wire.EventIn{Type: "<T>", CorrelationID: "\t"})}, false},
+		{"data with whitespace", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Data: json.RawMessage(" { \"a\" : [ 1 , 2 ] }\n")})}, false},
+		{"data with html", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Data: json.RawMessage(`{"a":"<b>&\u2028"}`)})}, false},
+		{"data with raw U+2028", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Metadata: json.RawMessage("\"\u2028\u2029\"")})}, false},
+		{"data with escapes", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Data: json.RawMessage(`{"a":"\"\\ \u0041"}`)})}, false},
 		// Not text: json.Marshal copies it as it is, and the node refuses it.
-		{"data invalid utf-8 in string", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage("\"\xff\"")})}, true},
-		{"invalid data", StreamAppendIn{Events: ev(EventIn{Type: "T", Data: json.RawMessage(`{"a":}`)})}, true},
-		{"invalid metadata", StreamAppendIn{Events: ev(EventIn{Type: "T", Metadata: json.RawMessage(`nul`)})}, true},
-		{"envelope", StreamAppendIn{Events: ev(EventIn{Type: "T", Envelope: &events.Envelope{PayloadType: "x"}})}, true},
+		{"data invalid utf-8 in string", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Data: json.RawMessage("\"\xff\"")})}, true},
+		{"invalid data", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Data: json.RawMessage(`{"a":}`)})}, true},
+		{"invalid metadata", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Metadata: json.RawMessage(`nul`)})}, true},
+		{"envelope", wire.StreamAppendIn{Events: ev(wire.EventIn{Type: "T", Envelope: &events.Envelope{PayloadType: "x"}})}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +69,7 @@ func TestEncodeStreamAppend(t *testing.T) {
 // TestStreamAppendBodyError checks that a value the fast encoder declines
 // still gets json.Marshal's error.
 func TestStreamAppendBodyError(t *testing.T) {
-	in := StreamAppendIn{Events: []EventIn{{Type: "T", Data: json.RawMessage(`{`)}}}
+	in := wire.StreamAppendIn{Events: []wire.EventIn{{Type: "T", Data: json.RawMessage(`{`)}}}
 	if _, ok := streamAppendBody(in).(jsonBody); ok {
 		t.Fatal("invalid data was pre-encoded")
 	}
@@ -84,8 +86,8 @@ func FuzzEncodeStreamAppend(f *testing.F) {
 	f.Add("a\"b", uint8(0), uint64(0), "\x01", "T\xff", []byte(`{"s":"a\"b\\ \u0041"}`), []byte("\"\u2029\""), "", "")
 	f.Add("", uint8(9), uint64(0), "", "", []byte(`{"a":}`), []byte(`1`), "", "")
 	f.Fuzz(func(t *testing.T, stream string, kind uint8, version uint64, id, typ string, data, meta []byte, corr, caus string) {
-		in := StreamAppendIn{Stream: stream, ExpectedVersion: events.Expected{Kind: events.ExpectedKind(kind % 5), Version: version},
-			Events: []EventIn{
+		in := wire.StreamAppendIn{Stream: stream, ExpectedVersion: events.Expected{Kind: events.ExpectedKind(kind % 5), Version: version},
+			Events: []wire.EventIn{
 				{ID: id, Type: typ, Data: data, Metadata: meta, CorrelationID: corr, CausationID: caus},
 				{Type: typ, Data: meta, Metadata: data},
 			}}
@@ -108,7 +110,7 @@ func FuzzEncodeStreamAppend(f *testing.F) {
 
 // serverBody encodes out as the node does (api's writeJSON: a json.Encoder
 // with its defaults, then a newline).
-func serverBody(t testing.TB, out AppendOut) []byte {
+func serverBody(t testing.TB, out wire.AppendOut) []byte {
 	var b bytes.Buffer
 	if err := json.NewEncoder(&b).Encode(out); err != nil {
 		t.Fatal(err)
@@ -117,14 +119,14 @@ func serverBody(t testing.TB, out AppendOut) []byte {
 }
 
 // sampleOut builds an AppendOut as api's appendOut does from stored events.
-func sampleOut(n int, stream string, at time.Time) AppendOut {
-	out := AppendOut{Events: make([]AppendedEvent, n)}
+func sampleOut(n int, stream string, at time.Time) wire.AppendOut {
+	out := wire.AppendOut{Events: make([]wire.AppendedEvent, n)}
 	for i := range out.Events {
 		var h [32]byte
 		for j := range h {
 			h[j] = byte(i*31 + j)
 		}
-		out.Events[i] = AppendedEvent{ID: uuid.New(), Stream: stream, Version: uint64(i), Position: uint64(1000 + i),
+		out.Events[i] = wire.AppendedEvent{ID: uuid.New(), Stream: stream, Version: uint64(i), Position: uint64(1000 + i),
 			LeafHash: h[:], RecordedAt: at.Add(time.Duration(i) * time.Microsecond)}
 	}
 	return out
@@ -142,7 +144,7 @@ func TestFastDecodeAppendOut(t *testing.T) {
 	utc := time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.UTC)
 	fromServer := []struct {
 		name string
-		out  AppendOut
+		out  wire.AppendOut
 	}{
 		{"one", sampleOut(1, "s", utc)},
 		{"hundred", sampleOut(100, "bench-3", utc)},
@@ -150,19 +152,19 @@ func TestFastDecodeAppendOut(t *testing.T) {
 		{"fixed zone", sampleOut(2, "s", utc.In(time.FixedZone("", 2*3600+30*60)))},
 		{"unicode stream", sampleOut(2, "flux-é✓", utc)},
 		{"html stream", sampleOut(2, "a<b>&c", utc)}, // escaped by the encoder: slow path
-		{"duplicate", func() AppendOut { o := sampleOut(2, "s", utc); o.Duplicate = true; return o }()},
-		{"empty", AppendOut{Events: []AppendedEvent{}}},
-		{"nil events", AppendOut{}},
-		{"zero event", AppendOut{Events: make([]AppendedEvent, 1)}},
+		{"duplicate", func() wire.AppendOut { o := sampleOut(2, "s", utc); o.Duplicate = true; return o }()},
+		{"empty", wire.AppendOut{Events: []wire.AppendedEvent{}}},
+		{"nil events", wire.AppendOut{}},
+		{"zero event", wire.AppendOut{Events: make([]wire.AppendedEvent, 1)}},
 	}
 	for _, tc := range fromServer {
 		t.Run(tc.name, func(t *testing.T) {
 			body := serverBody(t, tc.out)
-			var want AppendOut
+			var want wire.AppendOut
 			if err := json.NewDecoder(bytes.NewReader(body)).Decode(&want); err != nil {
 				t.Fatal(err)
 			}
-			var got AppendOut
+			var got wire.AppendOut
 			if err := decodeAppendOut(bytes.NewReader(body), &got); err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +221,7 @@ func TestFastDecodeAppendOut(t *testing.T) {
 			if !ok {
 				return
 			}
-			var want AppendOut
+			var want wire.AppendOut
 			if err := json.Unmarshal([]byte(tc.body), &want); err != nil {
 				t.Fatalf("fast decoder accepted a body encoding/json refuses: %v", err)
 			}
@@ -251,7 +253,7 @@ func TestDecodeAppendOutErrors(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var want, got AppendOut
+			var want, got wire.AppendOut
 			wantErr := json.NewDecoder(tc.r()).Decode(&want)
 			gotErr := decodeAppendOut(tc.r(), &got)
 			if (wantErr == nil) != (gotErr == nil) || (wantErr != nil && wantErr.Error() != gotErr.Error()) {
@@ -268,7 +270,7 @@ func FuzzFastDecodeAppendOut(f *testing.F) {
 	utc := time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.UTC)
 	f.Add(serverBody(f, sampleOut(2, "s", utc)))
 	f.Add(serverBody(f, sampleOut(1, "flux-é", utc.In(time.FixedZone("", -5*3600)))))
-	f.Add(serverBody(f, AppendOut{Events: []AppendedEvent{}, Duplicate: true}))
+	f.Add(serverBody(f, wire.AppendOut{Events: []wire.AppendedEvent{}, Duplicate: true}))
 	f.Add([]byte(`{"events":[{"id":"0b6e8a572f0d4f3e9d7e6c1a2b3c4d5e","leaf_hash":"AA==","recorded_at":"2026-03-14T15:09:26+02:00","version":0}]}`))
 	f.Add([]byte(` { "duplicate" : false , "events" : [ ] } `))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -276,7 +278,7 @@ func FuzzFastDecodeAppendOut(f *testing.F) {
 		if !ok {
 			return
 		}
-		var want AppendOut
+		var want wire.AppendOut
 		if err := json.Unmarshal(body, &want); err != nil {
 			t.Fatalf("fast decoder accepted %q, encoding/json refuses it: %v", body, err)
 		}
@@ -294,9 +296,9 @@ func FuzzFastDecodeAppendOut(f *testing.F) {
 // of 256-byte payloads and its response.
 func BenchmarkAppendCodecs(b *testing.B) {
 	payload := json.RawMessage(`{"k":"` + strings.Repeat("v", 248) + `"}`)
-	in := StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: make([]EventIn, 100)}
+	in := wire.StreamAppendIn{ExpectedVersion: events.ExpectAny, Events: make([]wire.EventIn, 100)}
 	for i := range in.Events {
-		in.Events[i] = EventIn{Type: "BenchEvent", Data: payload}
+		in.Events[i] = wire.EventIn{Type: "BenchEvent", Data: payload}
 	}
 	resp := serverBody(b, sampleOut(100, "bench-3", time.Now().UTC()))
 	b.Run("encode/fast", func(b *testing.B) {
@@ -311,19 +313,19 @@ func BenchmarkAppendCodecs(b *testing.B) {
 	})
 	b.Run("decode/fast", func(b *testing.B) {
 		for b.Loop() {
-			var out AppendOut
+			var out wire.AppendOut
 			_ = decodeAppendOut(bytes.NewReader(resp), &out)
 		}
 	})
 	b.Run("decode/json", func(b *testing.B) {
 		for b.Loop() {
-			var out AppendOut
+			var out wire.AppendOut
 			_ = json.NewDecoder(bytes.NewReader(resp)).Decode(&out)
 		}
 	})
 	b.Run("decode/v2", func(b *testing.B) {
 		for b.Loop() {
-			var out AppendOut
+			var out wire.AppendOut
 			_ = jsonv2.UnmarshalRead(bytes.NewReader(resp), &out)
 		}
 	})

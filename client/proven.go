@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Proven reads and writes (docs/API.md, "Proven answers"): with ?prove=1,
@@ -17,47 +18,6 @@ import (
 // client already trusts, and each event's stored bytes with its inclusion
 // proof, in one round trip. client/verified checks them; this file only
 // carries them.
-
-// Proof is what ?prove=1 adds to an answer, as its "proof" field.
-type Proof struct {
-	// Checkpoint is the signed checkpoint note the proofs are against,
-	// with the witnesses' cosignature lines the node collected for it.
-	Checkpoint string `json:"checkpoint"`
-	// Trusted is the request's trusted size; Consistency is the RFC 6962
-	// consistency proof from it to the checkpoint's size (empty when
-	// Trusted is 0 or not below the checkpoint's size).
-	Trusted     uint64   `json:"trusted"`
-	Consistency [][]byte `json:"consistency"`
-	// Entries are the answer's events, in the answer's order.
-	Entries []ProvenEntry `json:"entries"`
-	// Range, asked for with ?prove=range and given when the answer's
-	// events are one run of consecutive positions, proves all of them at
-	// once; the entries then carry no hashes of their own.
-	Range *RangeProof `json:"range,omitempty"`
-}
-
-// RangeProof proves the leaves [Begin, End) of the checkpoint's tree: Left
-// holds the compact range [0, Begin) and Right the compact range [End,
-// size), each the roots of its perfect subtrees from left to right (the
-// decomposition of transparency-dev/merkle's compact.RangeNodes). A
-// verifier appends the leaf hashes of the entries, in position order, to
-// Left's range, merges Right's, and compares the root with the checkpoint's.
-type RangeProof struct {
-	Begin uint64   `json:"begin"`
-	End   uint64   `json:"end"`
-	Left  [][]byte `json:"left"`
-	Right [][]byte `json:"right"`
-}
-
-// ProvenEntry is one event of a proven answer: its stored bytes (the
-// canonical encoding, docs/FORMAT.md, whose RFC 6962 leaf hash is
-// SHA-256(0x00 ‖ Entry)) and the inclusion proof of its position in the
-// checkpoint's tree, in RFC 6962 order.
-type ProvenEntry struct {
-	Position uint64   `json:"position"`
-	Entry    []byte   `json:"entry"`
-	Hashes   [][]byte `json:"hashes"`
-}
 
 // ProofQuery is what a client asks a proof for.
 type ProofQuery struct {
@@ -94,15 +54,15 @@ func (q ProofQuery) values(v url.Values) url.Values {
 
 // ProvenRead is a read page with its proof.
 type ProvenRead struct {
-	ReadOut
-	Proof *Proof `json:"proof"`
+	wire.ReadOut
+	Proof *wire.Proof `json:"proof"`
 }
 
 // ProvenEvent is one event read by id, with its proof (the answer is the
 // event's JSON with a "proof" field added).
 type ProvenEvent struct {
 	Event events.Event
-	Proof *Proof
+	Proof *wire.Proof
 }
 
 // ProvenAppend is an append's answer with its proof. The events are
@@ -110,17 +70,17 @@ type ProvenEvent struct {
 // the node could not sign, or no checkpoint cosigned by the witness
 // quorum covered them in time).
 type ProvenAppend struct {
-	AppendOut
-	Proof      *Proof `json:"proof"`
-	ProofError *Error `json:"proof_error,omitempty"`
+	wire.AppendOut
+	Proof      *wire.Proof `json:"proof"`
+	ProofError *wire.Error `json:"proof_error,omitempty"`
 }
 
 // ProvenCommand is a command's answer with the proof of the events it
 // appended (see ProvenAppend for ProofError).
 type ProvenCommand struct {
-	CommandOut
-	Proof      *Proof `json:"proof"`
-	ProofError *Error `json:"proof_error,omitempty"`
+	wire.CommandOut
+	Proof      *wire.Proof `json:"proof"`
+	ProofError *wire.Error `json:"proof_error,omitempty"`
 }
 
 // ReadStreamProven reads a stream page with its proof.
@@ -145,7 +105,7 @@ func (c *Client) EventProven(ctx context.Context, id string, q ProofQuery) (Prov
 	}
 	var out ProvenEvent
 	var p struct {
-		Proof *Proof `json:"proof"`
+		Proof *wire.Proof `json:"proof"`
 	}
 	if err := json.Unmarshal(b, &out.Event); err != nil {
 		return out, fmt.Errorf("GET /v1/events/%s: decode answer: %w", id, err)
@@ -159,19 +119,19 @@ func (c *Client) EventProven(ctx context.Context, id string, q ProofQuery) (Prov
 
 // AppendProven appends to one stream and asks for the proof of the events
 // written (strings that are not UTF-8 are refused before sending).
-func (c *Client) AppendProven(ctx context.Context, stream string, expected events.Expected, evs []EventIn, q ProofQuery) (ProvenAppend, error) {
+func (c *Client) AppendProven(ctx context.Context, stream string, expected events.Expected, evs []wire.EventIn, q ProofQuery) (ProvenAppend, error) {
 	var out ProvenAppend
 	if err := eventsTextError("events", evs); err != nil {
 		return out, err
 	}
-	body := streamAppendBody(StreamAppendIn{ExpectedVersion: expected, Events: evs}) // client/fastwire.go
+	body := streamAppendBody(wire.StreamAppendIn{ExpectedVersion: expected, Events: evs}) // client/fastwire.go
 	err := c.Do(ctx, http.MethodPost, "/v1/streams/"+url.PathEscape(stream)+"?"+q.values(nil).Encode(), body, &out)
 	return out, err
 }
 
 // AppendMultiProven is AppendMulti asking for the proof of the events
 // written.
-func (c *Client) AppendMultiProven(ctx context.Context, in AppendIn, q ProofQuery) (ProvenAppend, error) {
+func (c *Client) AppendMultiProven(ctx context.Context, in wire.AppendIn, q ProofQuery) (ProvenAppend, error) {
 	var out ProvenAppend
 	for i := range in.Appends {
 		if err := textError(fmt.Sprintf("appends[%d].stream", i), in.Appends[i].Stream); err != nil {
@@ -187,7 +147,7 @@ func (c *Client) AppendMultiProven(ctx context.Context, in AppendIn, q ProofQuer
 
 // CommandProven sends a command and asks for the proof of the events it
 // appended.
-func (c *Client) CommandProven(ctx context.Context, in CommandIn, q ProofQuery) (ProvenCommand, error) {
+func (c *Client) CommandProven(ctx context.Context, in wire.CommandIn, q ProofQuery) (ProvenCommand, error) {
 	var out ProvenCommand
 	if err := commandTextError(&in); err != nil {
 		return out, err

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // json.Marshal sends a Go string that is not UTF-8 with each bad byte
@@ -21,13 +22,13 @@ func textError(field, s string) error {
 	if utf8.ValidString(s) {
 		return nil
 	}
-	return &Error{Status: http.StatusBadRequest, Code: events.CodeInvalidUTF8, Field: field,
+	return &wire.Error{Status: http.StatusBadRequest, Code: events.CodeInvalidUTF8, Field: field,
 		Message: fmt.Sprintf("%s is not UTF-8 text (refused by the client: it would be sent as U+FFFD); send UTF-8", field)}
 }
 
 // eventsTextError checks the strings of events under base ("events" or
 // "appends[i].events").
-func eventsTextError(base string, evs []EventIn) error {
+func eventsTextError(base string, evs []wire.EventIn) error {
 	for i := range evs {
 		e := &evs[i]
 		for _, f := range [...]struct{ name, v string }{{"id", e.ID}, {"type", e.Type}, {"correlation_id", e.CorrelationID}, {"causation_id", e.CausationID}} {
@@ -51,7 +52,7 @@ func eventsTextError(base string, evs []EventIn) error {
 }
 
 // commandTextError checks the strings of a command's envelope.
-func commandTextError(in *CommandIn) error {
+func commandTextError(in *wire.CommandIn) error {
 	for _, f := range [...]struct{ name, v string }{{"command", in.Command}, {"id", in.ID}, {"actor", in.Actor}, {"correlation_id", in.CorrelationID}} {
 		if err := textError(f.name, f.v); err != nil {
 			return err

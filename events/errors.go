@@ -66,6 +66,12 @@ var (
 	// (leadership lost mid-commit, a failed fsync). Retrying with the same
 	// event ids is safe: the log answers with the original positions.
 	ErrOutcomeUnknown = errors.New("events: outcome unknown")
+	// ErrNoSigner is returned when a checkpoint is to be signed and the
+	// ledger has no key to sign it with: nothing can be proven, backed
+	// up or served as the latest checkpoint until one is set. A store
+	// wraps it with its own prefix (pebblelog.ErrNoSigner reads
+	// "pebblelog: no checkpoint signer configured"), so its text has none.
+	ErrNoSigner = errors.New("no checkpoint signer configured")
 )
 
 // Kind is which of the four outcomes of a request an error reports

@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/executor"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // Issue #20, finding 7, the other half: "the executor runs only what its
@@ -73,7 +74,7 @@ func (h *principalsHarness) register() ed25519.PrivateKey {
 }
 
 // approve sends a command with the approver's token; it must be appended.
-func (h *principalsHarness) approve(name string, data any) client.CommandOut {
+func (h *principalsHarness) approve(name string, data any) wire.CommandOut {
 	h.t.Helper()
 	out, err := h.approverSend(name, data)
 	if err != nil {
@@ -82,13 +83,13 @@ func (h *principalsHarness) approve(name string, data any) client.CommandOut {
 	return out
 }
 
-func (h *principalsHarness) approverSend(name string, data any) (client.CommandOut, error) {
+func (h *principalsHarness) approverSend(name string, data any) (wire.CommandOut, error) {
 	h.t.Helper()
 	b, err := json.Marshal(data)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return h.approver.Command(h.t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Data: b})
+	return h.approver.Command(h.t.Context(), wire.CommandIn{Command: name, ID: uuid.NewString(), Data: b})
 }
 
 // executorConfig is gpu1 with its own token.
@@ -111,7 +112,7 @@ func (h *principalsHarness) seen(key ed25519.PrivateKey) {
 // refusedWith checks that err is a refusal of status and code.
 func refusedWith(t *testing.T, err error, status int, code string) {
 	t.Helper()
-	var ce *client.Error
+	var ce *wire.Error
 	if !errors.As(err, &ce) || ce.Status != status || ce.Code != code {
 		t.Fatalf("got %v, want %d %s", err, status, code)
 	}

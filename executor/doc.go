@@ -46,6 +46,7 @@
 // uncertain.
 //
 // The package imports events, aggregates (the command and payload types),
-// client (the HTTP client of a node) and the standard library; never api,
+// wire (the API's bodies and codes), client (the HTTP client of a node)
+// and the standard library; never api,
 // commands, node or a store: it talks to a node over the network only.
 package executor

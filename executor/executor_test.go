@@ -31,6 +31,7 @@ import (
 	"github.com/greffe/greffe/executor"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // These tests run the executor against a real node on 127.0.0.1:0, with
@@ -103,16 +104,16 @@ func newHarnessWith(t *testing.T, gpu string, cfg node.Config, token string) *ha
 }
 
 // send sends a command under a fresh id.
-func (h *harness) send(name string, data any) (client.CommandOut, error) {
+func (h *harness) send(name string, data any) (wire.CommandOut, error) {
 	h.t.Helper()
 	b, err := json.Marshal(data)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return h.c.Command(h.t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Actor: "test", Data: b})
+	return h.c.Command(h.t.Context(), wire.CommandIn{Command: name, ID: uuid.NewString(), Actor: "test", Data: b})
 }
 
-func (h *harness) must(name string, data any) client.CommandOut {
+func (h *harness) must(name string, data any) wire.CommandOut {
 	h.t.Helper()
 	out, err := h.send(name, data)
 	if err != nil {
@@ -588,7 +589,7 @@ func TestNode_RefusesMeasurements(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := claimed()
 			_, err := h.send("RecordMeasurement", tc.record(id))
-			var ae *client.Error
+			var ae *wire.Error
 			switch {
 			case tc.status == 200 && err != nil:
 				t.Fatal(err)
@@ -734,7 +735,7 @@ func TestNode_ConcurrentClaims(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b, _ := json.Marshal(aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: "racer" + strconv.Itoa(i), LeaseUntil: time.Now().Add(time.Minute)})
-			_, err := h.c.Command(t.Context(), client.CommandIn{Command: "ClaimMeasurement", ID: uuid.NewString(), Data: b})
+			_, err := h.c.Command(t.Context(), wire.CommandIn{Command: "ClaimMeasurement", ID: uuid.NewString(), Data: b})
 			codes[i] = "won"
 			if err != nil {
 				codes[i] = client.CodeOf(err)
@@ -1008,7 +1009,7 @@ func TestExecutor_ExecutorToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ae *client.Error
+	var ae *wire.Error
 	if err := x.Register(t.Context(), "any"); !errors.As(err, &ae) || ae.Status != http.StatusForbidden {
 		t.Fatalf("an executor token registering a key: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // One measurement: decide it under the host policy (hostpolicy.go), claim
@@ -68,7 +69,7 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 		// answer the claim may or may not have landed: if it did, its
 		// lease runs out into uncertainty; either way it is not retried.
 		t.settle(req.MeasurementID)
-		var ae *client.Error
+		var ae *wire.Error
 		switch {
 		case ctx.Err() != nil:
 		case errors.As(err, &ae) && ae.Status/100 == 4:

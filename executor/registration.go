@@ -61,7 +61,7 @@ func (x *Executor) KeyStatus(ctx context.Context) (KeyStatus, error) {
 }
 
 // Register sends RegisterExecutorKey under approvalID. A refusal (no
-// approval yet, another host…) is a *client.Error with the gate's code.
+// approval yet, another host…) is a *wire.Error with the gate's code.
 func (x *Executor) Register(ctx context.Context, approvalID string) error {
 	_, err := x.send(ctx, "RegisterExecutorKey", uuid.New(), aggregates.RegisterExecutorKey{
 		ExecutorID: x.cfg.ExecutorID, Host: x.cfg.Host, PublicKey: x.PublicKey(), ApprovalID: approvalID,

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/aggregates"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Standing probe schedules (issue #16): the executor follows the
@@ -186,7 +186,7 @@ func (x *Executor) askProbe(ctx context.Context, book *scheduleBook, provider st
 	id := "probe-" + uuid.NewString()
 	_, err := x.send(ctx, "RequestScheduledProbe", uuid.New(), aggregates.RequestScheduledProbe{
 		Provider: provider, ExecutorID: x.cfg.ExecutorID, MeasurementID: id})
-	var ae *client.Error
+	var ae *wire.Error
 	switch {
 	case err == nil:
 		x.cfg.Logger.Info("scheduled probe requested", "provider", provider, "measurement_id", id)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Sending commands to the node: one command id per intent, re-sent after
@@ -25,12 +25,12 @@ const sendAttempts = 6
 
 // send sends one command, re-sending it (same id) after transient
 // failures. A refusal or a malformed command is returned at once.
-func (x *Executor) send(ctx context.Context, name string, id uuid.UUID, data any) (client.CommandOut, error) {
+func (x *Executor) send(ctx context.Context, name string, id uuid.UUID, data any) (wire.CommandOut, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
-		return client.CommandOut{}, fmt.Errorf("encode %s: %w", name, err)
+		return wire.CommandOut{}, fmt.Errorf("encode %s: %w", name, err)
 	}
-	in := client.CommandIn{Command: name, ID: id.String(), Actor: "executor:" + x.cfg.ExecutorID, Data: b}
+	in := wire.CommandIn{Command: name, ID: id.String(), Actor: "executor:" + x.cfg.ExecutorID, Data: b}
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		out, err := x.cfg.Client.Command(ctx, in)
@@ -50,7 +50,7 @@ func (x *Executor) send(ctx context.Context, name string, id uuid.UUID, data any
 
 // transient reports whether re-sending the same command may succeed.
 func transient(err error) bool {
-	var ae *client.Error
+	var ae *wire.Error
 	if !errors.As(err, &ae) {
 		return true // no answer at all
 	}

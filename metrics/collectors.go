@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/greffe/greffe/events/pebblelog"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // storeCollector reads the ledger: size, appends, commit distributions and
@@ -268,7 +268,7 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 // members it would query answer at once as unreachable (their fields are
 // left empty). Scrapes and readiness probes use it; they must never wait
 // on another node.
-func LocalRaftStatus(r Raft) (replicator.Status, error) {
+func LocalRaftStatus(r Raft) (wire.Status, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return r.Status(ctx)

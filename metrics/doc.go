@@ -11,7 +11,8 @@
 // few atomic adds per batch.
 //
 // It may import events, the store, commands (for the refusals stream's
-// name), projections, replicator, witness and internal/quota (for their
-// status types) and the Prometheus client; it must not import api or
-// node, which wire it.
+// name), projections, witness and internal/quota (for their status types),
+// wire (the cluster status the replicator reports) and the Prometheus
+// client; it must not import api, node or the replicator, which node wires
+// in through the Raft interface.
 package metrics

@@ -16,7 +16,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // Store is what the collectors read from the ledger (*pebblelog.Store).
@@ -42,7 +42,7 @@ type Store interface {
 // which Status fills in before it asks the other members, and must not
 // wait on them (they answer as unreachable, which the collector ignores).
 type Raft interface {
-	Status(ctx context.Context) (replicator.Status, error)
+	Status(ctx context.Context) (wire.Status, error)
 }
 
 // Projections are the node's read models (*projections.Set).

@@ -12,6 +12,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // serveAt runs a node on the data folder data until the test ends.
@@ -65,9 +66,9 @@ func appendMany(t *testing.T, url string, stream string, count int) {
 	t.Helper()
 	c := client.New(url, "")
 	for i := 0; i < count; i += 50 {
-		evs := make([]client.EventIn, min(50, count-i))
+		evs := make([]wire.EventIn, min(50, count-i))
 		for j := range evs {
-			evs[j] = client.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
+			evs[j] = wire.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
 		}
 		if _, err := c.Append(t.Context(), stream, events.ExpectAny, evs); err != nil {
 			t.Fatal(err)

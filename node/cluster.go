@@ -13,6 +13,13 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
+)
+
+// The replicator is the cluster api's routes and request routing need.
+var (
+	_ api.Cluster = (*replicator.Replicator)(nil)
+	_ api.Router  = (*replicator.Replicator)(nil)
 )
 
 // ClusterConfig makes the node a member of a raft cluster (issue #5). The
@@ -99,7 +106,7 @@ func (n *Node) prepareCluster(sc *pebblelog.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cc.JoinTimeout)
 	defer cancel()
 	c := client.New(cc.Join, cc.JoinToken)
-	var info client.InfoOut
+	var info wire.InfoOut
 	err := retryJoin(ctx, func() error {
 		var err error
 		info, err = c.Info(ctx)
@@ -120,7 +127,7 @@ func (n *Node) prepareCluster(sc *pebblelog.Config) error {
 func retryJoin(ctx context.Context, op func() error) error {
 	for {
 		err := op()
-		var ae *client.Error
+		var ae *wire.Error
 		if err == nil || errors.As(err, &ae) && ae.Status/100 == 4 {
 			return err
 		}
@@ -200,7 +207,7 @@ func (n *Node) startCluster() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cc.JoinTimeout)
 	defer cancel()
 	c := client.New(cc.Join, cc.JoinToken)
-	req := replicator.JoinRequest{NodeID: n.cfg.NodeID, RaftAddr: m.rep.Addr(), LedgerID: n.Store.LedgerID()}
+	req := wire.JoinRequest{NodeID: n.cfg.NodeID, RaftAddr: m.rep.Addr(), LedgerID: n.Store.LedgerID()}
 	err := retryJoin(ctx, func() error {
 		return c.Do(ctx, http.MethodPost, "/v1/cluster/join", req, nil)
 	})

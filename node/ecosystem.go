@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/greffe/greffe/api/kurrentgrpc"
-	"github.com/greffe/greffe/replicator/kafka"
+	"github.com/greffe/greffe/export/kafka"
 )
 
 // EcosystemConfig turns on the bridges to the tools other teams already

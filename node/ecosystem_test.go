@@ -17,9 +17,9 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/api/kurrentgrpc"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/export/kafka"
 	"github.com/greffe/greffe/internal/testcert"
 	"github.com/greffe/greffe/replicator"
-	"github.com/greffe/greffe/replicator/kafka"
 )
 
 // TestNode_Ecosystem opens a node with both bridges on: an event appended

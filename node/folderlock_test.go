@@ -15,6 +15,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestNode_SecondNodeOnLiveFolderDeletesNothing is issue #20, finding 4's
@@ -78,7 +79,7 @@ func TestNode_SecondNodeOnLiveFolderDeletesNothing(t *testing.T) {
 		t.Fatalf("the held snapshot after the second node: %v", err)
 	}
 	// The first node goes on.
-	if _, err := client.New(n1.URL(), "").Append(t.Context(), "orders", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+	if _, err := client.New(n1.URL(), "").Append(t.Context(), "orders", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 		t.Fatalf("append after the second node: %v", err)
 	}
 	if got := n1.Store.Head().Size; got != before.Size+1 {

@@ -14,6 +14,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // serveNode runs a real node in process on a loopback port.
@@ -79,12 +80,12 @@ func TestKeyRing_EdgeRefusesBadEnvelopes(t *testing.T) {
 	// The same type on a stream that is not an executor's registers nothing.
 	storeAppend(t, n, "notes", events.TypeExecutorKeyRegistered, events.KeyRegisteredData{ExecutorID: "x", KeyID: stranger.id, PublicKey: stranger.pub})
 
-	signed := func(k execKey, data string) client.EventIn {
+	signed := func(k execKey, data string) wire.EventIn {
 		env, err := events.SignData(ctx, "application/vnd.greffe.test+json", []byte(data), k.priv)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return client.EventIn{Type: "Measured", Data: json.RawMessage(data), Envelope: env}
+		return wire.EventIn{Type: "Measured", Data: json.RawMessage(data), Envelope: env}
 	}
 	badSig := signed(k2, `{"v":2}`)
 	badSig.Data = json.RawMessage(`{"v":3}`)
@@ -96,12 +97,12 @@ func TestKeyRing_EdgeRefusesBadEnvelopes(t *testing.T) {
 		Reason any
 		Field  string
 	}
-	run := func(ev client.EventIn) outcome {
-		_, err := c.Append(ctx, "measurements", events.ExpectAny, []client.EventIn{ev})
+	run := func(ev wire.EventIn) outcome {
+		_, err := c.Append(ctx, "measurements", events.ExpectAny, []wire.EventIn{ev})
 		if err == nil {
 			return outcome{}
 		}
-		var ae *client.Error
+		var ae *wire.Error
 		if !asError(err, &ae) {
 			t.Fatalf("not an API error: %v", err)
 		}
@@ -109,12 +110,12 @@ func TestKeyRing_EdgeRefusesBadEnvelopes(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		ev   client.EventIn
+		ev   wire.EventIn
 		want outcome
 	}{
 		{"a registered key", signed(k1, `{"v":1}`), outcome{}},
-		{"an unknown key", signed(stranger, `{"v":1}`), outcome{api.CodeSignatureInvalid, events.SigUnknownKey, "events[0].envelope"}},
-		{"another data's signature", badSig, outcome{api.CodeSignatureInvalid, events.SigBadSignature, "events[0].envelope"}},
+		{"an unknown key", signed(stranger, `{"v":1}`), outcome{wire.CodeSignatureInvalid, events.SigUnknownKey, "events[0].envelope"}},
+		{"another data's signature", badSig, outcome{wire.CodeSignatureInvalid, events.SigBadSignature, "events[0].envelope"}},
 		{"an envelope without signatures", noSig, outcome{events.CodeInvalidSignature, nil, "events[0].envelope.signatures"}},
 	}
 	for _, tc := range tests {
@@ -127,7 +128,7 @@ func TestKeyRing_EdgeRefusesBadEnvelopes(t *testing.T) {
 
 	// A revocation is seen by the next append: the ring follows the log.
 	storeAppend(t, n, "executor-gpu1", events.TypeExecutorKeyRevoked, events.KeyRevokedData{ExecutorID: "gpu1", KeyID: k1.id})
-	if diff := cmp.Diff(outcome{api.CodeSignatureInvalid, events.SigRevokedKey, "events[0].envelope"}, run(signed(k1, `{"v":5}`))); diff != "" {
+	if diff := cmp.Diff(outcome{wire.CodeSignatureInvalid, events.SigRevokedKey, "events[0].envelope"}, run(signed(k1, `{"v":5}`))); diff != "" {
 		t.Errorf("revoked key (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(outcome{}, run(signed(k2, `{"v":6}`))); diff != "" {

@@ -19,10 +19,24 @@ import (
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/api"
+	"github.com/greffe/greffe/backup"
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
 	"github.com/greffe/greffe/witness"
+)
+
+// The parts the node hands to api, which defines what it needs of each and
+// imports none of them (no store, no raft): pinned here, where they meet.
+var (
+	_ api.Ledger        = (*pebblelog.Store)(nil)
+	_ api.FailingLedger = (*pebblelog.Store)(nil)
+	_ api.StreamLister  = (*pebblelog.Store)(nil)
+	_ api.Backups       = (*backup.Taker)(nil)
+	_ backup.Ledger     = (*pebblelog.Store)(nil)
+	_ api.ReadModels    = (*projections.Set)(nil)
+	_ api.Cosignatures  = (*witness.Collector)(nil)
+	_ api.KeyRing       = (*KeyRing)(nil)
 )
 
 // Version is the greffe version reported by nodes and executors.
@@ -229,7 +243,7 @@ func open(cfg Config) (*Node, error) {
 	// GET /v1/backup: a consistent copy of the ledger and the verifier
 	// keys, its manifest signed by the node's keys; the private keys only
 	// for an admin who asks (issue #20).
-	srv.MountBackup(st, api.BackupConfig{KeysDir: keysDir(cfg.DataDir), Signers: ks.Signers})
+	srv.MountBackup(&backup.Taker{Ledger: st, KeysDir: keysDir(cfg.DataDir), Signers: ks.Signers, NodeID: cfg.NodeID}, api.BackupConfig{})
 	n.startKeyRing() // signed appends are checked against the key ring (keyring.go)
 	if err := n.openDomain(); err != nil {
 		n.Close()

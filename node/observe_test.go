@@ -22,9 +22,10 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/export/kafka"
 	"github.com/greffe/greffe/internal/faultfs"
 	"github.com/greffe/greffe/replicator"
-	"github.com/greffe/greffe/replicator/kafka"
+	"github.com/greffe/greffe/wire"
 )
 
 // serveNode opens a node with cfg (data folder and address filled in) and
@@ -138,7 +139,7 @@ func TestNode_Metrics(t *testing.T) {
 	// Three appends of two events, one command that appends, four
 	// refusals of three codes.
 	for i := range 3 {
-		if _, err := c.Append(ctx, fmt.Sprintf("orders-%d", i), events.ExpectAny, []client.EventIn{
+		if _, err := c.Append(ctx, fmt.Sprintf("orders-%d", i), events.ExpectAny, []wire.EventIn{
 			{Type: "OrderPlaced", Data: json.RawMessage(`{"qty":1}`)}, {Type: "OrderPaid", Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -153,8 +154,8 @@ func TestNode_Metrics(t *testing.T) {
 		{"GrantApproval", `{"approval_id":"old","approver":"owner","action":"activation","subject":"provider-m-local","uses":1,"expires_at":"2000-01-01T00:00:00Z"}`, "approval_expiry_past"},
 	}
 	for i, cmd := range commands {
-		_, err := c.Command(ctx, client.CommandIn{Command: cmd.cmd, ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1), Actor: "owner", Data: json.RawMessage(cmd.data)})
-		var ae *client.Error
+		_, err := c.Command(ctx, wire.CommandIn{Command: cmd.cmd, ID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1), Actor: "owner", Data: json.RawMessage(cmd.data)})
+		var ae *wire.Error
 		switch {
 		case cmd.refused == "" && err != nil:
 			t.Fatalf("%s: %v", cmd.cmd, err)
@@ -280,7 +281,7 @@ func TestNode_ReadyCluster(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := client.New(n.URL(), "").Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced"}}); err != nil {
+	if _, err := client.New(n.URL(), "").Append(ctx, "orders-1", events.ExpectAny, []wire.EventIn{{Type: "OrderPlaced"}}); err != nil {
 		t.Fatal(err)
 	}
 	code, r = readyz(t, ctx, n.URL())
@@ -333,7 +334,7 @@ func TestNode_MetricsKafkaExport(t *testing.T) {
 			default: // a later call says more
 			}
 		}}}})
-	if _, err := client.New(n.URL(), "").Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{{Type: "A"}, {Type: "B"}, {Type: "C"}}); err != nil {
+	if _, err := client.New(n.URL(), "").Append(ctx, "orders-1", events.ExpectAny, []wire.EventIn{{Type: "A"}, {Type: "B"}, {Type: "C"}}); err != nil {
 		t.Fatal(err)
 	}
 	for ex := uint64(0); ex < 3; {
@@ -382,7 +383,7 @@ func TestNode_FailedStoreIsVisible(t *testing.T) {
 	c := client.New(n.URL(), "")
 
 	for i := range 3 {
-		if _, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+		if _, err := c.Append(ctx, "orders-1", events.ExpectAny, []wire.EventIn{{Type: "OrderPlaced", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -396,22 +397,22 @@ func TestNode_FailedStoreIsVisible(t *testing.T) {
 	armed.Store(true)
 	appendErr := func(what string, err error, status int, code string) {
 		t.Helper()
-		var ae *client.Error
+		var ae *wire.Error
 		if !errors.As(err, &ae) || ae.Status != status || ae.Code != code {
 			t.Errorf("%s: %v, want %d %s", what, err, status, code)
 		}
 	}
-	uncertain := client.EventIn{ID: "00000000-0000-4000-8000-0000000000aa", Type: "OrderPlaced", Data: json.RawMessage(`{"i":3}`)}
-	_, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{uncertain})
+	uncertain := wire.EventIn{ID: "00000000-0000-4000-8000-0000000000aa", Type: "OrderPlaced", Data: json.RawMessage(`{"i":3}`)}
+	_, err := c.Append(ctx, "orders-1", events.ExpectAny, []wire.EventIn{uncertain})
 	appendErr("the append whose fsync failed", err, http.StatusServiceUnavailable, events.CodeOutcomeUnknown)
 	if n.Store.Failure() == nil {
 		t.Fatal("the store did not fail on the fsync error")
 	}
-	_, err = c.Append(ctx, "orders-2", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced"}})
+	_, err = c.Append(ctx, "orders-2", events.ExpectAny, []wire.EventIn{{Type: "OrderPlaced"}})
 	appendErr("an append after the failure", err, http.StatusServiceUnavailable, events.CodeStoreFailed)
-	_, err = c.AppendMulti(ctx, client.AppendIn{Appends: []client.StreamAppendIn{{Stream: "orders-3", ExpectedVersion: events.ExpectAny, Events: []client.EventIn{{Type: "OrderPlaced"}}}}})
+	_, err = c.AppendMulti(ctx, wire.AppendIn{Appends: []wire.StreamAppendIn{{Stream: "orders-3", ExpectedVersion: events.ExpectAny, Events: []wire.EventIn{{Type: "OrderPlaced"}}}}})
 	appendErr("a multi-stream append after the failure", err, http.StatusServiceUnavailable, events.CodeStoreFailed)
-	_, err = c.Command(ctx, client.CommandIn{Command: "RevokeApproval", ID: "00000000-0000-4000-8000-000000000001", Actor: "owner",
+	_, err = c.Command(ctx, wire.CommandIn{Command: "RevokeApproval", ID: "00000000-0000-4000-8000-000000000001", Actor: "owner",
 		Data: json.RawMessage(`{"approval_id":"never-granted","reason":"cleanup"}`)})
 	appendErr("a command after the failure", err, http.StatusServiceUnavailable, events.CodeStoreFailed)
 
@@ -469,11 +470,11 @@ func TestNode_FailedStoreIsVisible(t *testing.T) {
 	if v := sample(fams, "greffe_wal_replayed_records"); v <= 0 {
 		t.Errorf("greffe_wal_replayed_records after the restart: %v, want the log replayed", v)
 	}
-	out, err := c.Append(ctx, "orders-1", events.ExpectAny, []client.EventIn{uncertain})
+	out, err := c.Append(ctx, "orders-1", events.ExpectAny, []wire.EventIn{uncertain})
 	if err != nil || out.Events[0].Position != 3 || !out.Duplicate {
 		t.Fatalf("the uncertain append re-sent after the restart: %v %+v, want the duplicate at position 3", err, out)
 	}
-	if _, err := c.Append(ctx, "orders-2", events.ExpectAny, []client.EventIn{{Type: "OrderPlaced"}}); err != nil {
+	if _, err := c.Append(ctx, "orders-2", events.ExpectAny, []wire.EventIn{{Type: "OrderPlaced"}}); err != nil {
 		t.Fatalf("an append after the restart: %v", err)
 	}
 }

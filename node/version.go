@@ -5,8 +5,8 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // stampedVersion and stampedCommit are written by the linker at a release
@@ -34,8 +34,8 @@ const APIVersion = "v1"
 // with "-dev" (a build from a checkout). The commit is the stamped one,
 // else the VCS revision the go command records when it builds a main
 // package inside a checkout.
-func Build() client.VersionOut {
-	out := client.VersionOut{Version: Version + "-dev", GoVersion: runtime.Version(), APIVersion: APIVersion,
+func Build() wire.VersionOut {
+	out := wire.VersionOut{Version: Version + "-dev", GoVersion: runtime.Version(), APIVersion: APIVersion,
 		StoreFormat: pebblelog.StoreFormat, StoreFormatsRead: pebblelog.ReadFormats()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v := bi.Main.Version; v != "" && v != "(devel)" {

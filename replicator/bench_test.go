@@ -16,6 +16,7 @@ import (
 	"github.com/greffe/greffe/bench"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // BenchmarkAppend compares, in one run, a single store with the leader of a
@@ -65,7 +66,7 @@ func benchLeader(b *testing.B, n int) *pebblelog.Store {
 			waitFor(b, func() bool { return node.rep.raft.State() == raft.Leader })
 			continue
 		}
-		if err := nodes[0].rep.Join(context.Background(), JoinRequest{NodeID: node.id, RaftAddr: node.addr, LedgerID: testLedger}); err != nil {
+		if err := nodes[0].rep.Join(context.Background(), wire.JoinRequest{NodeID: node.id, RaftAddr: node.addr, LedgerID: testLedger}); err != nil {
 			b.Fatal(err)
 		}
 	}

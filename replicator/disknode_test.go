@@ -17,6 +17,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/internal/faultfs"
+	"github.com/greffe/greffe/wire"
 )
 
 // Members on crashable disks, for the power-loss suite (powerloss_test.go)
@@ -118,7 +119,7 @@ func diskCluster(t *testing.T, inj errorfs.Injector, tweak func(id string, c *Co
 			eventually(t, "n1 leads", 10*time.Second, func() bool { return nodes[0].rep.IsLeader() })
 			continue
 		}
-		if err := nodes[0].rep.Join(t.Context(), JoinRequest{NodeID: nodes[i].id, RaftAddr: nodes[i].addr, LedgerID: testLedger}); err != nil {
+		if err := nodes[0].rep.Join(t.Context(), wire.JoinRequest{NodeID: nodes[i].id, RaftAddr: nodes[i].addr, LedgerID: testLedger}); err != nil {
 			t.Fatal(err)
 		}
 	}

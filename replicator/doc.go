@@ -20,11 +20,14 @@
 // raft state allow (snapindex.go).
 //
 // It imports events, events/pebblelog (for the store's snapshot and apply
-// types), internal/netpolicy (what counts as loopback), raft and Pebble;
-// never api, node or cmd. Raft's errors are
-// translated here: callers see *NotLeaderError (which carries the leader's
-// address), events.ErrOutcomeUnknown, or an *Error with a stable code.
+// types), internal/netpolicy (what counts as loopback), wire (the cluster
+// status it reports and the cluster's error codes), raft and Pebble; never
+// api, node or cmd. Only node imports it (and cmd, which may import
+// everything, for the cluster's certificates): api reaches the cluster
+// through its Cluster and Router interfaces. Raft's errors are translated
+// here: callers see *NotLeaderError (which carries the leader's address),
+// events.ErrOutcomeUnknown, or an *Error with a stable code.
 //
-// The subpackages kafka and kurrent (exporters) are separate and unrelated
-// to raft.
+// The exporters (Kafka, the KurrentDB mirror) are package export's: this
+// package is raft only.
 package replicator

@@ -7,31 +7,14 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
-// Error codes of the replicator (docs/API.md, docs/CLUSTER.md). They are
-// part of the public contract: never renamed, never reused. Each error
-// says what happened to the request with an events.Kind; the API turns
-// the kind and the code into an HTTP status (api/errors.go), nothing here
-// knows HTTP.
-const (
-	// CodeNotLeader: this node does not lead, so it cannot order the write
-	// or serve the verified read; nothing was written. Details carry the
-	// leader's id and raft address when one is known.
-	CodeNotLeader = "not_leader"
-	// CodeLeaderUnreachable: a leader is elected but does not answer; the
-	// request was not sent to it (nothing written); retry.
-	CodeLeaderUnreachable = "leader_unreachable"
-	// CodeLedgerMismatch: a node of another ledger asked to join.
-	CodeLedgerMismatch = "ledger_mismatch"
-	// CodeUnknownNode: the node id is not a member of the cluster.
-	CodeUnknownNode = "unknown_node"
-	// CodeMemberConflict: the node id is a member with another raft address.
-	CodeMemberConflict = "member_conflict"
-	// CodeReplicationFailed: raft refused the operation before writing it
-	// (enqueue timeout, a configuration change already in flight); retry.
-	CodeReplicationFailed = "replication_failed"
-)
+// The replicator's error codes are the cluster's, in package wire
+// (wire/cluster.go): part of the public contract, never renamed, never
+// reused. Each error says what happened to the request with an
+// events.Kind; the API turns the kind and the code into an HTTP status
+// (api/errors.go), nothing here knows HTTP.
 
 // ErrNotLeader matches every *NotLeaderError with errors.Is.
 var ErrNotLeader = errors.New("replicator: not the leader")
@@ -55,13 +38,13 @@ func (e *NotLeaderError) Error() string {
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // ErrorCode returns not_leader.
-func (e *NotLeaderError) ErrorCode() string { return CodeNotLeader }
+func (e *NotLeaderError) ErrorCode() string { return wire.CodeNotLeader }
 
 // CodedError describes the error: not_leader, a failure (nothing written;
 // the request may be sent again as it is, to the leader), with the
 // leader's id and raft address in Details.
 func (e *NotLeaderError) CodedError() *events.Error {
-	return &events.Error{Code: CodeNotLeader, Kind: events.KindFailed, Message: e.Error(), Err: e,
+	return &events.Error{Code: wire.CodeNotLeader, Kind: events.KindFailed, Message: e.Error(), Err: e,
 		Details: map[string]any{"leader_id": e.LeaderID, "leader_raft_addr": e.LeaderAddr}}
 }
 
@@ -117,9 +100,9 @@ func (p *Replicator) translate(err error) error {
 		return p.notLeader()
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrUnsupportedProtocol):
 		// Never enqueued: nothing was written.
-		return errorf(CodeReplicationFailed, events.KindFailed, err, "raft did not take the operation; nothing was written, retry")
+		return errorf(wire.CodeReplicationFailed, events.KindFailed, err, "raft did not take the operation; nothing was written, retry")
 	case errors.Is(err, raft.ErrCantBootstrap):
-		return errorf(CodeReplicationFailed, events.KindRefused, err, "the cluster already exists")
+		return errorf(wire.CodeReplicationFailed, events.KindRefused, err, "the cluster already exists")
 	}
 	// ErrLeadershipLost, ErrRaftShutdown, ErrAbortedByRestore and anything
 	// unforeseen: the entry may have reached a quorum.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // forgedSnapshot is what an attacker who knows the ledger id (GET
@@ -385,7 +386,7 @@ func TestReplicator_RefusedSnapshotIsNeverServed(t *testing.T) {
 
 	joiner := &testNode{id: "n3"}
 	startNode(t, joiner, testConfig(joiner.id, small))
-	if err := victim.rep.Join(t.Context(), JoinRequest{NodeID: joiner.id, RaftAddr: joiner.addr, LedgerID: testLedger}); err != nil {
+	if err := victim.rep.Join(t.Context(), wire.JoinRequest{NodeID: joiner.id, RaftAddr: joiner.addr, LedgerID: testLedger}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the joiner installs a snapshot", 20*time.Second, func() bool { return joiner.rep.fsm.restores.Load() > 0 })

@@ -16,93 +16,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
-
-// JoinRequest asks the leader to add a node. The node joins as a non-voter
-// and the leader promotes it to voter once it has caught up.
-type JoinRequest struct {
-	// NodeID is the joining node's id.
-	NodeID string `json:"node_id"`
-	// RaftAddr is the joining node's raft address (host:port).
-	RaftAddr string `json:"raft_addr"`
-	// LedgerID is the ledger the joining node holds; it must be this one.
-	LedgerID string `json:"ledger_id"`
-}
-
-// Status is a node's view of the cluster.
-type Status struct {
-	// NodeID is this node's id.
-	NodeID string `json:"node_id"`
-	// State is this node's raft state: Leader, Follower or Candidate.
-	State string `json:"state"`
-	// Term is the current raft term.
-	Term uint64 `json:"term"`
-	// LeaderID is the leader's id; empty when there is none.
-	LeaderID string `json:"leader_id"`
-	// LeaderRaftAddr is the leader's raft address; empty when there is none.
-	LeaderRaftAddr string `json:"leader_raft_addr"`
-	// CommitIndex is the raft index known committed.
-	CommitIndex uint64 `json:"commit_index"`
-	// AppliedIndex is the raft index applied to this node's log.
-	AppliedIndex uint64 `json:"applied_index"`
-	// LastIndex is the newest raft index in this node's raft log.
-	LastIndex uint64 `json:"last_index"`
-	// SnapshotIndex is the raft index of this node's newest snapshot; the
-	// raft log before it (less TrailingLogs) is gone.
-	SnapshotIndex uint64 `json:"snapshot_index"`
-	// TrailingLogs is how many raft entries this node keeps after a
-	// snapshot (derived from the write rate unless fixed).
-	TrailingLogs uint64 `json:"trailing_logs"`
-	// Restores counts snapshots this node installed since it started.
-	Restores uint64 `json:"restores"`
-	// RefusedRPCs counts the raft RPCs this node refused since it started:
-	// a sender that names no node, this node, another node than its
-	// certificate, or a node that is not a member (docs/CLUSTER.md).
-	RefusedRPCs uint64 `json:"refused_rpcs"`
-	// RefusedConnections counts the raft connections it refused: a TLS
-	// handshake that failed, a certificate without a node id, too many
-	// connections.
-	RefusedConnections uint64 `json:"refused_connections"`
-	// RefusedSnapshots counts the raft snapshots this node refused since
-	// it started, at install or at the start, for what they hold or for
-	// the raft index they are named at, none kept in its snapshot store: a
-	// forged history sent to its raft port, or a faulty member's
-	// (docs/CLUSTER.md, Snapshots).
-	RefusedSnapshots uint64 `json:"refused_snapshots"`
-	// Servers are the cluster's members.
-	Servers []ServerStatus `json:"servers"`
-}
-
-// ServerStatus is one member as this node sees it: its place in the raft
-// configuration and, when it answered on its raft port, what it says.
-type ServerStatus struct {
-	// ID is the member's id.
-	ID string `json:"id"`
-	// RaftAddr is the member's raft address.
-	RaftAddr string `json:"raft_addr"`
-	// Suffrage is voter or nonvoter.
-	Suffrage string `json:"suffrage"`
-	// Leader says whether the member is the leader.
-	Leader bool `json:"leader"`
-	// Reachable says whether the member answered on its raft port.
-	Reachable bool `json:"reachable"`
-	// Error says why the member did not answer.
-	Error string `json:"error,omitempty"`
-	// HTTPURL is the member's HTTP API URL, as it says.
-	HTTPURL string `json:"http_url,omitempty"`
-	// State is the member's raft state, as it says; empty when unreachable.
-	State string `json:"state,omitempty"`
-	// Term is the member's raft term, as it says.
-	Term uint64 `json:"term,omitempty"`
-	// AppliedIndex is the member's applied raft index, as it says.
-	AppliedIndex uint64 `json:"applied_index"`
-	// LastIndex is the member's newest raft index, as it says.
-	LastIndex uint64 `json:"last_index"`
-	// HeadSize is the member's log size, as it says.
-	HeadSize uint64 `json:"head_size"`
-	// Restores counts the snapshots the member installed since it started.
-	Restores uint64 `json:"restores"`
-}
 
 func suffrage(s raft.ServerSuffrage) string {
 	if s == raft.Voter {
@@ -123,14 +38,14 @@ func (p *Replicator) configuration() ([]raft.Server, error) {
 // Status queries every member (bounded by ctx and one second each) and
 // returns this node's view. Members that do not answer are listed as
 // unreachable.
-func (p *Replicator) Status(ctx context.Context) (Status, error) {
+func (p *Replicator) Status(ctx context.Context) (wire.Status, error) {
 	servers, err := p.configuration()
 	if err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	addr, id := p.raft.LeaderWithID()
 	self := p.info()
-	st := Status{NodeID: p.cfg.NodeID, State: p.raft.State().String(), Term: p.raft.CurrentTerm(),
+	st := wire.Status{NodeID: p.cfg.NodeID, State: p.raft.State().String(), Term: p.raft.CurrentTerm(),
 		LeaderID: string(id), LeaderRaftAddr: string(addr), CommitIndex: p.raft.CommitIndex(),
 		AppliedIndex: self.AppliedIndex, LastIndex: self.LastIndex, Restores: self.Restores}
 	if v, err := strconv.ParseUint(p.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
@@ -141,7 +56,7 @@ func (p *Replicator) Status(ctx context.Context) (Status, error) {
 	st.RefusedSnapshots = p.fsm.refused.Load()
 	infos := p.queryMembers(ctx, servers)
 	for _, s := range servers {
-		ss := ServerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage), Leader: s.ID == id}
+		ss := wire.ServerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage), Leader: s.ID == id}
 		in, ok := infos[string(s.ID)]
 		if string(s.ID) == p.cfg.NodeID {
 			in, ok = memberAnswer{info: self}, true
@@ -155,7 +70,7 @@ func (p *Replicator) Status(ctx context.Context) (Status, error) {
 		}
 		st.Servers = append(st.Servers, ss)
 	}
-	slices.SortFunc(st.Servers, func(a, b ServerStatus) int {
+	slices.SortFunc(st.Servers, func(a, b wire.ServerStatus) int {
 		switch {
 		case a.ID < b.ID:
 			return -1
@@ -335,7 +250,7 @@ func (p *Replicator) translateOp(err error) error {
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %v", events.ErrOutcomeUnknown, err)
 	}
-	return errorf(CodeReplicationFailed, events.KindFailed, err, "raft refused the operation")
+	return errorf(wire.CodeReplicationFailed, events.KindFailed, err, "raft refused the operation")
 }
 
 // IsLeader reports whether this node is the raft leader right now (a
@@ -367,7 +282,7 @@ func validNodeID(id string) bool {
 
 // Join adds a node as a non-voter (leader only). Joining again with the
 // same id and address is a no-op.
-func (p *Replicator) Join(ctx context.Context, req JoinRequest) error {
+func (p *Replicator) Join(ctx context.Context, req wire.JoinRequest) error {
 	if !validNodeID(req.NodeID) {
 		return events.Refusef(events.CodeInvalidField, "node_id", "node id %q: use 1 to 64 printable characters without spaces or slashes", req.NodeID)
 	}
@@ -375,7 +290,7 @@ func (p *Replicator) Join(ctx context.Context, req JoinRequest) error {
 		return events.Refusef(events.CodeInvalidField, "raft_addr", "raft address %q: use host:port that the leader can dial", req.RaftAddr)
 	}
 	if req.LedgerID != p.ledger.LedgerID() {
-		return errorf(CodeLedgerMismatch, events.KindRefused, nil,
+		return errorf(wire.CodeLedgerMismatch, events.KindRefused, nil,
 			"node %s holds ledger %q, this cluster holds %q; start it on an empty data folder", req.NodeID, req.LedgerID, p.ledger.LedgerID())
 	}
 	if err := p.requireLeader(); err != nil {
@@ -391,7 +306,7 @@ func (p *Replicator) Join(ctx context.Context, req JoinRequest) error {
 		case sameID && sameAddr:
 			return nil
 		case sameID || sameAddr:
-			return errorf(CodeMemberConflict, events.KindRefused, nil,
+			return errorf(wire.CodeMemberConflict, events.KindRefused, nil,
 				"member %s already has raft address %s; remove it first (greffe cluster remove %s)", s.ID, s.Address, s.ID)
 		}
 	}
@@ -413,7 +328,7 @@ func (p *Replicator) member(id string) (raft.Server, error) {
 			return s, nil
 		}
 	}
-	return raft.Server{}, errorf(CodeUnknownNode, events.KindRefused, nil, "node %q is not a member; see greffe cluster status", id)
+	return raft.Server{}, errorf(wire.CodeUnknownNode, events.KindRefused, nil, "node %q is not a member; see greffe cluster status", id)
 }
 
 // Remove removes a member (leader only). A removed node stops its raft
@@ -452,7 +367,7 @@ func (p *Replicator) TransferLeadership(ctx context.Context, to string) error {
 			return err
 		}
 		if s.Suffrage != raft.Voter {
-			return errorf(CodeReplicationFailed, events.KindRefused, nil, "node %s is a non-voter; it cannot lead until promoted", to)
+			return errorf(wire.CodeReplicationFailed, events.KindRefused, nil, "node %s is a non-voter; it cannot lead until promoted", to)
 		}
 		f = p.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
@@ -488,7 +403,7 @@ func (p *Replicator) Leader(ctx context.Context) (url string, self bool, err err
 		err = fmt.Errorf("%s answers as %q with URL %q", addr, info.NodeID, info.HTTPURL)
 	}
 	if err != nil {
-		return "", false, errorf(CodeLeaderUnreachable, events.KindFailed, err,
+		return "", false, errorf(wire.CodeLeaderUnreachable, events.KindFailed, err,
 			"the leader %s does not answer; nothing was sent to it, retry", id)
 	}
 	p.leader.Lock()

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/greffe/greffe/wire"
 )
 
 // cutLink is a TCP proxy in front of a raft port that a test can cut:
@@ -118,7 +120,7 @@ func TestReplicator_UncommittedRemovalKeepsNode(t *testing.T) {
 	for _, l := range toN3 {
 		l.to(n3.addr)
 	}
-	if err := nodes[0].rep.Join(t.Context(), JoinRequest{NodeID: "n3", RaftAddr: n3.addr, LedgerID: testLedger}); err != nil {
+	if err := nodes[0].rep.Join(t.Context(), wire.JoinRequest{NodeID: "n3", RaftAddr: n3.addr, LedgerID: testLedger}); err != nil {
 		t.Fatal(err)
 	}
 	nodes = append(nodes, n3)

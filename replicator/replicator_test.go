@@ -18,6 +18,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 const testLedger = "00000000-0000-4000-8000-0000000000c1"
@@ -114,7 +115,7 @@ func cluster(t *testing.T, n int, tweak func(*Config)) []*testNode {
 			eventually(t, "n1 leads", 10*time.Second, func() bool { return nodes[0].rep.raft.State() == raft.Leader })
 			continue
 		}
-		if err := nodes[0].rep.Join(t.Context(), JoinRequest{NodeID: nodes[i].id, RaftAddr: nodes[i].addr, LedgerID: testLedger}); err != nil {
+		if err := nodes[0].rep.Join(t.Context(), wire.JoinRequest{NodeID: nodes[i].id, RaftAddr: nodes[i].addr, LedgerID: testLedger}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,7 +205,7 @@ func TestReplicator_IdenticalBytes(t *testing.T) {
 
 	_, err := appendOne(t.Context(), nodes[1].store, "rep-f", 0)
 	var nl *NotLeaderError
-	if !errors.As(err, &nl) || nl.LeaderID != "n1" || nl.LeaderAddr != leader.addr || events.CodeOf(err) != CodeNotLeader {
+	if !errors.As(err, &nl) || nl.LeaderID != "n1" || nl.LeaderAddr != leader.addr || events.CodeOf(err) != wire.CodeNotLeader {
 		t.Fatalf("append on a follower: %v, want not_leader naming n1 at %s", err, leader.addr)
 	}
 	if err := leader.rep.ReadBarrier(t.Context()); err != nil {
@@ -366,24 +367,24 @@ func TestReplicator_MembershipRefusals(t *testing.T) {
 		code string
 	}{
 		{"join with another ledger", func() error {
-			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: "other"})
-		}, CodeLedgerMismatch},
+			return leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: "other"})
+		}, wire.CodeLedgerMismatch},
 		{"join with a taken id", func() error {
-			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n2", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
-		}, CodeMemberConflict},
+			return leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: "n2", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
+		}, wire.CodeMemberConflict},
 		{"join with a bad id", func() error {
-			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "a b", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
+			return leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: "a b", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
 		}, events.CodeInvalidField},
 		{"join with a bad address", func() error {
-			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "nowhere", LedgerID: testLedger})
+			return leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: "n9", RaftAddr: "nowhere", LedgerID: testLedger})
 		}, events.CodeInvalidField},
 		{"join on a follower", func() error {
-			return nodes[1].rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
-		}, CodeNotLeader},
-		{"remove an unknown node", func() error { return leader.rep.Remove(t.Context(), "n9") }, CodeUnknownNode},
-		{"transfer to an unknown node", func() error { return leader.rep.TransferLeadership(t.Context(), "n9") }, CodeUnknownNode},
+			return nodes[1].rep.Join(t.Context(), wire.JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: testLedger})
+		}, wire.CodeNotLeader},
+		{"remove an unknown node", func() error { return leader.rep.Remove(t.Context(), "n9") }, wire.CodeUnknownNode},
+		{"transfer to an unknown node", func() error { return leader.rep.TransferLeadership(t.Context(), "n9") }, wire.CodeUnknownNode},
 		{"rejoin is a no-op", func() error {
-			return leader.rep.Join(t.Context(), JoinRequest{NodeID: "n2", RaftAddr: nodes[1].addr, LedgerID: testLedger})
+			return leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: "n2", RaftAddr: nodes[1].addr, LedgerID: testLedger})
 		}, ""},
 	}
 	for _, tc := range cases {
@@ -395,11 +396,11 @@ func TestReplicator_MembershipRefusals(t *testing.T) {
 	}
 	// A non-voter cannot take the leadership: add one that never catches
 	// up (nothing listens at its address) and try.
-	if err := leader.rep.Join(t.Context(), JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: testLedger}); err != nil {
+	if err := leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: "n9", RaftAddr: "127.0.0.1:9", LedgerID: testLedger}); err != nil {
 		t.Fatal(err)
 	}
-	if got := events.CodeOf(leader.rep.TransferLeadership(t.Context(), "n9")); got != CodeReplicationFailed {
-		t.Fatalf("transfer to a non-voter: code %q, want %q", got, CodeReplicationFailed)
+	if got := events.CodeOf(leader.rep.TransferLeadership(t.Context(), "n9")); got != wire.CodeReplicationFailed {
+		t.Fatalf("transfer to a non-voter: code %q, want %q", got, wire.CodeReplicationFailed)
 	}
 	if err := leader.rep.Remove(t.Context(), "n9"); err != nil {
 		t.Fatal(err)
@@ -413,14 +414,14 @@ func TestReplicator_LeaderUnreachable(t *testing.T) {
 	follower := &testNode{id: "n3"}
 	cfg := testConfig("n3", func(c *Config) { c.Peers = map[string]string{"n1": "127.0.0.1:9"} })
 	startNode(t, follower, cfg)
-	if err := nodes[0].rep.Join(t.Context(), JoinRequest{NodeID: "n3", RaftAddr: follower.addr, LedgerID: testLedger}); err != nil {
+	if err := nodes[0].rep.Join(t.Context(), wire.JoinRequest{NodeID: "n3", RaftAddr: follower.addr, LedgerID: testLedger}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "n3 knows the leader", 10*time.Second, func() bool {
 		_, id := follower.rep.raft.LeaderWithID()
 		return id == "n1"
 	})
-	if _, _, err := follower.rep.Leader(t.Context()); events.CodeOf(err) != CodeLeaderUnreachable {
+	if _, _, err := follower.rep.Leader(t.Context()); events.CodeOf(err) != wire.CodeLeaderUnreachable {
 		t.Fatalf("Leader(): %v, want leader_unreachable", err)
 	}
 }

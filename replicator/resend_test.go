@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+
+	"github.com/greffe/greffe/wire"
 )
 
 // lossyLink is a TCP proxy in front of a raft port that loses the answers
@@ -223,7 +225,7 @@ func TestReplicator_InstallAnswerLost(t *testing.T) {
 	startNode(t, follower, testConfig(follower.id, small))
 	link.to(follower.addr)
 	leader := nodes[0]
-	if err := leader.rep.Join(t.Context(), JoinRequest{NodeID: follower.id, RaftAddr: follower.addr, LedgerID: testLedger}); err != nil {
+	if err := leader.rep.Join(t.Context(), wire.JoinRequest{NodeID: follower.id, RaftAddr: follower.addr, LedgerID: testLedger}); err != nil {
 		t.Fatal(err)
 	}
 	nodes = append(nodes, follower)

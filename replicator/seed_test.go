@@ -11,6 +11,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestReplicator_BootstrapSeedsFromExistingLedger: a node that bootstraps
@@ -79,7 +80,7 @@ func TestReplicator_BootstrapSeedsFromExistingLedger(t *testing.T) {
 
 			joiner := &testNode{id: "n2"}
 			startNode(t, joiner, testConfig("n2", nil))
-			if err := seed.rep.Join(t.Context(), JoinRequest{NodeID: "n2", RaftAddr: joiner.addr, LedgerID: testLedger}); err != nil {
+			if err := seed.rep.Join(t.Context(), wire.JoinRequest{NodeID: "n2", RaftAddr: joiner.addr, LedgerID: testLedger}); err != nil {
 				t.Fatal(err)
 			}
 			converged(t, []*testNode{seed, joiner}, seed)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/node"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // clusterMember starts an in-process member with raft timeouts short
@@ -46,8 +46,8 @@ func clusterMember(t *testing.T, id string, cc node.ClusterConfig) (*node.Node, 
 }
 
 // clusterStatus reads GET /v1/cluster/status.
-func clusterStatus(ctx context.Context, url string) (replicator.Status, error) {
-	var st replicator.Status
+func clusterStatus(ctx context.Context, url string) (wire.Status, error) {
+	var st wire.Status
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/cluster/status", nil)
 	if err != nil {
 		return st, err

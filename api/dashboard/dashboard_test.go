@@ -28,6 +28,7 @@ import (
 	"github.com/greffe/greffe/fixtures"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestHandler_Files checks what the handler serves without a browser: the
@@ -224,7 +225,7 @@ func TestDashboard_Browser(t *testing.T) {
 		{"RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: probe.MeasurementID, ExecutorID: executor, Payload: payload, Envelope: *env}},
 	} {
 		b, _ := json.Marshal(step.data)
-		if _, err := c.Command(ctx, client.CommandIn{Command: step.name, ID: uuid.NewString(), Actor: "owner", Data: b}); err != nil {
+		if _, err := c.Command(ctx, wire.CommandIn{Command: step.name, ID: uuid.NewString(), Actor: "owner", Data: b}); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
 	}
@@ -508,7 +509,7 @@ func TestDashboard_Browser(t *testing.T) {
 
 	// An event appended now reaches the page over the SSE tail.
 	id := uuid.New()
-	if _, err := c.Append(ctx, "dashboard-probe", events.ExpectAny, []client.EventIn{{ID: id.String(), Type: "DashboardProbed", Data: json.RawMessage(`{"probe":true}`)}}); err != nil {
+	if _, err := c.Append(ctx, "dashboard-probe", events.ExpectAny, []wire.EventIn{{ID: id.String(), Type: "DashboardProbed", Data: json.RawMessage(`{"probe":true}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	live := fmt.Sprintf(`document.querySelector('#tail-events tr[data-id=%q][data-type="DashboardProbed"]') !== null`, id.String())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // buildGreffe builds the greffe binary into dir from the source of the
@@ -107,7 +108,7 @@ func (g greffeClusterSystem) Start(ctx context.Context, dir string) (inst instan
 	return gi, nil
 }
 
-// clusterStatus is the part of GET /v1/cluster/status (replicator.Status)
+// clusterStatus is the part of GET /v1/cluster/status (wire.Status)
 // the harness reads.
 type clusterStatus struct {
 	NodeID   string `json:"node_id"`
@@ -160,9 +161,9 @@ type greffeInstance struct {
 // /v1/streams/{stream} with the events' ids, types and data (the client's
 // fast encoding, client/fastwire.go).
 func (g *greffeInstance) Append(ctx context.Context, stream string, evs []events.Proposed) error {
-	in := make([]client.EventIn, len(evs))
+	in := make([]wire.EventIn, len(evs))
 	for i, e := range evs {
-		in[i] = client.EventIn{ID: e.ID.String(), Type: e.Type, Data: e.Data}
+		in[i] = wire.EventIn{ID: e.ID.String(), Type: e.Type, Data: e.Data}
 	}
 	_, err := g.c.Append(ctx, stream, events.ExpectAny, in)
 	return err

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/audit"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // gate is a reverse proxy in front of a real node that counts the
@@ -137,7 +137,7 @@ func TestClient_ConcurrentReadsAndAppends(t *testing.T) {
 			stream := fmt.Sprintf("w%d", w)
 			for i := range rounds {
 				data := json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
-				out, err := v.Append(ctx, stream, events.ExpectAny, []client.EventIn{{Type: "Written", Data: data}})
+				out, err := v.Append(ctx, stream, events.ExpectAny, []wire.EventIn{{Type: "Written", Data: data}})
 				if err != nil {
 					errs <- fmt.Errorf("worker %d append %d: %w", w, i, err)
 					return
@@ -215,7 +215,7 @@ func TestClient_StateMovedWhileChecking(t *testing.T) {
 				return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/all")
 			}, after)
 			read := make(chan error, 1)
-			var page client.ReadOut
+			var page wire.ReadOut
 			go func() {
 				var err error
 				page, err = v.ReadAll(ctx, events.ReadOptions{From: 1, Limit: 2})
@@ -226,7 +226,7 @@ func TestClient_StateMovedWhileChecking(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the read never reached the proxy")
 			}
-			if _, err := v.Append(ctx, "moved", events.ExpectAny, []client.EventIn{{Type: "Written"}}); err != nil {
+			if _, err := v.Append(ctx, "moved", events.ExpectAny, []wire.EventIn{{Type: "Written"}}); err != nil {
 				t.Fatal(err)
 			}
 			if v.State().Size != 4 {
@@ -299,7 +299,7 @@ func TestClient_AppendWithoutProofReadsBack(t *testing.T) {
 
 	v := newVerified(t, counted.URL, k, "")
 	id := "0e4c3c5f-3f2b-4c53-9d6a-2f1a7c0d4e11"
-	out, err := v.Append(t.Context(), "w", events.ExpectNoStream, []client.EventIn{
+	out, err := v.Append(t.Context(), "w", events.ExpectNoStream, []wire.EventIn{
 		{ID: id, Type: "Written", Data: json.RawMessage(`{"x":1}`)},
 		{Type: "Written", Data: json.RawMessage(`{"x":2}`)},
 	})
@@ -337,7 +337,7 @@ func TestClient_AppendWithoutProofReadsBack(t *testing.T) {
 	}))
 	t.Cleanup(liar.Close)
 	v2 := newVerified(t, liar.URL, k, "")
-	_, err = v2.Append(t.Context(), "w2", events.ExpectAny, []client.EventIn{{Type: "Written", Data: json.RawMessage(`{"x":3}`)}})
+	_, err = v2.Append(t.Context(), "w2", events.ExpectAny, []wire.EventIn{{Type: "Written", Data: json.RawMessage(`{"x":3}`)}})
 	if proofKind(err) != audit.KindProofInvalid || !strings.Contains(err.Error(), "not proven") {
 		t.Fatalf("a stripped answer naming the wrong position: %v, want %s, not proven", err, audit.KindProofInvalid)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/greffe/greffe/audit"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Completeness (#20, finding 11). Inclusion proofs show that what a page
@@ -110,7 +110,7 @@ type UnprovenEndError struct {
 	Checkpoint uint64
 	// Bound is the Config.MaxStreamEndScan in force.
 	Bound int
-	Page  client.ReadOut
+	Page  wire.ReadOut
 }
 
 func (e *UnprovenEndError) Error() string {
@@ -134,7 +134,7 @@ const DefaultMaxStreamEndScan = events.MaxReadLimit
 // holds what the checkpoint of size ref proves exists (see the top of this
 // file); its positions already follow each other (step). It returns nil
 // or an *OmissionError.
-func globalComplete(page client.ReadOut, o events.ReadOptions, ref uint64) error {
+func globalComplete(page wire.ReadOut, o events.ReadOptions, ref uint64) error {
 	evs, k, lim := page.Events, uint64(len(page.Events)), uint64(o.EffectiveLimit())
 	if o.Direction != events.Backward {
 		p := o.From
@@ -173,7 +173,7 @@ func globalComplete(page client.ReadOut, o events.ReadOptions, ref uint64) error
 // backwardTail checks the low end of a backward page whose first element
 // (a position, or a version of stream) is first and last its last: it
 // holds min(lim, first+1) or says where it stops, at last-1.
-func backwardTail(page client.ReadOut, k, first, last, lim, ref uint64, stream string) error {
+func backwardTail(page wire.ReadOut, k, first, last, lim, ref uint64, stream string) error {
 	if n := page.Next; n != nil && (last == 0 || *n != last-1) {
 		if last > 0 && *n < last-1 {
 			return &OmissionError{Stream: stream, From: *n + 1, To: last, Position: -1, Checkpoint: ref}

@@ -9,6 +9,7 @@ import (
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Event reads one event by id, proven.
@@ -45,19 +46,19 @@ func (v *Client) Event(ctx context.Context, id string) (events.Event, error) {
 // way before it is returned. An omission is an *OmissionError; an end that
 // would take more than Config.MaxStreamEndScan events to prove, an
 // *UnprovenEndError.
-func (v *Client) ReadStream(ctx context.Context, stream string, o events.ReadOptions) (client.ReadOut, error) {
+func (v *Client) ReadStream(ctx context.Context, stream string, o events.ReadOptions) (wire.ReadOut, error) {
 	var ref uint64
 	for try := 0; ; try++ {
 		res, cp, absent, err := v.readStreamOnce(ctx, stream, o)
 		if err != nil {
-			return client.ReadOut{}, fmt.Errorf("stream %s: %w", stream, err)
+			return wire.ReadOut{}, fmt.Errorf("stream %s: %w", stream, err)
 		}
 		if try == 0 {
 			ref = cp.Size
 		}
 		if absent != nil {
 			// "No such stream": the stream said empty, proven as such.
-			err = v.proveEnd(ctx, stream, -1, 0, ref, client.ReadOut{Events: []events.Event{}})
+			err = v.proveEnd(ctx, stream, -1, 0, ref, wire.ReadOut{Events: []events.Event{}})
 		} else {
 			err = v.streamComplete(ctx, stream, o, res, ref)
 		}
@@ -65,10 +66,10 @@ func (v *Client) ReadStream(ctx context.Context, stream string, o events.ReadOpt
 			continue // read again: the node may have raced itself (omission.go)
 		}
 		if err != nil {
-			return client.ReadOut{}, fmt.Errorf("stream %s: %w", stream, err)
+			return wire.ReadOut{}, fmt.Errorf("stream %s: %w", stream, err)
 		}
 		if absent != nil {
-			return client.ReadOut{}, absent // the node's not_found, proven
+			return wire.ReadOut{}, absent // the node's not_found, proven
 		}
 		return res, nil
 	}
@@ -77,23 +78,23 @@ func (v *Client) ReadStream(ctx context.Context, stream string, o events.ReadOpt
 // readStreamOnce is one proven stream read, checked but for completeness.
 // A node's not_found ("no such stream") is returned as absent, with the
 // checkpoint of a proven read of the global log to prove it against.
-func (v *Client) readStreamOnce(ctx context.Context, stream string, o events.ReadOptions) (_ client.ReadOut, _ events.Checkpoint, absent, err error) {
+func (v *Client) readStreamOnce(ctx context.Context, stream string, o events.ReadOptions) (_ wire.ReadOut, _ events.Checkpoint, absent, err error) {
 	q, sent := v.query()
 	out, err := v.c.ReadStreamProven(ctx, stream, o, q)
 	if client.CodeOf(err) == events.CodeNotFound {
 		_, cp, cerr := v.readAllOnce(ctx, events.ReadOptions{Limit: 1})
-		return client.ReadOut{}, cp, err, cerr
+		return wire.ReadOut{}, cp, err, cerr
 	}
 	if err != nil {
-		return client.ReadOut{}, events.Checkpoint{}, nil, err
+		return wire.ReadOut{}, events.Checkpoint{}, nil, err
 	}
 	res, cp, err := v.page(ctx, sent, out, func(e events.Event) uint64 { return e.Version }, o)
 	if err != nil {
-		return client.ReadOut{}, cp, nil, err
+		return wire.ReadOut{}, cp, nil, err
 	}
 	for _, e := range res.Events {
 		if e.Stream != stream {
-			return client.ReadOut{}, cp, nil, &audit.ProofError{Kind: audit.KindProofInvalid,
+			return wire.ReadOut{}, cp, nil, &audit.ProofError{Kind: audit.KindProofInvalid,
 				Detail: fmt.Sprintf("the event at position %d is of stream %s", e.Position, e.Stream)}
 		}
 	}
@@ -105,10 +106,10 @@ func (v *Client) readStreamOnce(ctx context.Context, stream string, o events.Rea
 // exists in the range asked (omission.go), else an *OmissionError. A
 // forward page that ends below the checkpoint's size has a Next, even
 // when the node gave none.
-func (v *Client) ReadAll(ctx context.Context, o events.ReadOptions) (client.ReadOut, error) {
+func (v *Client) ReadAll(ctx context.Context, o events.ReadOptions) (wire.ReadOut, error) {
 	res, cp, err := v.readAllOnce(ctx, o)
 	if err != nil {
-		return client.ReadOut{}, fmt.Errorf("global log: %w", err)
+		return wire.ReadOut{}, fmt.Errorf("global log: %w", err)
 	}
 	ref := cp.Size
 	err = globalComplete(res, o, ref)
@@ -118,7 +119,7 @@ func (v *Client) ReadAll(ctx context.Context, o events.ReadOptions) (client.Read
 		}
 	}
 	if err != nil {
-		return client.ReadOut{}, fmt.Errorf("global log: %w", err)
+		return wire.ReadOut{}, fmt.Errorf("global log: %w", err)
 	}
 	if o.Direction != events.Backward && res.Next == nil {
 		if end := o.From + uint64(len(res.Events)); end < cp.Size {
@@ -130,11 +131,11 @@ func (v *Client) ReadAll(ctx context.Context, o events.ReadOptions) (client.Read
 
 // readAllOnce is one proven read of the global log, checked but for
 // completeness.
-func (v *Client) readAllOnce(ctx context.Context, o events.ReadOptions) (client.ReadOut, events.Checkpoint, error) {
+func (v *Client) readAllOnce(ctx context.Context, o events.ReadOptions) (wire.ReadOut, events.Checkpoint, error) {
 	q, sent := v.query()
 	out, err := v.c.ReadAllProven(ctx, o, q)
 	if err != nil {
-		return client.ReadOut{}, events.Checkpoint{}, err
+		return wire.ReadOut{}, events.Checkpoint{}, err
 	}
 	return v.page(ctx, sent, out, func(e events.Event) uint64 { return e.Position }, o)
 }
@@ -147,7 +148,7 @@ func isOmission(err error) bool {
 // streamComplete checks what a stream page claims of the stream's end
 // against the checkpoint of size ref (omission.go); its versions already
 // follow each other (step).
-func (v *Client) streamComplete(ctx context.Context, stream string, o events.ReadOptions, page client.ReadOut, ref uint64) error {
+func (v *Client) streamComplete(ctx context.Context, stream string, o events.ReadOptions, page wire.ReadOut, ref uint64) error {
 	evs, k, lim := page.Events, uint64(len(page.Events)), uint64(o.EffectiveLimit())
 	if o.Direction != events.Backward {
 		if k == 0 {
@@ -206,7 +207,7 @@ func (v *Client) streamComplete(ctx context.Context, stream string, o events.Rea
 // proven and complete; version is the version the next event of the
 // stream would have. At most v.maxScan events are read: beyond, an
 // *UnprovenEndError carrying page.
-func (v *Client) proveEnd(ctx context.Context, stream string, after int64, version, ref uint64, page client.ReadOut) error {
+func (v *Client) proveEnd(ctx context.Context, stream string, after int64, version, ref uint64, page wire.ReadOut) error {
 	start := uint64(after + 1)
 	if start >= ref {
 		return nil // the page's newest is the checkpoint's last event
@@ -262,10 +263,10 @@ func (v *Client) ProvingEvent(ctx context.Context, ref aggregates.EventRef) (eve
 // checkpoint they are proven against. seq is the page's order (versions or
 // positions), which must step by one; what the page leaves out is checked
 // by its caller (omission.go).
-func (v *Client) page(ctx context.Context, sent *audit.State, out client.ProvenRead, seq func(events.Event) uint64, o events.ReadOptions) (client.ReadOut, events.Checkpoint, error) {
+func (v *Client) page(ctx context.Context, sent *audit.State, out client.ProvenRead, seq func(events.Event) uint64, o events.ReadOptions) (wire.ReadOut, events.Checkpoint, error) {
 	cp, err := v.accept(ctx, sent, out.Proof)
 	if err != nil {
-		return client.ReadOut{}, cp, err
+		return wire.ReadOut{}, cp, err
 	}
 	want := make([]uint64, len(out.Events))
 	for i, e := range out.Events {
@@ -273,17 +274,17 @@ func (v *Client) page(ctx context.Context, sent *audit.State, out client.ProvenR
 	}
 	evs, err := proven(cp, out.Proof, want)
 	if err != nil {
-		return client.ReadOut{}, cp, err
+		return wire.ReadOut{}, cp, err
 	}
 	for i := range evs {
 		if err := same(out.Events[i], evs[i]); err != nil {
-			return client.ReadOut{}, cp, err
+			return wire.ReadOut{}, cp, err
 		}
 		if err := step(evs, i, seq, o); err != nil {
-			return client.ReadOut{}, cp, err
+			return wire.ReadOut{}, cp, err
 		}
 	}
-	return client.ReadOut{Events: evs, Next: out.Next}, cp, nil
+	return wire.ReadOut{Events: evs, Next: out.Next}, cp, nil
 }
 
 // step checks that the i-th event follows the one before it (or, for the

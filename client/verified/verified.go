@@ -12,6 +12,7 @@ import (
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Config configures a verified client. Nothing can change once New returns.
@@ -139,7 +140,7 @@ const maxRaces = 8
 // when it is newer, and returns it. A checkpoint older than the state a
 // concurrent call moved to meanwhile is linked to that state by a
 // consistency proof asked of the node, and believed without moving it.
-func (v *Client) accept(ctx context.Context, sent *audit.State, p *client.Proof) (events.Checkpoint, error) {
+func (v *Client) accept(ctx context.Context, sent *audit.State, p *wire.Proof) (events.Checkpoint, error) {
 	if p == nil {
 		return events.Checkpoint{}, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: "the node's answer carries no proof"}
 	}
@@ -224,7 +225,7 @@ func (v *Client) consistency(ctx context.Context, from, to uint64) ([][]byte, er
 	if from == 0 || from == to {
 		return nil, nil
 	}
-	var out client.ConsistencyOut
+	var out wire.ConsistencyOut
 	if err := v.c.Do(ctx, "GET", fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, to), nil, &out); err != nil {
 		return nil, fmt.Errorf("consistency proof %d to %d: %w", from, to, err)
 	}
@@ -248,7 +249,7 @@ func (v *Client) persist() error {
 // proven checks the entries of p against cp, in the order of want (the
 // positions the answer names), and returns the events decoded from the
 // proven bytes.
-func proven(cp events.Checkpoint, p *client.Proof, want []uint64) ([]events.Event, error) {
+func proven(cp events.Checkpoint, p *wire.Proof, want []uint64) ([]events.Event, error) {
 	if len(p.Entries) != len(want) {
 		return nil, &audit.ProofError{Kind: audit.KindProofInvalid, Detail: fmt.Sprintf("the answer names %d event(s), its proof carries %d", len(want), len(p.Entries))}
 	}
@@ -288,7 +289,7 @@ func proven(cp events.Checkpoint, p *client.Proof, want []uint64) ([]events.Even
 // provenRange checks p.Range, the one proof of all of p's entries: they
 // must be the run [Begin, End) of positions, in ascending or descending
 // order, and their leaf hashes must lead to the checkpoint's root.
-func provenRange(cp events.Checkpoint, p *client.Proof, leaves [][32]byte) error {
+func provenRange(cp events.Checkpoint, p *wire.Proof, leaves [][32]byte) error {
 	r := p.Range
 	n := uint64(len(p.Entries))
 	if n == 0 || r.End < r.Begin || r.End-r.Begin != n {

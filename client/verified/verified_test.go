@@ -28,6 +28,7 @@ import (
 	"github.com/greffe/greffe/client/verified"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 	"github.com/greffe/greffe/witness"
 )
 
@@ -198,7 +199,7 @@ func TestClient_AppendProven(t *testing.T) {
 	n.appendN(t, "a", "s", 0, 3)
 	v := newVerified(t, n.url, k, "")
 	id := uuid.NewString()
-	out, err := v.Append(t.Context(), "w", events.ExpectNoStream, []client.EventIn{
+	out, err := v.Append(t.Context(), "w", events.ExpectNoStream, []wire.EventIn{
 		{ID: id, Type: "Written", Data: json.RawMessage(`{"x": 1}`)},
 		{Type: "Written", Data: json.RawMessage(`{"x":2}`)},
 	})

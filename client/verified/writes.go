@@ -9,41 +9,41 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/audit"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // Append appends to one stream and returns once the events written are
 // proven included in a checkpoint the client trusts (cosigned by the
 // witness quorum when one is required). The events are written when the
 // proof fails: the error then says so, and names them.
-func (v *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []client.EventIn) (client.AppendOut, error) {
+func (v *Client) Append(ctx context.Context, stream string, expected events.Expected, evs []wire.EventIn) (wire.AppendOut, error) {
 	q, sent := v.query()
 	out, err := v.c.AppendProven(ctx, stream, expected, evs, q)
 	if err != nil {
-		return client.AppendOut{}, err
+		return wire.AppendOut{}, err
 	}
-	in := []client.StreamAppendIn{{Stream: stream, Events: evs}}
+	in := []wire.StreamAppendIn{{Stream: stream, Events: evs}}
 	return out.AppendOut, v.written(ctx, sent, out.Proof, out.ProofError, appended(out.AppendOut), in)
 }
 
 // AppendMulti is Append for an atomic append to several streams.
-func (v *Client) AppendMulti(ctx context.Context, in client.AppendIn) (client.AppendOut, error) {
+func (v *Client) AppendMulti(ctx context.Context, in wire.AppendIn) (wire.AppendOut, error) {
 	q, sent := v.query()
 	out, err := v.c.AppendMultiProven(ctx, in, q)
 	if err != nil {
-		return client.AppendOut{}, err
+		return wire.AppendOut{}, err
 	}
 	return out.AppendOut, v.written(ctx, sent, out.Proof, out.ProofError, appended(out.AppendOut), in.Appends)
 }
 
 // Command sends a command and returns once the events it appended (or, for
 // a command applied before, the original events) are proven included.
-func (v *Client) Command(ctx context.Context, in client.CommandIn) (client.CommandOut, error) {
+func (v *Client) Command(ctx context.Context, in wire.CommandIn) (wire.CommandOut, error) {
 	q, sent := v.query()
 	out, err := v.c.CommandProven(ctx, in, q)
 	if err != nil {
-		return client.CommandOut{}, err
+		return wire.CommandOut{}, err
 	}
 	names := make([]named, len(out.Events))
 	for i, e := range out.Events {
@@ -62,7 +62,7 @@ type named struct {
 	LeafHash []byte
 }
 
-func appended(o client.AppendOut) []named {
+func appended(o wire.AppendOut) []named {
 	out := make([]named, len(o.Events))
 	for i, e := range o.Events {
 		out[i] = named{ID: e.ID, Stream: e.Stream, Version: e.Version, Position: e.Position, LeafHash: e.LeafHash}
@@ -75,7 +75,7 @@ func appended(o client.AppendOut) []named {
 // cosign in time), it asks for it by reading the events back, proven,
 // until ctx ends. sentIn, when given, is what was sent, which the proven
 // events must carry (type, data, and the ids the caller chose).
-func (v *Client) written(ctx context.Context, sent *audit.State, p *client.Proof, perr *client.Error, ns []named, sentIn []client.StreamAppendIn) error {
+func (v *Client) written(ctx context.Context, sent *audit.State, p *wire.Proof, perr *wire.Error, ns []named, sentIn []wire.StreamAppendIn) error {
 	if len(ns) == 0 {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (v *Client) readBack(ctx context.Context, ns []named) ([]events.Event, erro
 // streams, in order, each event's type and data (and id, when the caller
 // chose it). A duplicate append answers the original events, which carry
 // the same content (the node refuses a reused id with other content).
-func checkSent(evs []events.Event, in []client.StreamAppendIn) error {
+func checkSent(evs []events.Event, in []wire.StreamAppendIn) error {
 	if in == nil {
 		return nil
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/greffe/greffe/api"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func newAppendCmd() *cobra.Command {
 	var (
 		r        remote
-		ev       client.EventIn
+		ev       wire.EventIn
 		data     string
 		meta     string
 		expected string
@@ -29,7 +29,7 @@ func newAppendCmd() *cobra.Command {
 			if err := json.Unmarshal([]byte(jsonScalar(expected)), &x); err != nil {
 				return usageError{fmt.Errorf("--expected-version: %w", err)}
 			}
-			var evs []client.EventIn
+			var evs []wire.EventIn
 			if ev.Type != "" {
 				ev.Data, ev.Metadata = json.RawMessage(data), json.RawMessage(meta)
 				evs = append(evs, ev)
@@ -40,7 +40,7 @@ func newAppendCmd() *cobra.Command {
 					if len(sc.Bytes()) == 0 {
 						continue
 					}
-					var e client.EventIn
+					var e wire.EventIn
 					if err := api.DecodeStrict(bytesReader(sc.Bytes()), &e); err != nil {
 						return usageError{fmt.Errorf("stdin line %d: %w", line, err)}
 					}

@@ -25,6 +25,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // Backups trust themselves (issue #20, finding 12): the attacks are made
@@ -125,9 +126,9 @@ func appendSome(t *testing.T, url string, count int) {
 	t.Helper()
 	c := client.New(url, "")
 	for i := 0; i < count; i += 100 {
-		evs := make([]client.EventIn, min(100, count-i))
+		evs := make([]wire.EventIn, min(100, count-i))
 		for j := range evs {
-			evs[j] = client.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
+			evs[j] = wire.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i+j)}
 		}
 		if _, err := c.Append(t.Context(), fmt.Sprintf("s-%d", i%3), events.ExpectAny, evs); err != nil {
 			t.Fatal(err)
@@ -338,7 +339,7 @@ func TestBackup_PrivateKeysAdminOnly(t *testing.T) {
 				t.Fatalf("exit %d, want %d: %s", code, tc.code, errs)
 			}
 			if tc.code != exitOK {
-				if !strings.Contains(errs, api.CodeBackupKeysAdminOnly) || exists(dir) || exists(dir+".partial") {
+				if !strings.Contains(errs, wire.CodeBackupKeysAdminOnly) || exists(dir) || exists(dir+".partial") {
 					t.Fatalf("refusal %q, folder left: %t", errs, exists(dir))
 				}
 				return

@@ -26,6 +26,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 var errBackupReached = errors.New("reached")
@@ -62,9 +63,9 @@ func TestBackup_EndToEnd(t *testing.T) {
 			defer wg.Done()
 			c := client.New(n.URL(), "")
 			for i := 0; ctx.Err() == nil; i++ {
-				evs := make([]client.EventIn, 20)
+				evs := make([]wire.EventIn, 20)
 				for j := range evs {
-					evs[j] = client.EventIn{Type: "Loaded", Data: fmt.Appendf(nil, `{"w":%d,"i":%d}`, w, i)}
+					evs[j] = wire.EventIn{Type: "Loaded", Data: fmt.Appendf(nil, `{"w":%d,"i":%d}`, w, i)}
 				}
 				if _, err := c.Append(ctx, fmt.Sprintf("load-%d", w), events.ExpectAny, evs); err != nil && ctx.Err() == nil {
 					t.Error(err)
@@ -167,9 +168,9 @@ func TestBackupVerify_Faults(t *testing.T) {
 	n := startNode(t)
 	c := client.New(n.URL(), "")
 	for i := range 10 {
-		evs := make([]client.EventIn, 100)
+		evs := make([]wire.EventIn, 100)
 		for j := range evs {
-			evs[j] = client.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i*100+j)}
+			evs[j] = wire.EventIn{Type: "T", Data: fmt.Appendf(nil, `{"i":%d}`, i*100+j)}
 		}
 		if _, err := c.Append(t.Context(), fmt.Sprintf("s-%d", i%3), events.ExpectAny, evs); err != nil {
 			t.Fatal(err)

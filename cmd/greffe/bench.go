@@ -13,15 +13,16 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/wire"
 )
 
 // httpTarget appends over HTTP.
 type httpTarget struct{ c *client.Client }
 
 func (t httpTarget) Append(ctx context.Context, stream string, evs []events.Proposed) error {
-	in := make([]client.EventIn, len(evs))
+	in := make([]wire.EventIn, len(evs))
 	for i, e := range evs {
-		in[i] = client.EventIn{ID: e.ID.String(), Type: e.Type, Data: e.Data}
+		in[i] = wire.EventIn{ID: e.ID.String(), Type: e.Type, Data: e.Data}
 	}
 	_, err := t.c.Append(ctx, stream, events.ExpectAny, in)
 	return err

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/greffe/greffe/api"
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // startNode runs a real node in process on a loopback port.
@@ -50,13 +50,13 @@ func TestCLI_AppendReadInfoCheckpoint(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("append jsonl: %d %s", code, errs)
 	}
-	var ao client.AppendOut
+	var ao wire.AppendOut
 	if err := json.Unmarshal([]byte(out), &ao); err != nil || len(ao.Events) != 2 || ao.Events[1].Version != 2 {
 		t.Fatalf("append jsonl out: %s %v", out, err)
 	}
 
 	code, out, _ = runCLI(t, "", "read", "orders-1", "--json", srv)
-	var ro client.ReadOut
+	var ro wire.ReadOut
 	if err := json.Unmarshal([]byte(out), &ro); code != exitOK || err != nil || len(ro.Events) != 3 || compact(ro.Events[0].Data) != `{"qty":3}` {
 		t.Fatalf("read: %d %s", code, out)
 	}
@@ -65,7 +65,7 @@ func TestCLI_AppendReadInfoCheckpoint(t *testing.T) {
 		t.Fatalf("read --all --backward: %d %q", code, out)
 	}
 	code, out, _ = runCLI(t, "", "info", "--json", srv)
-	var info client.InfoOut
+	var info wire.InfoOut
 	if err := json.Unmarshal([]byte(out), &info); code != exitOK || err != nil || info.Head.Size != 3 || len(info.VerifierKeys) != 1 {
 		t.Fatalf("info: %d %s", code, out)
 	}

@@ -9,9 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/node"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // registerClusterFlags adds the cluster flags of `greffe serve`. The tuning
@@ -67,7 +66,7 @@ progress. Compare every member's view with
 greffe endpoint status --server URL1,URL2,URL3.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var st replicator.Status
+			var st wire.Status
 			if err := r.client().Do(c.Context(), http.MethodGet, "/v1/cluster/status", nil, &st); err != nil {
 				return err
 			}
@@ -79,7 +78,7 @@ greffe endpoint status --server URL1,URL2,URL3.`,
 	return c
 }
 
-func printStatus(c *cobra.Command, asJSON bool, st replicator.Status) error {
+func printStatus(c *cobra.Command, asJSON bool, st wire.Status) error {
 	if asJSON {
 		return printJSON(c.OutOrStdout(), st)
 	}
@@ -122,8 +121,8 @@ func newClusterJoinCmd() *cobra.Command {
 				}
 				ledgerID = info.LedgerID
 			}
-			var st replicator.Status
-			req := replicator.JoinRequest{NodeID: args[0], RaftAddr: args[1], LedgerID: ledgerID}
+			var st wire.Status
+			req := wire.JoinRequest{NodeID: args[0], RaftAddr: args[1], LedgerID: ledgerID}
 			if err := cl.Do(c.Context(), http.MethodPost, "/v1/cluster/join", req, &st); err != nil {
 				return err
 			}
@@ -142,8 +141,8 @@ func newClusterRemoveCmd() *cobra.Command {
 		Short: "Remove a member; the removed node's process exits with status 4",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var st replicator.Status
-			if err := r.client().Do(c.Context(), http.MethodPost, "/v1/cluster/remove", api.NodeIn{NodeID: args[0]}, &st); err != nil {
+			var st wire.Status
+			if err := r.client().Do(c.Context(), http.MethodPost, "/v1/cluster/remove", wire.NodeIn{NodeID: args[0]}, &st); err != nil {
 				return err
 			}
 			return printStatus(c, r.json, st)
@@ -161,11 +160,11 @@ func newClusterTransferCmd() *cobra.Command {
 		Short: "Hand the leadership to NODE_ID (or to any up-to-date voter)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			in := api.NodeIn{}
+			in := wire.NodeIn{}
 			if len(args) == 1 {
 				in.NodeID = args[0]
 			}
-			var st replicator.Status
+			var st wire.Status
 			if err := r.client().Do(c.Context(), http.MethodPost, "/v1/cluster/transfer-leader", in, &st); err != nil {
 				return err
 			}

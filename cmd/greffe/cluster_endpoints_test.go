@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 	"github.com/greffe/greffe/witness"
 )
 
@@ -210,9 +211,9 @@ func TestCluster_EndpointsAndWitness(t *testing.T) {
 	}
 	order = append(order, counters[leader].URL)
 	cl := client.New(strings.Join(order, ","), "")
-	appendOne := func(i int) client.AppendOut {
+	appendOne := func(i int) wire.AppendOut {
 		t.Helper()
-		out, err := cl.Append(t.Context(), "ep", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)}})
+		out, err := cl.Append(t.Context(), "ep", events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)}})
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}

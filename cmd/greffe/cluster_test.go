@@ -34,7 +34,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // The fault tests of issue #5: three `greffe serve` subprocesses on
@@ -379,8 +379,8 @@ func (c *testCluster) others(id string) []string {
 	return out
 }
 
-func (c *testCluster) status(ctx context.Context, id string) (replicator.Status, error) {
-	var st replicator.Status
+func (c *testCluster) status(ctx context.Context, id string) (wire.Status, error) {
+	var st wire.Status
 	u := c.url(id)
 	if u == "" {
 		return st, errors.New("not running")
@@ -610,11 +610,11 @@ func (w *workload) writer(ctx context.Context, wi int) {
 	for i := 0; ctx.Err() == nil; i++ {
 		n := 1 + i%3
 		in := appendIn{stream: stream, exact: i%2 == 1, expected: last}
-		evs := make([]client.EventIn, n)
+		evs := make([]wire.EventIn, n)
 		for k := range evs {
 			id := uuid.New()
 			in.ids = append(in.ids, id)
-			evs[k] = client.EventIn{ID: id.String(), Type: "Fault", Data: []byte(fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, wi, i, k))}
+			evs[k] = wire.EventIn{ID: id.String(), Type: "Fault", Data: []byte(fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, wi, i, k))}
 		}
 		exp := events.ExpectAny
 		if in.exact {
@@ -653,7 +653,7 @@ func (w *workload) writer(ctx context.Context, wi int) {
 // wrong_expected_version with the actual version), re-sending the same ids
 // after any answer that leaves the outcome open. done false: no definitive
 // answer within the budget.
-func (w *workload) appendRetrying(stream string, exp events.Expected, evs []client.EventIn) (*client.AppendOut, int64, bool) {
+func (w *workload) appendRetrying(stream string, exp events.Expected, evs []wire.EventIn) (*wire.AppendOut, int64, bool) {
 	deadline := time.Now().Add(25 * time.Second)
 	for attempt := 0; time.Now().Before(deadline); attempt++ {
 		c := w.pick()
@@ -667,7 +667,7 @@ func (w *workload) appendRetrying(stream string, exp events.Expected, evs []clie
 		if err == nil {
 			return &out, 0, true
 		}
-		var ae *client.Error
+		var ae *wire.Error
 		if errors.As(err, &ae) && ae.Code == events.CodeWrongExpectedVersion {
 			actual, _ := ae.Details["actual"].(float64)
 			return nil, int64(actual), true
@@ -773,9 +773,9 @@ func (w *workload) check(ctx context.Context) {
 	leader := c.leader(30 * time.Second)
 	lc := client.New(c.url(leader), "")
 	// Convergence: every running member reaches the same head.
-	var head client.HeadOut
+	var head wire.HeadOut
 	waitUntil(t, "every member at the same head", 60*time.Second, func() bool {
-		var heads []client.HeadOut
+		var heads []wire.HeadOut
 		for _, id := range c.running() {
 			info, err := client.New(c.url(id), "").Info(ctx)
 			if err != nil {
@@ -1227,10 +1227,10 @@ func TestCluster_CLI(t *testing.T) {
 		code string
 	}{
 		{"status as JSON", []string{"cluster", "status", "--json"}, exitOK, `"leader_id": "n2"`},
-		{"join with another ledger", []string{"cluster", "join", "n9", "127.0.0.1:9", "--ledger-id", "other"}, exitRefused, replicator.CodeLedgerMismatch},
-		{"join with a taken id", []string{"cluster", "join", "n1", "127.0.0.1:9"}, exitRefused, replicator.CodeMemberConflict},
-		{"remove an unknown node", []string{"cluster", "remove", "n9"}, exitRefused, replicator.CodeUnknownNode},
-		{"transfer to an unknown node", []string{"cluster", "transfer-leader", "n9"}, exitRefused, replicator.CodeUnknownNode},
+		{"join with another ledger", []string{"cluster", "join", "n9", "127.0.0.1:9", "--ledger-id", "other"}, exitRefused, wire.CodeLedgerMismatch},
+		{"join with a taken id", []string{"cluster", "join", "n1", "127.0.0.1:9"}, exitRefused, wire.CodeMemberConflict},
+		{"remove an unknown node", []string{"cluster", "remove", "n9"}, exitRefused, wire.CodeUnknownNode},
+		{"transfer to an unknown node", []string{"cluster", "transfer-leader", "n9"}, exitRefused, wire.CodeUnknownNode},
 		{"missing argument", []string{"cluster", "remove"}, exitCannot, "accepts 1 arg"},
 	}
 	// Cluster flags that contradict each other refuse to start.

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/client/verified"
+	"github.com/greffe/greffe/wire"
 )
 
 // readData returns the JSON of --data: literal JSON, @FILE, or @- for
@@ -41,7 +41,7 @@ func readData(s string, stdin io.Reader) (json.RawMessage, error) {
 func newCmdCmd() *cobra.Command {
 	var (
 		r    remote
-		in   client.CommandIn
+		in   wire.CommandIn
 		data string
 		at   string
 		vf   verifiedFlags
@@ -86,7 +86,7 @@ not run, 3 outcome unknown: re-send with the same --id.`,
 			if err != nil {
 				return err
 			}
-			var out client.CommandOut
+			var out wire.CommandOut
 			if vc != nil {
 				out, err = vc.Command(c.Context(), in)
 			} else {
@@ -96,9 +96,9 @@ not run, 3 outcome unknown: re-send with the same --id.`,
 				return proofFault(err)
 			}
 			if err != nil {
-				var ae *client.Error
+				var ae *wire.Error
 				if errors.As(err, &ae) && r.json {
-					_ = printJSON(c.OutOrStdout(), client.ErrorBody{Error: ae})
+					_ = printJSON(c.OutOrStdout(), wire.ErrorBody{Error: ae})
 				} else if errors.As(err, &ae) && len(ae.Details) > 0 {
 					b, _ := json.Marshal(ae.Details)
 					fmt.Fprintf(c.ErrOrStderr(), "details: %s\n", b)
@@ -123,7 +123,7 @@ not run, 3 outcome unknown: re-send with the same --id.`,
 	return c
 }
 
-func printCommandOut(w io.Writer, out client.CommandOut) {
+func printCommandOut(w io.Writer, out wire.CommandOut) {
 	switch {
 	case out.Duplicate:
 		fmt.Fprintf(w, "%s %s: already applied; the original events:\n", out.Command, out.CommandID)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // greffeBin is the binary built once for the subprocess tests.
@@ -131,11 +132,11 @@ func TestCrash_KillNineKeepsAcknowledgedEvents(t *testing.T) {
 				for i := 0; ctx.Err() == nil; i++ {
 					stream := fmt.Sprintf("crash-%d-%d", round, w)
 					n := 1 + (i % 3)
-					in := make([]client.EventIn, n)
+					in := make([]wire.EventIn, n)
 					ids := make([]uuid.UUID, n)
 					for k := range in {
 						ids[k] = uuid.New()
-						in[k] = client.EventIn{ID: ids[k].String(), Type: "Crash", Data: []byte(fmt.Sprintf(`{"r":%d,"w":%d,"i":%d,"k":%d}`, round, w, i, k))}
+						in[k] = wire.EventIn{ID: ids[k].String(), Type: "Crash", Data: []byte(fmt.Sprintf(`{"r":%d,"w":%d,"i":%d,"k":%d}`, round, w, i, k))}
 					}
 					out, err := c.Append(ctx, stream, events.ExpectAny, in)
 					if err != nil {

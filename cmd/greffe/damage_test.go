@@ -27,6 +27,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // Issue #13, black-box: damaged storage through the real binary. A node
@@ -238,11 +239,11 @@ func appendAcked(t *testing.T, c *client.Client, n, count int, ackedByID map[uui
 	t.Helper()
 	for i := 0; i < n; i += count {
 		stream := fmt.Sprintf("damage-%d", i%3)
-		in := make([]client.EventIn, count)
+		in := make([]wire.EventIn, count)
 		ids := make([]uuid.UUID, count)
 		for k := range in {
 			ids[k] = uuid.New()
-			in[k] = client.EventIn{ID: ids[k].String(), Type: "Damage", Data: fmt.Appendf(nil, `{"i":%d}`, i+k)}
+			in[k] = wire.EventIn{ID: ids[k].String(), Type: "Damage", Data: fmt.Appendf(nil, `{"i":%d}`, i+k)}
 		}
 		out, err := c.Append(t.Context(), stream, events.ExpectAny, in)
 		if err != nil {

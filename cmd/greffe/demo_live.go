@@ -19,6 +19,7 @@ import (
 	"github.com/greffe/greffe/executor"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // The demo's live part (issue #16): after the seeds' histories, a control
@@ -127,7 +128,7 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 			return err
 		}
 		id := uuid.NewSHA1(demoNS, append([]byte(name+"\x00"), b...))
-		if _, err := c.Command(ctx, client.CommandIn{Command: name, ID: id.String(), Actor: "demo", Data: b}); err != nil {
+		if _, err := c.Command(ctx, wire.CommandIn{Command: name, ID: id.String(), Actor: "demo", Data: b}); err != nil {
 			return fmt.Errorf("demo %s: %w", name, err)
 		}
 		return nil

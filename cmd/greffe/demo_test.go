@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/fixtures"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/wire"
 )
 
 // greffe runs the CLI in process and returns its exit code and outputs.
@@ -131,7 +131,7 @@ func TestDemo_AndTheDomainCommands(t *testing.T) {
 			t.Errorf("malformed: %d %s", code, errs)
 		}
 		code, js, _ := greffe(t, data, "cmd", "GrantApproval", "--data", "@-", "--id", id, "--json", srv)
-		var co client.CommandOut
+		var co wire.CommandOut
 		if err := json.Unmarshal([]byte(js), &co); code != exitOK || err != nil || !co.Duplicate || len(co.Events) != 1 {
 			t.Errorf("--json from stdin: %d %v %s", code, err, js)
 		}

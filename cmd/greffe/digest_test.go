@@ -20,6 +20,7 @@ import (
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func hexOf(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
@@ -69,12 +70,12 @@ func TestCLI_Digest(t *testing.T) {
 	n := startNode(t)
 	c := client.New(n.URL(), "")
 	dir := t.TempDir()
-	send := func(name string, data any) (client.CommandOut, error) {
+	send := func(name string, data any) (wire.CommandOut, error) {
 		b, err := json.Marshal(data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.Command(t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Data: b})
+		return c.Command(t.Context(), wire.CommandIn{Command: name, ID: uuid.NewString(), Data: b})
 	}
 
 	// A binding: identity by the CLI, then hashed by an executor and verified.
@@ -101,7 +102,7 @@ func TestCLI_Digest(t *testing.T) {
 	// The bare-hex spelling of the same digest is refused, naming the one it wants.
 	pb.Identity = strings.TrimPrefix(identity, "sha256:")
 	_, err := send("ProposeBinding", pb)
-	var ae *client.Error
+	var ae *wire.Error
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Field != "data.identity" || !strings.Contains(ae.Message, `"sha256:" and 64 lowercase hex`) {
 		t.Fatalf("bare-hex identity: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/wire"
 )
 
 // endpointTimeout bounds each endpoint's answer: a node that does not
@@ -276,7 +277,7 @@ func checkStatus(ctx context.Context, cl *client.Client, ep string) (endpointSta
 	st, err := cl.ClusterStatusAt(ctx, ep)
 	s.Took = time.Since(start)
 	switch {
-	case client.CodeOf(err) == "not_clustered":
+	case client.CodeOf(err) == wire.CodeNotClustered:
 		s.Leader, s.IsLeader = info.NodeID, true // a single node leads itself
 		return s, nil
 	case err != nil:

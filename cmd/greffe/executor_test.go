@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/executor"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestExecutorCmd_KilledMidRun drives the executor as an operator would,
@@ -202,7 +203,7 @@ func executorCommand(t *testing.T, c *client.Client, name string, data any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Command(t.Context(), client.CommandIn{Command: name, ID: uuid.NewString(), Data: b}); err != nil {
+	if _, err := c.Command(t.Context(), wire.CommandIn{Command: name, ID: uuid.NewString(), Data: b}); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 }

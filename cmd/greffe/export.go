@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/greffe/greffe/replicator/kafka"
+	"github.com/greffe/greffe/export/kafka"
 )
 
 func newExportCmd() *cobra.Command {

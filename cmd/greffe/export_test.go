@@ -11,14 +11,15 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/replicator/kafka"
+	"github.com/greffe/greffe/export/kafka"
+	"github.com/greffe/greffe/wire"
 )
 
 // appendEvents appends n events over a few streams through the node's API.
 func appendEvents(t *testing.T, c *client.Client, n int) {
 	t.Helper()
 	for i := range n {
-		if _, err := c.Append(t.Context(), fmt.Sprintf("cli-%d", i%4), events.ExpectAny, []client.EventIn{{Type: "Tick", Data: fmt.Appendf(nil, `{"i":%d}`, i)}}); err != nil {
+		if _, err := c.Append(t.Context(), fmt.Sprintf("cli-%d", i%4), events.ExpectAny, []wire.EventIn{{Type: "Tick", Data: fmt.Appendf(nil, `{"i":%d}`, i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // startHint follows "no node answers at …": what a new user does next.
@@ -32,7 +33,7 @@ func noNodeMessage(ep string, err error) string {
 // describeAPI prints an API error as its code, its sentence (once: a
 // message that repeats its code loses the repetition) and its field.
 func describeAPI(err error) string {
-	var ae *client.Error
+	var ae *wire.Error
 	if !errors.As(err, &ae) {
 		return err.Error()
 	}

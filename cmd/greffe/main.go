@@ -18,6 +18,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // Exit codes (README.md, "CLI exit codes"). Stable.
@@ -91,7 +92,7 @@ func exitCodeOf(err error) int {
 	if errors.Is(err, replicator.ErrRemoved) {
 		return exitRemoved
 	}
-	var ae *client.Error
+	var ae *wire.Error
 	if errors.As(err, &ae) {
 		switch {
 		case ae.Code == events.CodeOutcomeUnknown:

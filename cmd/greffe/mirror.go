@@ -12,7 +12,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/replicator/kurrent"
+	"github.com/greffe/greffe/export/kurrent"
 )
 
 func newMirrorCmd() *cobra.Command {

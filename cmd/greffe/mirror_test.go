@@ -12,8 +12,8 @@ import (
 	"github.com/greffe/greffe/api/kurrentgrpc"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/export/kurrent"
 	"github.com/greffe/greffe/node"
-	"github.com/greffe/greffe/replicator/kurrent"
 )
 
 // startGRPCNode runs a node with the KurrentDB gRPC surface on.

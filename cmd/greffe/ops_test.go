@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 // Operating greffe (issue #16): the operator's commands and the errors a
@@ -85,14 +86,14 @@ func deadURL(t *testing.T) string {
 	return u
 }
 
-func postJSON(t *testing.T, u, body string) (int, client.ErrorBody) {
+func postJSON(t *testing.T, u, body string) (int, wire.ErrorBody) {
 	t.Helper()
 	resp, err := http.Post(u, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var eb client.ErrorBody
+	var eb wire.ErrorBody
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 != 2 {
 		if err := json.Unmarshal(b, &eb); err != nil || eb.Error == nil {
@@ -113,11 +114,11 @@ func TestOps_Version(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v client.VersionOut
+	var v wire.VersionOut
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("version --json: %v\n%s", err, out)
 	}
-	want := client.VersionOut{Version: "v9.8.7", Commit: "0123abcd", GoVersion: v.GoVersion, APIVersion: "v1",
+	want := wire.VersionOut{Version: "v9.8.7", Commit: "0123abcd", GoVersion: v.GoVersion, APIVersion: "v1",
 		StoreFormat: pebblelog.StoreFormat, StoreFormatsRead: pebblelog.ReadFormats()}
 	if diff := cmp.Diff(want, v); diff != "" || !strings.HasPrefix(v.GoVersion, "go1.") {
 		t.Errorf("version --json (-want +got):\n%s(go %q)", diff, v.GoVersion)
@@ -146,12 +147,12 @@ func TestOps_StreamsReadExport(t *testing.T) {
 	srv := "--server=" + n.URL()
 	c := client.New(n.URL(), "")
 	for _, s := range []string{"orders-1", "orders-2", "orders-1", "ledger-eu", "orders-10"} {
-		if _, err := c.Append(t.Context(), s, events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		if _, err := c.Append(t.Context(), s, events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	code, out, errs := runCLI(t, "", "streams", "--prefix", "orders", "--json", srv)
-	var so client.StreamsOut
+	var so wire.StreamsOut
 	if err := json.Unmarshal([]byte(out), &so); code != exitOK || err != nil {
 		t.Fatalf("streams: %d %v %s %s", code, err, out, errs)
 	}
@@ -168,8 +169,8 @@ func TestOps_StreamsReadExport(t *testing.T) {
 	if err != nil || len(page.Streams) != 2 || page.Streams[0].Name != "orders-10" || page.Next != "orders-2" {
 		t.Fatalf("second page: %+v %v", page, err)
 	}
-	if _, err := c.Streams(t.Context(), "", "", events.MaxListStreams+1); client.CodeOf(err) != api.CodeInvalidQuery {
-		t.Errorf("limit beyond the bound: %v, want %s", err, api.CodeInvalidQuery)
+	if _, err := c.Streams(t.Context(), "", "", events.MaxListStreams+1); client.CodeOf(err) != wire.CodeInvalidQuery {
+		t.Errorf("limit beyond the bound: %v, want %s", err, wire.CodeInvalidQuery)
 	}
 
 	// read --all: a range, as JSON Lines.
@@ -238,7 +239,7 @@ func TestOps_Endpoints(t *testing.T) {
 	// a scheme is http://.
 	bare := strings.TrimPrefix(n.URL(), "http://")
 	code, out, errs := runCLI(t, "", "info", "--json", "--server", dead+","+bare)
-	var info client.InfoOut
+	var info wire.InfoOut
 	if err := json.Unmarshal([]byte(out), &info); code != exitOK || err != nil || info.NodeID != "n1" {
 		t.Fatalf("info over %s,%s: %d %s %s", dead, bare, code, out, errs)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/wire"
 )
 
 // The raft port's side of issue #20 through the CLI: greffe cluster certs,
@@ -162,7 +163,7 @@ func TestCluster_SecureSetupTwoCommands(t *testing.T) {
 		procs[id] = startServe(t, filepath.Join(dir, id), flags...)
 	}
 	waitUntil(t, "three reachable voters over mutual TLS", 30*time.Second, func() bool {
-		var st replicator.Status
+		var st wire.Status
 		if err := client.New(procs["n1"].url, "").Do(t.Context(), http.MethodGet, "/v1/cluster/status", nil, &st); err != nil || len(st.Servers) != 3 {
 			return false
 		}
@@ -173,7 +174,7 @@ func TestCluster_SecureSetupTwoCommands(t *testing.T) {
 		}
 		return true
 	})
-	if _, err := client.New(procs["n3"].url, "").Append(t.Context(), "secure", events.ExpectAny, []client.EventIn{{Type: "T", Data: []byte(`{}`)}}); err != nil {
+	if _, err := client.New(procs["n3"].url, "").Append(t.Context(), "secure", events.ExpectAny, []wire.EventIn{{Type: "T", Data: []byte(`{}`)}}); err != nil {
 		t.Fatalf("append through n3: %v", err)
 	}
 	waitUntil(t, "n2 holds the event", 10*time.Second, func() bool {
@@ -236,7 +237,7 @@ func TestServe_RaftBeyondLoopbackNeedsTLS(t *testing.T) {
 		select {
 		case u := <-served:
 			waitUntil(t, "the insecure node leads", 10*time.Second, func() bool {
-				var st replicator.Status
+				var st wire.Status
 				return client.New(u, "").Do(t.Context(), http.MethodGet, "/v1/cluster/status", nil, &st) == nil && st.State == "Leader"
 			})
 		case <-time.After(20 * time.Second):
@@ -299,13 +300,13 @@ func TestCluster_RemovedMemberExitCode(t *testing.T) {
 	n1 := startServe(t, filepath.Join(dir, "n1"), "--node-id", "n1", "--raft-addr", freeAddr(t), "--bootstrap")
 	t.Cleanup(n1.kill9)
 	waitUntil(t, "n1 leads", 10*time.Second, func() bool {
-		var st replicator.Status
+		var st wire.Status
 		return client.New(n1.url, "").Do(t.Context(), http.MethodGet, "/v1/cluster/status", nil, &st) == nil && st.State == "Leader"
 	})
 	n2 := startServe(t, filepath.Join(dir, "n2"), "--node-id", "n2", "--raft-addr", freeAddr(t), "--join", n1.url)
 	t.Cleanup(n2.kill9)
 	waitUntil(t, "n2 a voter", 20*time.Second, func() bool {
-		var st replicator.Status
+		var st wire.Status
 		if client.New(n1.url, "").Do(t.Context(), http.MethodGet, "/v1/cluster/status", nil, &st) != nil || len(st.Servers) != 2 {
 			return false
 		}
@@ -325,7 +326,7 @@ func TestCluster_RemovedMemberExitCode(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the removed member did not exit")
 	}
-	if _, err := client.New(n1.url, "").Append(t.Context(), "after", events.ExpectAny, []client.EventIn{{Type: "T", Data: []byte(`{}`)}}); err != nil {
+	if _, err := client.New(n1.url, "").Append(t.Context(), "after", events.ExpectAny, []wire.EventIn{{Type: "T", Data: []byte(`{}`)}}); err != nil {
 		t.Fatalf("append after the removal: %v", err)
 	}
 }

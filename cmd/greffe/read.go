@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
@@ -92,7 +93,7 @@ checkpoint at fault is named), 2 could not run.`,
 			if vc != nil && (toPos != nil || limit == 0) {
 				return usageError{fmt.Errorf("--verified reads one page: without --to, with --limit 1 to %d", events.MaxReadLimit)}
 			}
-			var out client.ReadOut
+			var out wire.ReadOut
 			switch {
 			case vc != nil && all:
 				out, err = vc.ReadAll(c.Context(), o)
@@ -147,8 +148,8 @@ checkpoint at fault is named), 2 could not run.`,
 // readAllRange reads the global log's positions [from, to) (to nil: to the
 // head as it grows while reading), at most limit events (0: no bound),
 // page by page. Next is set when limit stopped it before to and the head.
-func readAllRange(c *cobra.Command, cl *client.Client, from uint64, to *uint64, limit int) (client.ReadOut, error) {
-	out := client.ReadOut{Events: []events.Event{}}
+func readAllRange(c *cobra.Command, cl *client.Client, from uint64, to *uint64, limit int) (wire.ReadOut, error) {
+	out := wire.ReadOut{Events: []events.Event{}}
 	next := from
 	for {
 		if to != nil && next >= *to {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 func newStreamsCmd() *cobra.Command {
@@ -30,7 +30,7 @@ left, the last line says how to go on (--after NAME).`,
 				return usageError{fmt.Errorf("--limit %d: use 0 (all) or more", limit)}
 			}
 			cl := r.client()
-			all := client.StreamsOut{Streams: []events.StreamInfo{}}
+			all := wire.StreamsOut{Streams: []events.StreamInfo{}}
 			for {
 				page := events.MaxListStreams
 				if limit > 0 {

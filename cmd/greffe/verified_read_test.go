@@ -10,6 +10,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/wire"
 )
 
 // TestCLI_VerifiedReadOmissions (#20, finding 11): read --verified refuses
@@ -21,7 +22,7 @@ func TestCLI_VerifiedReadOmissions(t *testing.T) {
 	n := startNode(t)
 	c := client.New(n.URL(), "")
 	for _, s := range []string{"s", "s", "s", "t", "t", "t"} {
-		if _, err := c.Append(t.Context(), s, events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		if _, err := c.Append(t.Context(), s, events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

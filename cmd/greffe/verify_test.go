@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 )
 
 const auditLedger = "00000000-0000-4000-8000-0000000000c1"
@@ -73,7 +74,7 @@ func appendSeq(t *testing.T, url, seed string, from, to int) {
 		// Version 3: raw appends may not carry version-5 ids, the commands'.
 		id := uuid.NewMD5(uuid.NameSpaceOID, fmt.Appendf(nil, "%s-%d", seed, i))
 		if _, err := c.Append(t.Context(), fmt.Sprintf("v-%d", i%2), events.ExpectAny,
-			[]client.EventIn{{ID: id.String(), Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+			[]wire.EventIn{{ID: id.String(), Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,9 +148,9 @@ func TestCLI_VerifyDamagedStorage(t *testing.T) {
 	c := client.New(n.URL(), "")
 	pad := strings.Repeat("p", 400) // above the store's value-separation threshold
 	for i := 0; i < 600; i += 10 {
-		evs := make([]client.EventIn, 10)
+		evs := make([]wire.EventIn, 10)
 		for j := range evs {
-			evs[j] = client.EventIn{ID: uuid.NewMD5(uuid.NameSpaceOID, fmt.Appendf(nil, "damage-%d", i+j)).String(), Type: "T",
+			evs[j] = wire.EventIn{ID: uuid.NewMD5(uuid.NameSpaceOID, fmt.Appendf(nil, "damage-%d", i+j)).String(), Type: "T",
 				Data: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i+j, pad))}
 		}
 		if _, err := c.Append(t.Context(), fmt.Sprintf("d-%d", i%3), events.ExpectAny, evs); err != nil {
@@ -256,7 +257,7 @@ func TestCLI_Prove(t *testing.T) {
 			return
 		}
 		defer resp.Body.Close()
-		var out client.InclusionOut
+		var out wire.InclusionOut
 		if r.URL.Path != "/v1/proof/inclusion" {
 			w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 			w.WriteHeader(resp.StatusCode)

@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 	"github.com/greffe/greffe/witness"
 )
 
@@ -67,7 +68,7 @@ func TestCLI_WitnessedNode(t *testing.T) {
 	n := startNodeWith(t, node.Config{DataDir: data, API: api.Config{Addr: "127.0.0.1:0"}, Witness: node.WitnessConfig{Witnesses: []witness.Witness{w}, Quorum: 1}})
 	c := client.New(n.URL(), "")
 	for range 3 {
-		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
+		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +109,7 @@ func TestCLI_WitnessedNode(t *testing.T) {
 
 	// A node without witnesses: its checkpoint carries no cosignature.
 	bare := startNode(t)
-	if _, err := client.New(bare.URL(), "").Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+	if _, err := client.New(bare.URL(), "").Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs = runCLI(t, "", "verify", "--server="+bare.URL(), "--witness", started.VKey, "--witness-quorum", "1")
@@ -128,7 +129,7 @@ func TestCLI_VerifiedReadRollback(t *testing.T) {
 	srv := "--server=" + n.URL()
 	c := client.New(n.URL(), "")
 	for range 2 {
-		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T"}}); err != nil {
+		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,9 @@ func (s *Store) SetSigners(signers []note.Signer) error {
 }
 
 // ErrNoSigner is returned when a checkpoint is asked for and no key is set.
-var ErrNoSigner = errors.New("pebblelog: no checkpoint signer configured")
+// It matches events.ErrNoSigner, which is what the API reads (it imports
+// no store).
+var ErrNoSigner = fmt.Errorf("pebblelog: %w", events.ErrNoSigner)
 
 // loadLastCheckpoint loads the newest stored checkpoint, which must be
 // within head, the state just loaded.

@@ -78,7 +78,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "replicator",
-		greffe: []string{"events", "events/pebblelog", "internal/netpolicy"},
+		greffe: []string{"events", "events/pebblelog", "internal/netpolicy", "wire"},
 		modules: []string{
 			"github.com/hashicorp/raft",
 			"github.com/hashicorp/go-hclog",
@@ -87,45 +87,60 @@ var rules = []rule{
 		belowAPI: true,
 		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
 			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
-			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it)",
+			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it); " +
+			"wire, the cluster's status body and codes it answers (wire/cluster.go)",
 	},
 	{
-		pkg:      "replicator/kafka",
-		greffe:   []string{"events", "internal/fatal"},
+		pkg:      "export",
+		greffe:   []string{"events"},
+		belowAPI: true,
+		why:      "the exporters' one run loop and their fatal error: events (ARCHITECTURE.md, export/doc.go)",
+	},
+	{
+		pkg:      "export/kafka",
+		greffe:   []string{"events", "export"},
 		modules:  []string{"github.com/segmentio/kafka-go"},
 		belowAPI: true,
-		why:      "the Kafka exporter: events and kafka-go (ARCHITECTURE.md, replicator/kafka/doc.go), and the bridges' fatal error",
+		why:      "the Kafka exporter, a sink of the run loop: events, export and kafka-go (ARCHITECTURE.md, export/kafka/doc.go)",
 	},
 	{
-		pkg:    "replicator/kurrent",
-		greffe: []string{"events", "internal/fatal"},
+		pkg:    "export/kurrent",
+		greffe: []string{"events", "export"},
 		modules: []string{
 			"github.com/EventStore/EventStore-Client-Go/v4",
 			"google.golang.org/grpc",
 		},
 		belowAPI: true,
-		why: "the KurrentDB mirror: events and the EventStore client (ARCHITECTURE.md, replicator/kurrent/doc.go), " +
-			"whose errors are gRPC statuses, and the bridges' fatal error",
+		why: "the KurrentDB mirror, a sink of the run loop: events, export and the EventStore client (ARCHITECTURE.md, " +
+			"export/kurrent/doc.go), whose errors are gRPC statuses",
 	},
 	{
 		pkg:    "executor",
-		greffe: []string{"events", "aggregates", "client"},
-		why: "the GPU-local worker: events and the commands' API types (ARCHITECTURE.md), which are aggregates' command " +
-			"and payload types and client's wire types (executor/doc.go); it talks to a node over the network only",
+		greffe: []string{"events", "wire", "client", "aggregates"},
+		why: "the GPU-local worker: events, wire and client (ARCHITECTURE.md); executor/doc.go adds aggregates for the " +
+			"command and payload types it sends; it talks to a node over the network only",
 	},
 	{
-		pkg:    "api",
-		greffe: []string{"..."},
-		except: []string{"cmd/...", "node"},
+		pkg: "api",
+		greffe: []string{"events", "wire", "commands", "projections", "aggregates",
+			"internal/jsonscan", "internal/netpolicy", "internal/progress", "internal/quota"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"github.com/invopop/jsonschema",
-			"golang.org/x/mod/sumdb/note",
 		},
-		why: "the HTTP surface: everything above but cmd (ARCHITECTURE.md, api/doc.go); node wires api, so never the reverse; " +
+		why: "the HTTP surface over interfaces: events, wire, commands, projections and interfaces (ARCHITECTURE.md); " +
+			"api/doc.go adds aggregates (the command catalogue, roles and event data types the schemas are reflected from) " +
+			"and the edge's internal packages (the JSON cursor, caps, write progress, loopback); never a store, raft, client, " +
+			"backup, node or cmd: node hands it the concrete parts; " +
 			"transparency-dev for the proofs and the tlog-tiles layout it serves; invopop/jsonschema to reflect the OpenAPI " +
-			"document's schemas from the types (api/openapi.go); x/mod/sumdb/note for the signers of the backup manifest it " +
-			"streams (api/backup.go, issue #20)",
+			"document's schemas from the types (api/openapi.go)",
+	},
+	{
+		pkg:      "wire",
+		greffe:   []string{"events"},
+		belowAPI: true,
+		why: "the HTTP bodies and public error codes api serves and client speaks: the standard library (ARCHITECTURE.md); " +
+			"wire/doc.go adds events, whose envelope types the bodies carry as they are; no HTTP",
 	},
 	{
 		pkg: "api/dashboard",
@@ -152,32 +167,33 @@ var rules = []rule{
 		greffe:  []string{"..."},
 		except:  []string{"cmd/..."},
 		modules: []string{"golang.org/x/mod/sumdb/note"},
-		why: "not in the table: the wiring cmd/greffe calls (node/node.go), so everything but cmd; " +
-			"x/mod's note for the checkpoint keys it creates",
+		why: "the wiring of one node: everything above (ARCHITECTURE.md), so everything but cmd; the one place that hands " +
+			"the store, the replicator and the backup taker to api (node/node.go); x/mod's note for the checkpoint keys it creates",
 	},
 	{
 		pkg:     "metrics",
-		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "replicator", "witness", "internal/quota"},
+		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "witness", "internal/quota", "wire"},
 		modules: []string{"github.com/prometheus"},
-		why: "not in the table: events, the store, commands, projections, replicator, witness and internal/quota for their status types, " +
-			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
+		why: "not in the table: events, the store, commands, projections, witness and internal/quota for their status types, " +
+			"wire for the cluster status, and the Prometheus client; never api, node or the replicator, which node wires in (metrics/doc.go)",
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness", "internal/atomicfile"},
+		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "wire", "witness", "internal/atomicfile"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
 			"github.com/secure-systems-lab/go-securesystemslib",
 		},
 		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
-			"events, the store's read-only Inspector, aggregates, client, witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
+			"events, the store's read-only Inspector, aggregates, client and the bodies it reads (wire), witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
 	},
 	{
 		pkg:     "backup",
-		greffe:  []string{"events", "events/pebblelog", "audit", "client"},
+		greffe:  []string{"events", "events/pebblelog", "audit", "client", "wire"},
 		modules: []string{"github.com/cockroachdb/pebble/v2/vfs", "golang.org/x/mod/sumdb/note"},
-		why:     "not in the table: events, the store, audit, client, Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
+		why: "not in the table: events, the store, audit, client, wire (the backup route and its headers), Pebble's vfs and " +
+			"x/mod's note; never api, node or cmd (backup/doc.go)",
 	},
 	{
 		pkg:     "bench",
@@ -188,22 +204,22 @@ var rules = []rule{
 	},
 	{
 		pkg:    "client",
-		greffe: []string{"events", "internal/jsonscan"},
-		why: "not in the table: the HTTP client of a node: events and the standard library (client/client.go), " +
-			"and the JSON cursor it shares with api (internal/jsonscan/scanner.go)",
+		greffe: []string{"events", "wire", "internal/jsonscan"},
+		why: "not in the table: the HTTP client of a node: events, wire (the bodies api serves) and the standard library " +
+			"(client/client.go), and the JSON cursor it shares with api (internal/jsonscan/scanner.go); never api, a store or raft",
 	},
 	{
 		pkg:     "client/verified",
-		greffe:  []string{"client", "events", "aggregates", "audit"},
+		greffe:  []string{"client", "wire", "events", "aggregates", "audit"},
 		modules: []string{"golang.org/x/mod/sumdb/note"},
-		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers, " +
+		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers and wire's bodies, " +
 			"audit's checkpoint policy and Advance (one verifier for verify and the client), aggregates' event references, x/mod's note",
 	},
 	{
 		pkg:    "fixtures",
-		greffe: []string{"aggregates", "client"},
+		greffe: []string{"aggregates", "client", "wire"},
 		why: "ARCHITECTURE.md gives fixtures no imports (\"—\": histories and fake tools); its Go code runs a history " +
-			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types and client",
+			"against a node over HTTP (fixtures/doc.go), like the executor: aggregates' command types, client and wire",
 	},
 	{
 		pkg:     "witness",
@@ -216,11 +232,6 @@ var rules = []rule{
 	{
 		pkg: "internal/atomicfile",
 		why: "a file replaced so that a crash leaves the old or the new: the standard library only",
-	},
-	{
-		pkg:      "internal/fatal",
-		belowAPI: true,
-		why:      "the bridges' fatal error: the standard library only",
 	},
 	{
 		pkg:     "internal/faultfs",
@@ -284,6 +295,55 @@ var knownViolations = []violation{
 	},
 }
 
+// importedOnlyBy are the packages whose importers are named: raft is the
+// node's (ARCHITECTURE.md, "replicator/: raft only"; issue #21: "nothing
+// imports replicator but the node"). api reaches the cluster through its
+// Cluster and Router interfaces, metrics through its Raft interface, and
+// the bodies of the cluster routes are wire's; cmd may import everything
+// (its cluster certs command writes the raft port's certificates).
+var importedOnlyBy = []struct {
+	pkg string
+	by  []string
+	why string
+}{
+	{"replicator", []string{"node", "cmd/..."}, "raft is wired by node only: define an interface where it is used, as api.Cluster"},
+}
+
+// linksNot are what a package must not link, through any import: the
+// edge links no store and no raft, and the client and the wire contract
+// link none either, so that a program that only talks to a node does not
+// carry a storage engine (issue #21). An entry is a package of the module
+// (relative to it) or a third-party path, each with everything below it.
+// What a package links today in spite of it is in knownLinks, with why.
+var linksNot = []struct {
+	pkg   string
+	links []string
+	why   string
+}{
+	{"api", []string{"events/pebblelog", "replicator", "client", "backup", "node", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"api is the edge over interfaces: node hands it the store, the replicator and the backup taker (api/doc.go)"},
+	{"api/kurrentgrpc", []string{"events/pebblelog", "replicator", "client", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"the narrow edge: events and the caps it shares with the HTTP API (api/kurrentgrpc/doc.go)"},
+	{"wire", []string{"events/pebblelog", "replicator", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"the contract anything may import (wire/doc.go)"},
+	{"client", []string{"api", "events/pebblelog", "replicator", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"a client talks to a node over HTTP: wire and events only (client/client.go)"},
+	{"export/...", []string{"events/pebblelog", "replicator", "api", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
+		"an exporter reads any events.Subscriber (export/doc.go)"},
+}
+
+// knownLinks are links linksNot forbids that the code makes today, each
+// with what would remove it. The test fails on any other, and on an entry
+// that no longer happens (delete it then).
+var knownLinks = []violation{
+	{
+		pkg: "api", imp: "github.com/cockroachdb/pebble/v2",
+		why: "through projections: the runner stores its rows and checkpoint in Pebble (projections/set.go), and api " +
+			"imports projections for its read models' types (Query, Status, the codes). Removed when the runner's storage " +
+			"leaves the package that holds those types",
+	},
+}
+
 // netHTTPBelowAPI are the files below api allowed to import net/http:
 // none, by ARCHITECTURE.md's "One error shape": below api, errors carry an
 // events.Kind and only api (and the CLI) turn kinds into HTTP statuses. A
@@ -335,6 +395,7 @@ type pkg struct {
 	DepOnly      bool
 	Module       *struct{ Path string }
 	Imports      []string
+	Deps         []string
 	GoFiles      []string
 	CgoFiles     []string
 	TestGoFiles  []string
@@ -471,6 +532,8 @@ func (r rule) allowsModule(imp string) bool {
 func TestLint(t *testing.T) {
 	m := load(t)
 	t.Run("Imports", func(t *testing.T) { testImports(t, m) })
+	t.Run("ImportedOnlyBy", func(t *testing.T) { testImportedOnlyBy(t, m) })
+	t.Run("LinksNot", func(t *testing.T) { testLinksNot(t, m) })
 	t.Run("NetHTTPBelowAPI", func(t *testing.T) { testNetHTTPBelowAPI(t, m) })
 	t.Run("AggregatesReadNoClock", func(t *testing.T) { testAggregatesReadNoClock(t, m) })
 	t.Run("Names", func(t *testing.T) { testNames(t, m) })
@@ -517,6 +580,72 @@ func testImports(t *testing.T, m *module) {
 	for _, v := range knownViolations {
 		if !seen[v] {
 			t.Errorf("known violation %s -> %s no longer happens: delete it from knownViolations", v.pkg, v.imp)
+		}
+	}
+}
+
+// testImportedOnlyBy checks that the packages of importedOnlyBy are
+// imported by the packages they name only.
+func testImportedOnlyBy(t *testing.T, m *module) {
+	for _, r := range importedOnlyBy {
+		found := false
+		for _, p := range m.pkgs {
+			rel, _ := m.rel(p.ImportPath)
+			if rel == r.pkg {
+				found = true
+			}
+			for _, imp := range p.Imports {
+				if irel, ok := m.rel(imp); !ok || irel != r.pkg {
+					continue
+				}
+				if !slices.ContainsFunc(r.by, func(b string) bool { return matches(b, rel) }) {
+					t.Errorf("%s imports %s, which only %s may import: %s", rel, r.pkg, strings.Join(r.by, ", "), r.why)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("importedOnlyBy names %s, which is not a package of the module: delete it", r.pkg)
+		}
+	}
+}
+
+// testLinksNot checks every package against linksNot, through its
+// dependencies (go list's Deps: everything it links).
+func testLinksNot(t *testing.T, m *module) {
+	seen := map[violation]bool{}
+	used := map[string]bool{}
+	for _, p := range m.pkgs {
+		rel, _ := m.rel(p.ImportPath)
+		for _, r := range linksNot {
+			if !matches(r.pkg, rel) {
+				continue
+			}
+			used[r.pkg] = true
+			for _, l := range r.links {
+				full := l
+				if !strings.Contains(strings.SplitN(l, "/", 2)[0], ".") {
+					full = m.path + "/" + l // a package of the module
+				}
+				dep := slices.IndexFunc(p.Deps, func(d string) bool { return under(full, d) })
+				if dep < 0 {
+					continue
+				}
+				if i := slices.IndexFunc(knownLinks, func(v violation) bool { return v.pkg == rel && v.imp == l }); i >= 0 {
+					seen[knownLinks[i]] = true
+					continue
+				}
+				t.Errorf("%s links %s (%s), which it must not, even through another package: %s", rel, l, p.Deps[dep], r.why)
+			}
+		}
+	}
+	for _, r := range linksNot {
+		if !used[r.pkg] {
+			t.Errorf("linksNot names %s, which matches no package: delete it", r.pkg)
+		}
+	}
+	for _, v := range knownLinks {
+		if !seen[v] {
+			t.Errorf("known link %s -> %s no longer happens: delete it from knownLinks", v.pkg, v.imp)
 		}
 	}
 }

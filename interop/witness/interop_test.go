@@ -38,6 +38,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/wire"
 	"github.com/greffe/greffe/witness"
 )
 
@@ -124,7 +125,7 @@ func appendN(t *testing.T, c *client.Client, seed string, from, count int) {
 	t.Helper()
 	for i := from; i < from+count; i++ {
 		id := uuid.NewMD5(uuid.NameSpaceOID, fmt.Appendf(nil, "%s-%d", seed, i)).String()
-		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{ID: id, Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
+		if _, err := c.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{ID: id, Type: "T", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,7 +202,7 @@ func TestInterop_NodeCosignedByTransparencyDevWitness(t *testing.T) {
 	if err != nil || len(page.Events) != 7 || vc.State().Size != 7 {
 		t.Fatalf("verified read with a quorum of the witness: %d events, %v", len(page.Events), err)
 	}
-	if _, err := vc.Append(t.Context(), "s", events.ExpectAny, []client.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil || vc.State().Size != 8 {
+	if _, err := vc.Append(t.Context(), "s", events.ExpectAny, []wire.EventIn{{Type: "T", Data: json.RawMessage(`{}`)}}); err != nil || vc.State().Size != 8 {
 		t.Fatalf("verified append with a quorum of the witness: %v", err)
 	}
 

@@ -10,10 +10,9 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/internal/fatal"
+	"github.com/greffe/greffe/export"
 )
 
 // Error codes of the exporter. They are part of the public contract: never
@@ -32,7 +31,7 @@ const (
 )
 
 // Error is an exporter failure that retrying cannot fix. Run stops with it.
-type Error = fatal.Error
+type Error = export.Error
 
 // eventBuffer is how many events the log subscription may read ahead of the
 // writer. Two writes' worth keeps the next batch ready while one is in
@@ -44,19 +43,16 @@ const eventBuffer = 2 * DefaultMaxBatchEvents
 // holding the last offset, at most one write of the exporter.
 const tailFetchBytes = 16 << 20
 
-// errUntilReached ends a session once Config.Until is exported.
-var errUntilReached = errors.New("kafka: export reached Until")
-
-// Exporter copies the log into a Kafka topic. Run (or Start and Stop) drive
-// it; Exported, Lag and Resyncs may be read concurrently at any time.
+// Exporter copies the log into a Kafka topic: the run loop of package
+// export with a sink that writes to the topic and resumes from its
+// partition tails. Run (or Start and Stop) drive it; Exported, Lag and
+// Resyncs may be read concurrently at any time.
 type Exporter struct {
-	cfg Config
-	src events.Subscriber
+	cfg  Config
+	loop *export.Loop
 
-	exported atomic.Uint64 // every event below it is in Kafka (or below From)
-	seen     atomic.Uint64 // the position after the last event read from the log
-	resyncs  atomic.Uint64
-	skipped  atomic.Uint64
+	seen    atomic.Uint64 // the position after the last event read from the log
+	skipped atomic.Uint64
 
 	mu     sync.Mutex // guards the fields below (Start and Stop)
 	cancel context.CancelFunc
@@ -71,8 +67,7 @@ func New(cfg Config, src events.Subscriber) (*Exporter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Exporter{cfg: cfg, src: src}
-	e.exported.Store(cfg.From)
+	e := &Exporter{cfg: cfg, loop: export.NewLoop(cfg.loop(), src)}
 	e.seen.Store(cfg.From)
 	return e, nil
 }
@@ -80,7 +75,7 @@ func New(cfg Config, src events.Subscriber) (*Exporter, error) {
 // Exported returns the first position not known to be in Kafka: every
 // event below it was acknowledged by all in-sync replicas (or lies below
 // Config.From). Before the first resume it is Config.From.
-func (e *Exporter) Exported() uint64 { return e.exported.Load() }
+func (e *Exporter) Exported() uint64 { return e.loop.Position() }
 
 // Lag returns how many events of the log are not exported yet: the head
 // (Config.Head, or the last event seen) minus Exported, never negative.
@@ -89,7 +84,7 @@ func (e *Exporter) Lag() uint64 {
 	if e.cfg.Head != nil {
 		head = e.cfg.Head()
 	}
-	if ex := e.exported.Load(); head > ex {
+	if ex := e.loop.Position(); head > ex {
 		return head - ex
 	}
 	return 0
@@ -97,7 +92,7 @@ func (e *Exporter) Lag() uint64 {
 
 // Resyncs returns how many times the exporter recovered from an error by
 // reading the partition tails again.
-func (e *Exporter) Resyncs() uint64 { return e.resyncs.Load() }
+func (e *Exporter) Resyncs() uint64 { return e.loop.Resyncs() }
 
 // Skipped returns how many events a resume found already at their
 // partition's tail and did not write again.
@@ -144,7 +139,7 @@ func (e *Exporter) Stop() error {
 // reached (returning nil), or until a failure retrying cannot fix (an
 // *Error). Any other failure — a broker down, a timeout, the log's
 // subscription ending — is retried with exponential backoff, each time
-// resuming from the partition tails.
+// resuming from the partition tails (export.Loop).
 //
 // Cancelling ctx during a write may leave that write's messages in Kafka
 // although Run did not see them acknowledged: the next run finds them at the
@@ -164,7 +159,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 		WriteBackoffMin: e.cfg.MinBackoff,
 		WriteBackoffMax: max(e.cfg.MinBackoff, time.Second),
 		// One write yields at most one record batch per partition (see
-		// writeLoop), so a partition never holds a later batch of a write
+		// sink.Add), so a partition never holds a later batch of a write
 		// without the earlier one.
 		BatchSize:  e.cfg.MaxBatchEvents,
 		BatchBytes: int64(e.cfg.MaxBatchBytes),
@@ -179,36 +174,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 	// WriteTimeout), so that a later Run reads settled tails.
 	defer w.Close()
 	kc := &kafkago.Client{Addr: kafkago.TCP(e.cfg.Brokers...), Transport: tr, Timeout: e.cfg.WriteTimeout}
-
-	backoff := e.cfg.MinBackoff
-	for {
-		before := e.exported.Load()
-		err := e.session(ctx, w, kc)
-		switch {
-		case errors.Is(err, errUntilReached):
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		}
-		var fatal *Error
-		if errors.As(err, &fatal) {
-			e.cfg.Logger.Error("kafka export stopped", "topic", e.cfg.Topic, "exported", e.exported.Load(), "err", err)
-			return err
-		}
-		if e.exported.Load() > before {
-			backoff = e.cfg.MinBackoff
-		}
-		e.resyncs.Add(1)
-		e.cfg.Logger.Warn("kafka export failed; resuming from the partition tails", "topic", e.cfg.Topic, "exported", e.exported.Load(), "retry_in", backoff, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, e.cfg.MaxBackoff)
-	}
+	return e.loop.Run(ctx, &sink{e: e, w: w, kc: kc})
 }
 
 // tails is what the topic says about the exporter's progress.
@@ -228,38 +194,72 @@ func (t *tails) partitionOf(stream string) int {
 	return kafkago.Murmur2Balancer{}.Balance(kafkago.Message{Key: []byte(stream)}, t.ids...)
 }
 
-// session resumes from the tails and exports until an error.
-func (e *Exporter) session(ctx context.Context, w *kafkago.Writer, kc *kafkago.Client) error {
-	t, err := e.readTails(ctx, kc)
+// sink is the Kafka side of one Run: the topic's writer and client, what
+// the tails said at the last resume, and the batch being built.
+type sink struct {
+	e  *Exporter
+	w  *kafkago.Writer
+	kc *kafkago.Client
+	t  tails
+
+	msgs []kafkago.Message // the batch
+	size int               // its bytes (messageSize)
+}
+
+// Resume reads the partition tails: the largest batch_start found there
+// is where the topic stands, and the events at a partition's tail are not
+// written again (Add skips them).
+func (k *sink) Resume(ctx context.Context) (uint64, error) {
+	k.msgs, k.size = k.msgs[:0], 0
+	t, err := k.e.readTails(ctx, k.kc)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	start := max(e.cfg.From, t.watermark)
-	e.advance(start)
-	if e.untilReached() {
-		return errUntilReached
+	k.t = t
+	return t.watermark, nil
+}
+
+// Add adds ev's message to the batch, up to MaxBatchEvents and
+// MaxBatchBytes. Since one write stays within the writer's batch limits,
+// kafka-go sends at most one record batch per partition per write, so a
+// partition never holds a later part of a write without the earlier one.
+// An event the last resume found at its partition's tail is acknowledged
+// without writing.
+func (k *sink) Add(ev *events.Event, start uint64) (bool, error) {
+	e := k.e
+	e.seenUpTo(ev.Position + 1)
+	if p, ok := k.t.last[k.t.partitionOf(ev.Stream)]; ok && ev.Position <= p {
+		e.skipped.Add(1)
+		return true, nil
 	}
-	ch := make(chan events.Event, eventBuffer)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		err := e.src.Subscribe(gctx, start, events.Filter{}, func(ev events.Event) error {
-			select {
-			case ch <- ev:
-				return nil
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-		})
-		if err == nil {
-			err = errors.New("subscription ended")
-		}
-		return fmt.Errorf("read the log from %d: %w", start, err)
-	})
-	// Writes get ctx, not gctx: a failing subscription must not cut a
-	// write short, or kafka-go would finish it in the background while the
-	// next session reads the tails.
-	g.Go(func() error { return e.writeLoop(gctx, ctx, w, ch, t) })
-	return g.Wait()
+	m, err := Message(ev, start)
+	if err != nil {
+		return false, err
+	}
+	n := messageSize(&m)
+	if n > e.cfg.MaxBatchBytes {
+		return false, &Error{Code: CodeRefused, Message: fmt.Sprintf("event %d encodes to a %d-byte message, above MaxBatchBytes %d", ev.Position, n, e.cfg.MaxBatchBytes)}
+	}
+	if len(k.msgs) > 0 && (k.size+n > e.cfg.MaxBatchBytes || len(k.msgs) == e.cfg.MaxBatchEvents) {
+		return false, nil
+	}
+	k.msgs, k.size = append(k.msgs, m), k.size+n
+	return true, nil
+}
+
+// Write writes the batch, once every in-sync replica has it.
+func (k *sink) Write(ctx context.Context) error {
+	msgs := k.msgs
+	// A new slice for the next batch: a write whose context ends may still
+	// be finished by kafka-go in the background, with these messages.
+	k.msgs, k.size = nil, 0
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := k.w.WriteMessages(ctx, msgs...); err != nil {
+		return classify(err, msgs[0], msgs[len(msgs)-1])
+	}
+	return nil
 }
 
 // readTails reads the last message of every partition.
@@ -343,88 +343,6 @@ func (e *Exporter) readTail(ctx context.Context, kc *kafkago.Client, partition i
 	}
 }
 
-// writeLoop batches the events the subscription reads and writes each batch
-// once the previous one is acknowledged.
-//
-// A batch holds whatever events are ready, up to MaxBatchEvents and
-// MaxBatchBytes: a busy log gets full batches, a quiet one gets each event
-// at once. Since one write stays within the writer's batch limits, kafka-go
-// sends at most one record batch per partition per write, so a partition
-// never holds a later part of a write without the earlier one. Events a
-// resume found at their partition's tail are acknowledged without writing.
-//
-// ctx ends the loop; wctx bounds the writes.
-func (e *Exporter) writeLoop(ctx, wctx context.Context, w *kafkago.Writer, ch <-chan events.Event, t tails) error {
-	var pending *events.Event // read but not yet batched: it did not fit
-	for {
-		var first events.Event
-		if pending != nil {
-			first, pending = *pending, nil
-		} else {
-			select {
-			case first = <-ch:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		start := e.exported.Load()
-		var msgs []kafkago.Message
-		size, last := 0, first.Position
-		add := func(ev *events.Event) (bool, error) {
-			e.seenUpTo(ev.Position + 1)
-			if p, ok := t.last[t.partitionOf(ev.Stream)]; ok && ev.Position <= p {
-				e.skipped.Add(1)
-				last = ev.Position
-				return true, nil
-			}
-			m, err := Message(ev, start)
-			if err != nil {
-				return false, err
-			}
-			n := messageSize(&m)
-			if n > e.cfg.MaxBatchBytes {
-				return false, &Error{Code: CodeRefused, Message: fmt.Sprintf("event %d encodes to a %d-byte message, above MaxBatchBytes %d", ev.Position, n, e.cfg.MaxBatchBytes)}
-			}
-			if len(msgs) > 0 && (size+n > e.cfg.MaxBatchBytes || len(msgs) == e.cfg.MaxBatchEvents) {
-				return false, nil
-			}
-			msgs, size, last = append(msgs, m), size+n, ev.Position
-			return true, nil
-		}
-		if _, err := add(&first); err != nil {
-			return err
-		}
-	fill:
-		for len(msgs) < e.cfg.MaxBatchEvents {
-			select {
-			case ev := <-ch:
-				ok, err := add(&ev)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					pending = &ev
-					break fill
-				}
-			default:
-				break fill
-			}
-		}
-		if len(msgs) > 0 {
-			if err := w.WriteMessages(wctx, msgs...); err != nil {
-				return classify(err, msgs[0], msgs[len(msgs)-1])
-			}
-		}
-		e.advance(last + 1)
-		if e.cfg.Progress != nil {
-			e.cfg.Progress(e.exported.Load())
-		}
-		if e.untilReached() {
-			return errUntilReached
-		}
-	}
-}
-
 // classify turns a write error into an *Error when retrying cannot help.
 func classify(err error, first, last kafkago.Message) error {
 	from, _ := HeaderUint(first.Headers, HeaderPosition)
@@ -456,17 +374,7 @@ func permanent(err error) bool {
 	return false
 }
 
-// advance raises Exported to v; it never goes back (a resume may start
-// below what was already acknowledged, and skips it).
-func (e *Exporter) advance(v uint64) {
-	for {
-		cur := e.exported.Load()
-		if v <= cur || e.exported.CompareAndSwap(cur, v) {
-			return
-		}
-	}
-}
-
+// seenUpTo raises the position after the last event read to v.
 func (e *Exporter) seenUpTo(v uint64) {
 	for {
 		cur := e.seen.Load()
@@ -474,8 +382,4 @@ func (e *Exporter) seenUpTo(v uint64) {
 			return
 		}
 	}
-}
-
-func (e *Exporter) untilReached() bool {
-	return e.cfg.Until > 0 && e.exported.Load() >= e.cfg.Until
 }

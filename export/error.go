@@ -1,12 +1,11 @@
-// Package fatal is the error of a long-running bridge (the Kafka exporter,
-// the KurrentDB mirror) that retrying cannot fix: it stops the bridge and
-// carries a stable code for the operator. Each bridge re-exports it as its
-// own Error, with its own codes.
-package fatal
+package export
 
 import "fmt"
 
-// Error is a failure that retrying cannot fix.
+// Error is a failure of an exporter that retrying cannot fix: Run stops
+// with it, and it carries a stable code for the operator. Each exporter
+// names it as its own Error, with its own codes (kafka.CodeTopicNotFound,
+// kurrent.CodeDiverged, …).
 type Error struct {
 	Code    string
 	Message string

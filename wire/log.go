@@ -1,8 +1,7 @@
-package client
+package wire
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,33 +9,8 @@ import (
 	"github.com/greffe/greffe/events"
 )
 
-// The JSON bodies of greffe's HTTP API (docs/API.md), shared by the server
-// (package api) and its clients.
-
-// Error is an API error: a status, a stable code, a sentence saying what to
-// fix, and optionally the JSON path of the bad field and details.
-type Error struct {
-	Status int `json:"-"`
-	// Code is the stable error code (ErrorCode): never renamed, never reused.
-	Code string `json:"code"`
-	// Message says what is wrong and what to fix, in words; its text may
-	// change, match on code.
-	Message string `json:"message"`
-	// Field is the JSON path of the offending field (e.g.
-	// "data.acceptance_checks[2].argv"); empty when no one field is at fault.
-	Field string `json:"field,omitempty"`
-	// Details are the facts behind the error, by name (a gate's details,
-	// next_due, …).
-	Details map[string]any `json:"details,omitempty"`
-	// RetryAfter is the wait the node asked for in a Retry-After header
-	// (a 429 for a capped resource: docs/API.md); zero when none.
-	RetryAfter time.Duration `json:"-"`
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
-
-// ErrorCode returns the stable code.
-func (e *Error) ErrorCode() string { return e.Code }
+// The bodies of the log's routes: appends, reads, streams and
+// GET /v1/info (docs/API.md).
 
 // EventIn is one event of an append request body.
 type EventIn struct {
@@ -167,41 +141,6 @@ type HeadOut struct {
 	// RecordedAt is when the newest event was recorded; absent for an empty
 	// log.
 	RecordedAt time.Time `json:"recorded_at,omitzero"`
-}
-
-// InclusionOut is an RFC 6962 inclusion proof: Hashes in RFC order, base64.
-type InclusionOut struct {
-	// Position is the event's position.
-	Position uint64 `json:"position"`
-	// Size is the log size the proof is for.
-	Size uint64 `json:"size"`
-	// LeafHash is the event's Merkle leaf hash, base64.
-	LeafHash []byte `json:"leaf_hash"`
-	// Root is the Merkle root at size, base64.
-	Root []byte `json:"root"`
-	// Hashes are the proof's hashes (RFC 6962), base64, leaf to root.
-	Hashes [][]byte `json:"hashes"`
-}
-
-// ConsistencyOut is an RFC 6962 consistency proof between two sizes. From
-// the empty tree it is the empty proof, and RootFrom is SHA-256("").
-type ConsistencyOut struct {
-	// From is the smaller log size.
-	From uint64 `json:"from"`
-	// To is the larger log size.
-	To uint64 `json:"to"`
-	// RootFrom is the Merkle root at from, base64.
-	RootFrom []byte `json:"root_from"`
-	// RootTo is the Merkle root at to, base64.
-	RootTo []byte `json:"root_to"`
-	// Hashes are the consistency proof's hashes (RFC 6962), base64.
-	Hashes [][]byte `json:"hashes"`
-}
-
-// ErrorBody is the JSON envelope of every error response.
-type ErrorBody struct {
-	// Error is the error.
-	Error *Error `json:"error"`
 }
 
 // StreamsOut is a page of GET /v1/streams: streams in name order, and Next,

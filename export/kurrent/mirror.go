@@ -7,17 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/internal/fatal"
+	"github.com/greffe/greffe/export"
 )
 
 // Error codes of the mirror. Never renamed, never reused.
@@ -33,7 +31,7 @@ const (
 )
 
 // Error is a mirror failure that retrying cannot fix. Run stops with it.
-type Error = fatal.Error
+type Error = export.Error
 
 // Source is the ledger being mirrored: a subscription to copy from, and a
 // lookup by id to find where a previous run stopped. *pebblelog.Store
@@ -85,10 +83,10 @@ func (c *Config) setDefaults() {
 		c.MaxBatchBytes = 512 << 10
 	}
 	if c.MinBackoff == 0 {
-		c.MinBackoff = 100 * time.Millisecond
+		c.MinBackoff = export.DefaultMinBackoff
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 30 * time.Second
+		c.MaxBackoff = export.DefaultMaxBackoff
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -104,16 +102,18 @@ func (c *Config) Validate() error {
 	if c.MaxBatchBytes < 128<<10 {
 		errs = append(errs, fmt.Errorf("MaxBatchBytes %d must be >= %d", c.MaxBatchBytes, 128<<10))
 	}
-	if c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff {
-		errs = append(errs, fmt.Errorf("MinBackoff %s must be > 0 and <= MaxBackoff %s", c.MinBackoff, c.MaxBackoff))
-	}
-	if c.Until > 0 && c.Until < c.From {
-		errs = append(errs, fmt.Errorf("Until %d is below From %d", c.Until, c.From))
-	}
+	errs = append(errs, c.loop().Problems()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// loop is the run loop's part of c.
+func (c *Config) loop() export.Config {
+	return export.Config{From: c.From, Until: c.Until, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff,
+		Buffer: eventBuffer, Progress: c.Progress, Logger: c.Logger,
+		Name: "mirror", PositionKey: "mirrored", Resumes: "the target's tail"}
 }
 
 // eventBuffer is how many events the subscription may read ahead of the
@@ -124,16 +124,14 @@ const eventBuffer = 200
 // tailPage is how many target events one resume read asks for.
 const tailPage = 100
 
-// errUntilReached ends a session once Config.Until is copied.
-var errUntilReached = errors.New("kurrent: mirror reached Until")
-
-// Mirror copies a ledger into a KurrentDB. Mirrored may be read concurrently
-// with Run.
+// Mirror copies a ledger into a KurrentDB: the run loop of package export
+// with a sink that appends to the target and resumes from its $all tail.
+// Mirrored may be read concurrently with Run.
 type Mirror struct {
-	cfg      Config
-	src      Source
-	target   *esdb.Client
-	mirrored atomic.Uint64
+	cfg    Config
+	src    Source
+	target *esdb.Client
+	loop   *export.Loop
 }
 
 // New validates cfg and returns a mirror of src into target. The caller
@@ -143,48 +141,19 @@ func New(cfg Config, src Source, target *esdb.Client) (*Mirror, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Mirror{cfg: cfg, src: src, target: target}
-	m.mirrored.Store(cfg.From)
-	return m, nil
+	return &Mirror{cfg: cfg, src: src, target: target, loop: export.NewLoop(cfg.loop(), src)}, nil
 }
 
 // Mirrored returns the first position not known to be in the target: every
 // event below it was appended there (or lies below Config.From).
-func (m *Mirror) Mirrored() uint64 { return m.mirrored.Load() }
+func (m *Mirror) Mirrored() uint64 { return m.loop.Position() }
 
 // Run copies until ctx ends (ctx.Err()), until Config.Until is reached
 // (nil), or until a failure retrying cannot fix (an *Error). Transient
 // failures are retried with backoff, each time resuming from the target's
 // tail.
 func (m *Mirror) Run(ctx context.Context) error {
-	backoff := m.cfg.MinBackoff
-	for {
-		before := m.mirrored.Load()
-		err := m.session(ctx)
-		switch {
-		case errors.Is(err, errUntilReached):
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		}
-		var fatal *Error
-		if errors.As(err, &fatal) {
-			m.cfg.Logger.Error("mirror stopped", "mirrored", m.mirrored.Load(), "err", err)
-			return err
-		}
-		if m.mirrored.Load() > before {
-			backoff = m.cfg.MinBackoff
-		}
-		m.cfg.Logger.Warn("mirror failed; resuming from the target's tail", "mirrored", m.mirrored.Load(), "retry_in", backoff, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(2*backoff, m.cfg.MaxBackoff)
-	}
+	return m.loop.Run(ctx, &sink{m: m, exact: m.cfg.From == 0})
 }
 
 // Resume returns the position a run would start from: just after the last
@@ -235,94 +204,63 @@ func (m *Mirror) Resume(ctx context.Context) (uint64, error) {
 	}
 }
 
-// session resumes and copies until an error.
-func (m *Mirror) session(ctx context.Context) error {
-	start, err := m.Resume(ctx)
-	if err != nil {
-		return err
-	}
-	m.advance(start)
-	if m.untilReached() {
-		return errUntilReached
-	}
-	ch := make(chan events.Event, eventBuffer)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		err := m.src.Subscribe(gctx, start, events.Filter{}, func(ev events.Event) error {
-			select {
-			case ch <- ev:
-				return nil
-			case <-gctx.Done():
-				return gctx.Err()
-			}
-		})
-		if err == nil {
-			err = errors.New("subscription ended")
-		}
-		return fmt.Errorf("read the ledger from %d: %w", start, err)
-	})
-	// Appends get ctx, not gctx: a failing subscription must not cut an
-	// append short and leave its outcome unknown.
-	g.Go(func() error { return m.appendLoop(gctx, ctx, ch) })
-	return g.Wait()
+// sink is the target's side of one Run: it appends runs of consecutive
+// events of one stream, one append in flight at a time, so that the
+// target's $all follows position order.
+type sink struct {
+	m *Mirror
+	// exact appends with the exact expected revision (a mirror from
+	// position 0: see the package doc).
+	exact bool
+
+	batch       []esdb.EventData
+	first       events.Event // the batch's first event (its stream and version)
+	last, bytes uint64       // the batch's last position; its data and metadata bytes
 }
 
-// appendLoop appends runs of consecutive events of one stream, one append
-// in flight at a time, so that the target's $all follows position order.
-// ctx ends the loop; actx bounds the appends.
-func (m *Mirror) appendLoop(ctx, actx context.Context, ch <-chan events.Event) error {
-	exact := m.cfg.From == 0
-	var pending *events.Event
-	for {
-		var first events.Event
-		if pending != nil {
-			first, pending = *pending, nil
+// Resume finds where the target stands (Mirror.Resume).
+func (k *sink) Resume(ctx context.Context) (uint64, error) {
+	k.batch = k.batch[:0]
+	return k.m.Resume(ctx)
+}
+
+// Add adds ev to the batch while it is of the batch's stream and the batch
+// stays within MaxBatchEvents and MaxBatchBytes.
+func (k *sink) Add(ev *events.Event, _ uint64) (bool, error) {
+	n := uint64(len(ev.Data) + len(ev.Metadata))
+	if len(k.batch) > 0 && (ev.Stream != k.first.Stream || k.bytes+n > uint64(k.m.cfg.MaxBatchBytes) || len(k.batch) == k.m.cfg.MaxBatchEvents) {
+		return false, nil
+	}
+	if len(k.batch) == 0 {
+		k.first, k.bytes = *ev, 0
+	}
+	k.batch, k.bytes, k.last = append(k.batch, eventData(ev)), k.bytes+n, ev.Position
+	return true, nil
+}
+
+// Write appends the batch to its stream, atomically.
+func (k *sink) Write(ctx context.Context) error {
+	batch, first := k.batch, k.first
+	k.batch = nil
+	if len(batch) == 0 {
+		return nil
+	}
+	var expected esdb.ExpectedRevision = esdb.Any{}
+	if k.exact {
+		if first.Version == 0 {
+			expected = esdb.NoStream{}
 		} else {
-			select {
-			case first = <-ch:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		batch := []esdb.EventData{eventData(&first)}
-		size, last := len(first.Data)+len(first.Metadata), first.Position
-	fill:
-		for len(batch) < m.cfg.MaxBatchEvents {
-			select {
-			case ev := <-ch:
-				n := len(ev.Data) + len(ev.Metadata)
-				if ev.Stream != first.Stream || size+n > m.cfg.MaxBatchBytes {
-					pending = &ev
-					break fill
-				}
-				batch, size, last = append(batch, eventData(&ev)), size+n, ev.Position
-			default:
-				break fill
-			}
-		}
-		var expected esdb.ExpectedRevision = esdb.Any{}
-		if exact {
-			if first.Version == 0 {
-				expected = esdb.NoStream{}
-			} else {
-				expected = esdb.Revision(first.Version - 1)
-			}
-		}
-		if _, err := m.target.AppendToStream(actx, first.Stream, esdb.AppendToStreamOptions{ExpectedRevision: expected}, batch...); err != nil {
-			if isCode(err, esdb.ErrorCodeWrongExpectedVersion) {
-				return &Error{Code: CodeDiverged, Err: err, Message: fmt.Sprintf(
-					"stream %q in the target is not at version %d, where the ledger's event %d follows; another writer or ledger wrote there", first.Stream, first.Version, first.Position)}
-			}
-			return m.targetError(fmt.Sprintf("append events %d to %d to %q", first.Position, last, first.Stream), err)
-		}
-		m.advance(last + 1)
-		if m.cfg.Progress != nil {
-			m.cfg.Progress(m.mirrored.Load())
-		}
-		if m.untilReached() {
-			return errUntilReached
+			expected = esdb.Revision(first.Version - 1)
 		}
 	}
+	if _, err := k.m.target.AppendToStream(ctx, first.Stream, esdb.AppendToStreamOptions{ExpectedRevision: expected}, batch...); err != nil {
+		if isCode(err, esdb.ErrorCodeWrongExpectedVersion) {
+			return &Error{Code: CodeDiverged, Err: err, Message: fmt.Sprintf(
+				"stream %q in the target is not at version %d, where the ledger's event %d follows; another writer or ledger wrote there", first.Stream, first.Version, first.Position)}
+		}
+		return k.m.targetError(fmt.Sprintf("append events %d to %d to %q", first.Position, k.last, first.Stream), err)
+	}
+	return nil
 }
 
 // eventData converts a ledger event for the target: same id (the
@@ -361,17 +299,4 @@ func (m *Mirror) targetError(op string, err error) error {
 		return &Error{Code: CodeTargetRefused, Message: op, Err: err}
 	}
 	return fmt.Errorf("%s: %w", op, err)
-}
-
-func (m *Mirror) advance(v uint64) {
-	for {
-		cur := m.mirrored.Load()
-		if v <= cur || m.mirrored.CompareAndSwap(cur, v) {
-			return
-		}
-	}
-}
-
-func (m *Mirror) untilReached() bool {
-	return m.cfg.Until > 0 && m.mirrored.Load() >= m.cfg.Until
 }

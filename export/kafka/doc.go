@@ -24,6 +24,9 @@
 // batch is in flight at a time, which is what makes the tails a faithful
 // record of progress.
 //
-// The package may import events and kafka-go; it must not import node, api
-// or cmd.
+// The run loop (follow the log from where the topic stands, batch, write,
+// record the position, back off and resume on errors) is package export's;
+// this package is its sink for Kafka (exporter.go) and the message format
+// (message.go). It may import events, export and kafka-go; it must not
+// import node, api or cmd.
 package kafka

@@ -21,6 +21,9 @@
 // interleaved. A mirror started further (Config.From) cannot know the
 // streams' earlier versions and appends with "any".
 //
-// The package may import events and the EventStore client; it must not
-// import node, api or cmd.
+// The run loop (follow the log from where the target stands, batch,
+// append, record the position, back off and resume on errors) is package
+// export's; this package is its sink for KurrentDB. It may import events,
+// export and the EventStore client (and grpc, whose statuses its errors
+// are); it must not import node, api or cmd.
 package kurrent

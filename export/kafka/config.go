@@ -8,6 +8,8 @@ import (
 	"net"
 	"regexp"
 	"time"
+
+	"github.com/greffe/greffe/export"
 )
 
 // Config configures an Exporter. Zero values mean defaults; nothing can
@@ -53,6 +55,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// loop is the run loop's part of c.
+func (c *Config) loop() export.Config {
+	logger := c.Logger
+	if logger != nil {
+		logger = logger.With("topic", c.Topic)
+	}
+	return export.Config{From: c.From, Until: c.Until, MinBackoff: c.MinBackoff, MaxBackoff: c.MaxBackoff,
+		Buffer: eventBuffer, Progress: c.Progress, Logger: logger,
+		Name: "kafka export", PositionKey: "exported", Resumes: "the partition tails"}
+}
+
 // Defaults of Config.
 const (
 	DefaultMaxBatchEvents = 500
@@ -80,10 +93,10 @@ func (c *Config) setDefaults() {
 		c.WriteAttempts = 3
 	}
 	if c.MinBackoff == 0 {
-		c.MinBackoff = 100 * time.Millisecond
+		c.MinBackoff = export.DefaultMinBackoff
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 30 * time.Second
+		c.MaxBackoff = export.DefaultMaxBackoff
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -114,12 +127,7 @@ func (c *Config) Validate() error {
 	if c.WriteTimeout < 0 || c.WriteAttempts < 1 {
 		errs = append(errs, fmt.Errorf("WriteTimeout %s must be >= 0 and WriteAttempts %d >= 1", c.WriteTimeout, c.WriteAttempts))
 	}
-	if c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff {
-		errs = append(errs, fmt.Errorf("MinBackoff %s must be > 0 and <= MaxBackoff %s", c.MinBackoff, c.MaxBackoff))
-	}
-	if c.Until > 0 && c.Until < c.From {
-		errs = append(errs, fmt.Errorf("Until %d is below From %d", c.Until, c.From))
-	}
+	errs = append(errs, c.loop().Problems()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
