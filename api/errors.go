@@ -177,8 +177,29 @@ func writeError(w http.ResponseWriter, err error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if a, ok := v.(jsonAppender); ok {
+		_, _ = w.Write(append(a.AppendJSON(nil), '\n'))
+		return
+	}
 	enc := json.NewEncoder(w)
 	_ = enc.Encode(v)
+}
+
+// jsonAppender is an answer that writes its own JSON: one that carries
+// stored events, whose data and metadata go out as stored
+// (events.Event.AppendJSON), which encoding/json would compact and
+// HTML-escape ("a<b" served as "a\u003cb").
+type jsonAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
+// marshalAnswer is json.Marshal, but an answer that writes its own JSON
+// (jsonAppender) writes it.
+func marshalAnswer(v any) ([]byte, error) {
+	if a, ok := v.(jsonAppender); ok {
+		return a.AppendJSON(nil), nil
+	}
+	return json.Marshal(v)
 }
 
 // maxBodyBytes bounds a request body: one append's 4 MiB of events plus JSON

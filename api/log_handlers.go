@@ -483,12 +483,10 @@ func (s *Server) subscriberGone(r *http.Request, pos *atomic.Uint64, err error) 
 		"principal", PrincipalFrom(r.Context()).Name, "remote", r.RemoteAddr, "next", pos.Load(), "write_timeout", s.cfg.WriteTimeout)
 }
 
+// writeSSE writes one event's frame; its data line is the event's JSON
+// with data and metadata as stored, on one line (events.Event.AppendJSONLine).
 func writeSSE(bw *bufio.Writer, e events.Event) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Position, sanitizeSSE(e.Type), b)
+	_, err := fmt.Fprintf(bw, "id: %d\nevent: %s\ndata: %s\n\n", e.Position, sanitizeSSE(e.Type), e.AppendJSONLine(nil))
 	return err
 }
 

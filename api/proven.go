@@ -163,7 +163,7 @@ func (s *Server) proven(w http.ResponseWriter, r *http.Request, answer any, posi
 		writeError(w, err)
 		return true
 	}
-	b, merr := json.Marshal(answer)
+	b, merr := marshalAnswer(answer) // the events as stored
 	if merr != nil || len(b) < 2 || b[len(b)-1] != '}' {
 		writeError(w, fmt.Errorf("proven answer: %v", merr))
 		return true

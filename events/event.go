@@ -2,11 +2,13 @@ package events
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 )
 
@@ -220,16 +222,77 @@ type eventJSON struct {
 	LeafHash      []byte          `json:"leaf_hash"`
 }
 
-// MarshalJSON writes the public JSON shape: snake_case fields, data and
-// metadata as the stored JSON, recorded_at in RFC 3339 with nanoseconds,
-// leaf_hash in base64.
-func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(eventJSON{
-		Position: e.Position, Stream: e.Stream, Version: e.Version, ID: e.ID, Type: e.Type,
-		Data: nonEmptyJSON(e.Data), Metadata: nonEmptyJSON(e.Metadata), RecordedAt: e.RecordedAt.UTC(),
-		CorrelationID: e.CorrelationID, CausationID: e.CausationID, Actor: e.Actor,
-		Envelope: e.Envelope, LeafHash: e.LeafHash[:],
-	})
+// MarshalJSON writes the public JSON shape (AppendJSON). encoding/json
+// compacts and HTML-escapes what a MarshalJSON returns, so an answer that
+// must carry the stored bytes writes AppendJSON itself (api, wire.ReadOut).
+func (e Event) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil), nil }
+
+// AppendJSON appends the public JSON shape of the event to b: snake_case
+// fields in eventJSON's order, data and metadata as the stored bytes
+// (byte for byte: evidence comes back as it was written, the bytes its
+// leaf hash covers; issue #21), recorded_at in RFC 3339 with nanoseconds,
+// leaf_hash in base64. Strings are quoted without HTML escaping (RFC 8785's
+// minimal form); the envelope, which the node builds and never stores as
+// sent, keeps encoding/json's form.
+func (e Event) AppendJSON(b []byte) []byte {
+	b = append(b, `{"position":`...)
+	b = strconv.AppendUint(b, e.Position, 10)
+	b = append(b, `,"stream":`...)
+	b = appendQuoted(b, e.Stream)
+	b = append(b, `,"version":`...)
+	b = strconv.AppendUint(b, e.Version, 10)
+	b = append(b, `,"id":"`...)
+	b = append(b, e.ID.String()...)
+	b = append(b, `","type":`...)
+	b = appendQuoted(b, e.Type)
+	b = append(b, `,"data":`...)
+	b = append(b, nonEmptyJSON(e.Data)...)
+	b = append(b, `,"metadata":`...)
+	b = append(b, nonEmptyJSON(e.Metadata)...)
+	b = append(b, `,"recorded_at":"`...)
+	b = e.RecordedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	for _, f := range [...]struct{ name, v string }{{"correlation_id", e.CorrelationID}, {"causation_id", e.CausationID}, {"actor", e.Actor}} {
+		if f.v != "" {
+			b = append(b, `,"`+f.name+`":`...)
+			b = appendQuoted(b, f.v)
+		}
+	}
+	if e.Envelope != nil {
+		env, err := json.Marshal(e.Envelope)
+		if err == nil { // a struct of strings and bytes: it always marshals
+			b = append(append(b, `,"envelope":`...), env...)
+		}
+	}
+	b = append(b, `,"leaf_hash":"`...)
+	b = base64.StdEncoding.AppendEncode(b, e.LeafHash[:])
+	return append(b, `"}`...)
+}
+
+// AppendJSONLine appends the event's JSON on one line (an SSE data line,
+// a line of JSONL): AppendJSON, unless the stored data or metadata hold a
+// line break, which can only be whitespace between JSON tokens (a string
+// holds it escaped) and would end the line; such an event is written
+// compacted (json.Compact removes whitespace and escapes nothing), and
+// its stored bytes are in AppendJSON's form and the entry itself.
+func (e Event) AppendJSONLine(b []byte) []byte {
+	start := len(b)
+	b = e.AppendJSON(b)
+	if bytes.ContainsAny(b[start:], "\r\n") {
+		var c bytes.Buffer
+		if err := json.Compact(&c, b[start:]); err == nil { // stored JSON is valid
+			b = append(b[:start], c.Bytes()...)
+		}
+	}
+	return b
+}
+
+// appendQuoted appends s as a JSON string. Stored strings are valid UTF-8
+// (the edge refuses anything else), so AppendQuote's replacement of
+// invalid bytes never happens to them.
+func appendQuoted(b []byte, s string) []byte {
+	b, _ = jsontext.AppendQuote(b, s)
+	return b
 }
 
 // UnmarshalJSON reads the public JSON shape (used by clients of the API).

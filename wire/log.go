@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,6 +83,31 @@ type ReadOut struct {
 	Events []events.Event `json:"events"`
 	// Next is where to read from next; absent at the end.
 	Next *uint64 `json:"next,omitempty"`
+}
+
+// AppendJSON appends the page's JSON to b with each event's data and
+// metadata as stored (events.Event.AppendJSON): encoding/json would
+// compact and HTML-escape them.
+func (o ReadOut) AppendJSON(b []byte) []byte {
+	if o.Events == nil {
+		b = append(b, `{"events":null`...)
+	} else {
+		b = append(b, `{"events":[`...)
+	}
+	for i := range o.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = o.Events[i].AppendJSON(b)
+	}
+	if o.Events != nil {
+		b = append(b, ']')
+	}
+	if o.Next != nil {
+		b = append(b, `,"next":`...)
+		b = strconv.AppendUint(b, *o.Next, 10)
+	}
+	return append(b, '}')
 }
 
 // InfoOut is the response of GET /v1/info.

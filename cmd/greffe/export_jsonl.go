@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,11 +70,7 @@ A progress bar is drawn on a terminal (stderr).`,
 			for next < to {
 				n, err := cl.ReadEntries(ctx, next, int(min(to-next, 100_000)), func(raw []byte, e events.Event) error {
 					e.LeafHash = events.LeafHash(raw)
-					b, err := json.Marshal(e)
-					if err != nil {
-						return err
-					}
-					b = append(b, '\n')
+					b := append(e.AppendJSONLine(nil), '\n') // data and metadata as stored
 					written += int64(len(b))
 					_, err = w.Write(b)
 					return err

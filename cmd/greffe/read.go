@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -115,9 +114,8 @@ checkpoint at fault is named), 2 could not run.`,
 			case r.json:
 				return printJSON(w, out)
 			case jsonl:
-				enc := json.NewEncoder(w)
-				for _, e := range out.Events {
-					if err := enc.Encode(e); err != nil {
+				for _, e := range out.Events { // as stored: events.Event.AppendJSONLine
+					if _, err := w.Write(append(e.AppendJSONLine(nil), '\n')); err != nil {
 						return err
 					}
 				}

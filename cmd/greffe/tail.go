@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,10 +24,11 @@ func newTailCmd() *cobra.Command {
 			if types != "" {
 				f.Types = strings.Split(types, ",")
 			}
-			enc := json.NewEncoder(c.OutOrStdout())
+			out := c.OutOrStdout()
 			err := r.client().Subscribe(c.Context(), from, f, func(e events.Event) error {
-				if r.json {
-					return enc.Encode(e)
+				if r.json { // as stored: events.Event.AppendJSONLine
+					_, err := out.Write(append(e.AppendJSONLine(nil), '\n'))
+					return err
 				}
 				printEvent(c.OutOrStdout(), e)
 				return nil
