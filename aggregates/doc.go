@@ -43,5 +43,6 @@
 //
 // The package imports only the standard library, github.com/google/uuid
 // and github.com/greffe/greffe/events. It never calls time.Now and never
-// uses math/rand, os or net; lint_test.go enforces this.
+// uses math/rand, os or net; internal/lint (testAggregatesPure) enforces
+// this.
 package aggregates

@@ -57,7 +57,7 @@ var rules = []rule{
 		pkg:      "aggregates",
 		greffe:   []string{"events"},
 		belowAPI: true,
-		why:      "the pure gates: events only (ARCHITECTURE.md, aggregates/doc.go); aggregates/lint_test.go keeps out the clock, randomness and I/O",
+		why:      "the pure gates: events only (ARCHITECTURE.md, aggregates/doc.go); testAggregatesPure keeps out the clock, randomness and I/O",
 	},
 	{
 		pkg:      "commands",
@@ -268,7 +268,7 @@ var rules = []rule{
 
 // everywhere are the modules any package may import. uuid: events.Event's
 // ids are uuid.UUID, so whoever may read an envelope may name its id type
-// (events/doc.go; aggregates/lint_test.go keeps the gates from drawing
+// (events/doc.go; testAggregatesPure keeps the gates from drawing
 // new ones). x/sync: fan-out uses errgroup (STYLE.md, "Concurrency").
 var everywhere = []string{"github.com/google/uuid", "golang.org/x/sync"}
 
@@ -352,13 +352,22 @@ var knownLinks = []violation{
 var netHTTPBelowAPI = []string{}
 
 // bannedNames are the package names STYLE.md forbids ("Naming"), and file
-// names that say as little (aggregates/lint_test.go).
+// names that say as little.
 var bannedNames = []string{"util", "utils", "common", "helpers", "misc", "shared", "base", "types"}
 
-// clockReads are the time functions that read the clock. Aggregates are
-// pure: time comes in the command (STYLE.md, ARCHITECTURE.md "The core is
-// pure").
-var clockReads = []string{"Now", "Since", "Until"}
+// The pure core (ARCHITECTURE.md, "The core is pure"): aggregates read no
+// clock, draw no randomness and do no I/O; time comes in the command
+// (Inputs.At) and ids from the commands layer. impure are the packages of
+// the standard library it must not import (the module rule already limits
+// the rest to uuid and events), impureCalls the functions of time and uuid
+// it must not call.
+var (
+	impure      = []string{"os", "net", "math/rand", "crypto/rand", "syscall", "io/ioutil", "unsafe", "log", "runtime", "plugin"}
+	impureCalls = map[string][]string{
+		"time":                   {"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "Tick", "NewTimer", "NewTicker"},
+		"github.com/google/uuid": {"New", "NewRandom", "NewString", "NewUUID", "NewV7", "Must"},
+	}
+)
 
 // rawAtomicPrefixes start the names of sync/atomic's functions on raw
 // integers and pointers (AddInt64, LoadUint32, CompareAndSwapPointer, …).
@@ -535,7 +544,7 @@ func TestLint(t *testing.T) {
 	t.Run("ImportedOnlyBy", func(t *testing.T) { testImportedOnlyBy(t, m) })
 	t.Run("LinksNot", func(t *testing.T) { testLinksNot(t, m) })
 	t.Run("NetHTTPBelowAPI", func(t *testing.T) { testNetHTTPBelowAPI(t, m) })
-	t.Run("AggregatesReadNoClock", func(t *testing.T) { testAggregatesReadNoClock(t, m) })
+	t.Run("AggregatesPure", func(t *testing.T) { testAggregatesPure(t, m) })
 	t.Run("Names", func(t *testing.T) { testNames(t, m) })
 	t.Run("RawAtomics", func(t *testing.T) { testRawAtomics(t, m) })
 }
@@ -718,9 +727,10 @@ func testNetHTTPBelowAPI(t *testing.T, m *module) {
 	}
 }
 
-// testAggregatesReadNoClock checks that no file of aggregates reads the
-// clock, whatever name it imports time under.
-func testAggregatesReadNoClock(t *testing.T, m *module) {
+// testAggregatesPure checks that no file of aggregates imports I/O,
+// randomness or the process (impure), or reads the clock or draws an id
+// (impureCalls), whatever name it imports time and uuid under.
+func testAggregatesPure(t *testing.T, m *module) {
 	fset := token.NewFileSet()
 	checked := false
 	for _, p := range m.pkgs {
@@ -728,20 +738,28 @@ func testAggregatesReadNoClock(t *testing.T, m *module) {
 			continue
 		}
 		checked = true
-		for _, f := range parse(t, m, fset, p, p.GoFiles, false) {
-			tm := localName(f, "time")
-			if tm == "" {
-				continue
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if sel, ok := n.(*ast.SelectorExpr); ok {
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == tm && slices.Contains(clockReads, sel.Sel.Name) {
-						t.Errorf("%s: time.%s in aggregates: time comes in the command (Inputs.At), never from the clock",
-							fset.Position(sel.Pos()), sel.Sel.Name)
-					}
+		for name, f := range parse(t, m, fset, p, p.GoFiles, false) {
+			for _, imp := range f.Imports {
+				ip, _ := strconv.Unquote(imp.Path.Value)
+				if slices.ContainsFunc(impure, func(b string) bool { return under(b, ip) }) {
+					t.Errorf("aggregates/%s imports %s: the gates do no I/O, read no clock and draw no randomness", name, ip)
 				}
-				return true
-			})
+			}
+			for ip, calls := range impureCalls {
+				local := localName(f, ip)
+				if local == "" {
+					continue
+				}
+				ast.Inspect(f, func(n ast.Node) bool {
+					if sel, ok := n.(*ast.SelectorExpr); ok {
+						if id, ok := sel.X.(*ast.Ident); ok && id.Name == local && slices.Contains(calls, sel.Sel.Name) {
+							t.Errorf("%s: %s.%s in aggregates: time comes in the command (Inputs.At) and ids from the commands layer, never from the clock or randomness",
+								fset.Position(sel.Pos()), path.Base(ip), sel.Sel.Name)
+						}
+					}
+					return true
+				})
+			}
 		}
 	}
 	if !checked {
