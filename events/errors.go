@@ -185,6 +185,18 @@ func AsCoded(err error) (*Error, bool) {
 	return c.CodedError(), true
 }
 
+// Errorf builds an *Error of the given kind with a formatted message and
+// no field path (an operation's, not an input's: a raft operation, an
+// exporter's target). The cause, when there is one, ends the message and
+// is unwrapped.
+func Errorf(code string, kind Kind, cause error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	return &Error{Code: code, Kind: kind, Message: msg, Err: cause}
+}
+
 // Refusef builds an *Error for field with a formatted message.
 func Refusef(code, field, format string, args ...any) *Error {
 	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}

@@ -29,7 +29,7 @@ type Sink interface {
 	// when the batch began: every event below it is in the target. Add
 	// reports false, and keeps nothing of ev, when ev does not fit: the
 	// loop writes the batch and offers ev to the next one. It never
-	// reports false to an empty batch. An *Error stops the run; any other
+	// reports false to an empty batch. A refusal (an *events.Error of KindRefused) stops the run; any other
 	// error ends the session. ev, and the slices it holds, are the sink's
 	// to keep: the loop does not reuse them.
 	Add(ev *events.Event, start uint64) (bool, error)
@@ -107,7 +107,7 @@ var errUntilReached = errors.New("export: reached Until")
 // Loop is the run loop every exporter shares: it follows the log from
 // where the target stands, hands batches to a Sink, records the position
 // the target acknowledged, backs off and resumes on errors retrying may
-// fix, and stops on an *Error, at Config.Until or when its context ends.
+// fix, and stops on a refusal (an *events.Error of KindRefused), at Config.Until or when its context ends.
 //
 // It keeps no state of its own beyond counters: the target's own record
 // (Sink.Resume) is where a run resumes, so a restart adds no duplicate.
@@ -141,7 +141,7 @@ func (l *Loop) Resyncs() uint64 { return l.resyncs.Load() }
 
 // Run exports into s until ctx ends (returning ctx.Err()), until
 // Config.Until is reached (returning nil), or until a failure retrying
-// cannot fix (an *Error, logged). Any other failure (the target down, a
+// cannot fix (a refusal, an *events.Error of KindRefused, logged). Any other failure (the target down, a
 // timeout, the log's subscription ending) is logged and retried with
 // exponential backoff, each time resuming from the target; the backoff
 // starts over once a session made progress.
@@ -156,8 +156,7 @@ func (l *Loop) Run(ctx context.Context, s Sink) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		var fatal *Error
-		if errors.As(err, &fatal) {
+		if fatal(err) {
 			l.cfg.Logger.Error(l.cfg.Name+" stopped", l.cfg.PositionKey, l.pos.Load(), "err", err)
 			return err
 		}
@@ -279,4 +278,13 @@ func (l *Loop) advance(v uint64) {
 
 func (l *Loop) untilReached() bool {
 	return l.cfg.Until > 0 && l.pos.Load() >= l.cfg.Until
+}
+
+// fatal reports whether err is a failure that retrying cannot fix: a
+// refusal (an *events.Error of KindRefused, the one coded shape: the same
+// request is refused again until it is changed), which a sink returns
+// with its own code (kafka.CodeTopicNotFound, kurrent.CodeDiverged, …).
+func fatal(err error) bool {
+	var e *events.Error
+	return errors.As(err, &e) && e.Kind == events.KindRefused
 }

@@ -26,7 +26,7 @@
 // everything, for the cluster's certificates): api reaches the cluster
 // through its Cluster and Router interfaces. Raft's errors are translated
 // here: callers see *NotLeaderError (which carries the leader's address),
-// events.ErrOutcomeUnknown, or an *Error with a stable code.
+// events.ErrOutcomeUnknown, or an *events.Error with a stable code.
 //
 // The exporters (Kafka, the KurrentDB mirror) are package export's: this
 // package is raft only.

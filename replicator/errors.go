@@ -37,9 +37,6 @@ func (e *NotLeaderError) Error() string {
 // Is makes errors.Is(err, ErrNotLeader) true.
 func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
-// ErrorCode returns not_leader.
-func (e *NotLeaderError) ErrorCode() string { return wire.CodeNotLeader }
-
 // CodedError describes the error: not_leader, a failure (nothing written;
 // the request may be sent again as it is, to the leader), with the
 // leader's id and raft address in Details.
@@ -48,46 +45,7 @@ func (e *NotLeaderError) CodedError() *events.Error {
 		Details: map[string]any{"leader_id": e.LeaderID, "leader_raft_addr": e.LeaderAddr}}
 }
 
-// Error is a refusal or failure of the replicator with a stable code.
-// Nothing was written (an operation that may have been written is
-// events.ErrOutcomeUnknown instead).
-type Error struct {
-	Code string
-	// Kind is events.KindRefused (the request conflicts with the cluster:
-	// another ledger, a taken id, an unknown node) or events.KindFailed
-	// (raft did not take it now; retry).
-	Kind    events.Kind
-	Message string
-	Err     error // the cause, when there is one
-}
-
-var (
-	_ events.Coded = (*Error)(nil)
-	_ events.Coded = (*NotLeaderError)(nil)
-)
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
-	}
-	return e.Code + ": " + e.Message
-}
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// ErrorCode returns the stable code.
-func (e *Error) ErrorCode() string { return e.Code }
-
-// CodedError describes the error with its code and kind.
-func (e *Error) CodedError() *events.Error {
-	return &events.Error{Code: e.Code, Kind: e.Kind, Message: e.Error(), Err: e}
-}
-
-// errorf builds an *Error.
-func errorf(code string, kind events.Kind, cause error, format string, args ...any) *Error {
-	return &Error{Code: code, Kind: kind, Message: fmt.Sprintf(format, args...), Err: cause}
-}
+var _ events.Coded = (*NotLeaderError)(nil)
 
 // translate maps a raft error of an operation that may have been written
 // (an Apply, a membership change) to the replicator's vocabulary. Raft's
@@ -100,9 +58,9 @@ func (p *Replicator) translate(err error) error {
 		return p.notLeader()
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrUnsupportedProtocol):
 		// Never enqueued: nothing was written.
-		return errorf(wire.CodeReplicationFailed, events.KindFailed, err, "raft did not take the operation; nothing was written, retry")
+		return events.Errorf(wire.CodeReplicationFailed, events.KindFailed, err, "raft did not take the operation; nothing was written, retry")
 	case errors.Is(err, raft.ErrCantBootstrap):
-		return errorf(wire.CodeReplicationFailed, events.KindRefused, err, "the cluster already exists")
+		return events.Errorf(wire.CodeReplicationFailed, events.KindRefused, err, "the cluster already exists")
 	}
 	// ErrLeadershipLost, ErrRaftShutdown, ErrAbortedByRestore and anything
 	// unforeseen: the entry may have reached a quorum.

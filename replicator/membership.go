@@ -250,7 +250,7 @@ func (p *Replicator) translateOp(err error) error {
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
 		return fmt.Errorf("%w: %v", events.ErrOutcomeUnknown, err)
 	}
-	return errorf(wire.CodeReplicationFailed, events.KindFailed, err, "raft refused the operation")
+	return events.Errorf(wire.CodeReplicationFailed, events.KindFailed, err, "raft refused the operation")
 }
 
 // IsLeader reports whether this node is the raft leader right now (a
@@ -290,7 +290,7 @@ func (p *Replicator) Join(ctx context.Context, req wire.JoinRequest) error {
 		return events.Refusef(events.CodeInvalidField, "raft_addr", "raft address %q: use host:port that the leader can dial", req.RaftAddr)
 	}
 	if req.LedgerID != p.ledger.LedgerID() {
-		return errorf(wire.CodeLedgerMismatch, events.KindRefused, nil,
+		return events.Errorf(wire.CodeLedgerMismatch, events.KindRefused, nil,
 			"node %s holds ledger %q, this cluster holds %q; start it on an empty data folder", req.NodeID, req.LedgerID, p.ledger.LedgerID())
 	}
 	if err := p.requireLeader(); err != nil {
@@ -306,7 +306,7 @@ func (p *Replicator) Join(ctx context.Context, req wire.JoinRequest) error {
 		case sameID && sameAddr:
 			return nil
 		case sameID || sameAddr:
-			return errorf(wire.CodeMemberConflict, events.KindRefused, nil,
+			return events.Errorf(wire.CodeMemberConflict, events.KindRefused, nil,
 				"member %s already has raft address %s; remove it first (greffe cluster remove %s)", s.ID, s.Address, s.ID)
 		}
 	}
@@ -328,7 +328,7 @@ func (p *Replicator) member(id string) (raft.Server, error) {
 			return s, nil
 		}
 	}
-	return raft.Server{}, errorf(wire.CodeUnknownNode, events.KindRefused, nil, "node %q is not a member; see greffe cluster status", id)
+	return raft.Server{}, events.Errorf(wire.CodeUnknownNode, events.KindRefused, nil, "node %q is not a member; see greffe cluster status", id)
 }
 
 // Remove removes a member (leader only). A removed node stops its raft
@@ -367,7 +367,7 @@ func (p *Replicator) TransferLeadership(ctx context.Context, to string) error {
 			return err
 		}
 		if s.Suffrage != raft.Voter {
-			return errorf(wire.CodeReplicationFailed, events.KindRefused, nil, "node %s is a non-voter; it cannot lead until promoted", to)
+			return events.Errorf(wire.CodeReplicationFailed, events.KindRefused, nil, "node %s is a non-voter; it cannot lead until promoted", to)
 		}
 		f = p.raft.LeadershipTransferToServer(s.ID, s.Address)
 	}
@@ -376,7 +376,7 @@ func (p *Replicator) TransferLeadership(ctx context.Context, to string) error {
 
 // Leader returns the leader's HTTP base URL, with self true when this node
 // leads. Without a known leader it returns *NotLeaderError; when the leader
-// does not answer on its raft port, an *Error with CodeLeaderUnreachable.
+// does not answer on its raft port, an *events.Error with CodeLeaderUnreachable.
 func (p *Replicator) Leader(ctx context.Context) (url string, self bool, err error) {
 	if p.raft.State() == raft.Leader {
 		return p.cfg.Info().HTTPURL, true, nil
@@ -403,7 +403,7 @@ func (p *Replicator) Leader(ctx context.Context) (url string, self bool, err err
 		err = fmt.Errorf("%s answers as %q with URL %q", addr, info.NodeID, info.HTTPURL)
 	}
 	if err != nil {
-		return "", false, errorf(wire.CodeLeaderUnreachable, events.KindFailed, err,
+		return "", false, events.Errorf(wire.CodeLeaderUnreachable, events.KindFailed, err,
 			"the leader %s does not answer; nothing was sent to it, retry", id)
 	}
 	p.leader.Lock()

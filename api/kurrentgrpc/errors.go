@@ -3,7 +3,6 @@ package kurrentgrpc
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,24 +34,11 @@ const (
 // CodeTrailer is the trailer that carries the stable code of a refusal.
 const CodeTrailer = "greffe-code"
 
-// Error is a refusal of the gRPC surface with a stable code.
-type Error struct {
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// ErrorCode returns the stable code.
-func (e *Error) ErrorCode() string { return e.Code }
-
-// CodedError describes the error: a refusal with its code.
-func (e *Error) CodedError() *events.Error {
-	return &events.Error{Code: e.Code, Kind: events.KindRefused, Message: e.Message, Err: e}
-}
-
-func refusef(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+// refusef builds a refusal of the gRPC surface: the one coded error shape
+// below the API, *events.Error, with no field path (a gRPC request has no
+// JSON body to point into).
+func refusef(code, format string, args ...any) *events.Error {
+	return events.Refusef(code, "", format, args...)
 }
 
 // grpcCode maps a stable code to the gRPC status code the EventStore client

@@ -30,9 +30,6 @@ const (
 	CodeRefused = "kafka_refused"
 )
 
-// Error is an exporter failure that retrying cannot fix. Run stops with it.
-type Error = export.Error
-
 // eventBuffer is how many events the log subscription may read ahead of the
 // writer. Two writes' worth keeps the next batch ready while one is in
 // flight; a slower Kafka then holds the subscription back (backpressure),
@@ -137,7 +134,7 @@ func (e *Exporter) Stop() error {
 
 // Run exports until ctx ends (returning ctx.Err()), until Config.Until is
 // reached (returning nil), or until a failure retrying cannot fix (an
-// *Error). Any other failure — a broker down, a timeout, the log's
+// *events.Error refusal). Any other failure — a broker down, a timeout, the log's
 // subscription ending — is retried with exponential backoff, each time
 // resuming from the partition tails (export.Loop).
 //
@@ -238,7 +235,7 @@ func (k *sink) Add(ev *events.Event, start uint64) (bool, error) {
 	}
 	n := messageSize(&m)
 	if n > e.cfg.MaxBatchBytes {
-		return false, &Error{Code: CodeRefused, Message: fmt.Sprintf("event %d encodes to a %d-byte message, above MaxBatchBytes %d", ev.Position, n, e.cfg.MaxBatchBytes)}
+		return false, events.Errorf(CodeRefused, events.KindRefused, nil, "event %d encodes to a %d-byte message, above MaxBatchBytes %d", ev.Position, n, e.cfg.MaxBatchBytes)
 	}
 	if len(k.msgs) > 0 && (k.size+n > e.cfg.MaxBatchBytes || len(k.msgs) == e.cfg.MaxBatchEvents) {
 		return false, nil
@@ -275,7 +272,7 @@ func (e *Exporter) readTails(ctx context.Context, kc *kafkago.Client) (tails, er
 		}
 	}
 	if topic == nil || errors.Is(topic.Error, kafkago.UnknownTopicOrPartition) {
-		return tails{}, &Error{Code: CodeTopicNotFound, Message: fmt.Sprintf("topic %q does not exist; create it (its partitions and replication are yours to choose)", e.cfg.Topic)}
+		return tails{}, events.Errorf(CodeTopicNotFound, events.KindRefused, nil, "topic %q does not exist; create it (its partitions and replication are yours to choose)", e.cfg.Topic)
 	}
 	if topic.Error != nil || len(topic.Partitions) == 0 {
 		return tails{}, fmt.Errorf("metadata of %s: %d partitions, %w", e.cfg.Topic, len(topic.Partitions), topic.Error)
@@ -336,19 +333,19 @@ func (e *Exporter) readTail(ctx context.Context, kc *kafkago.Client, partition i
 		pos, okPos := HeaderUint(rec.Headers, HeaderPosition)
 		start, okStart := HeaderUint(rec.Headers, HeaderBatchStart)
 		if !okPos || !okStart {
-			return 0, 0, &Error{Code: CodeForeignMessage, Message: fmt.Sprintf(
-				"the last message of %s/%d (offset %d) has no %s and %s headers; export to a topic only greffe writes", e.cfg.Topic, partition, offset, HeaderPosition, HeaderBatchStart)}
+			return 0, 0, events.Errorf(CodeForeignMessage, events.KindRefused, nil,
+				"the last message of %s/%d (offset %d) has no %s and %s headers; export to a topic only greffe writes", e.cfg.Topic, partition, offset, HeaderPosition, HeaderBatchStart)
 		}
 		return pos, start, nil
 	}
 }
 
-// classify turns a write error into an *Error when retrying cannot help.
+// classify turns a write error into a refusal (*events.Error) when retrying cannot help.
 func classify(err error, first, last kafkago.Message) error {
 	from, _ := HeaderUint(first.Headers, HeaderPosition)
 	to, _ := HeaderUint(last.Headers, HeaderPosition)
 	if permanent(err) {
-		return &Error{Code: CodeRefused, Message: fmt.Sprintf("the brokers refused the events %d to %d", from, to), Err: err}
+		return events.Errorf(CodeRefused, events.KindRefused, err, "the brokers refused the events %d to %d", from, to)
 	}
 	return fmt.Errorf("write events %d to %d: %w", from, to, err)
 }

@@ -392,8 +392,8 @@ func TestExporter_Refusals(t *testing.T) {
 			}
 			e := newExporter(t, c, st, func(cfg *Config) { cfg.Topic = tc.topic; cfg.Until = 10 })
 			err := e.Run(runCtx(t))
-			var fe *Error
-			if !errors.As(err, &fe) || fe.Code != tc.wantCode {
+			var fe *events.Error
+			if !errors.As(err, &fe) || fe.Code != tc.wantCode || fe.Kind != events.KindRefused {
 				t.Fatalf("Run: %v, want code %s", err, tc.wantCode)
 			}
 			if events.CodeOf(err) != tc.wantCode {

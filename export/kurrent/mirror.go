@@ -30,9 +30,6 @@ const (
 	CodeTargetRefused = "mirror_target_refused"
 )
 
-// Error is a mirror failure that retrying cannot fix. Run stops with it.
-type Error = export.Error
-
 // Source is the ledger being mirrored: a subscription to copy from, and a
 // lookup by id to find where a previous run stopped. *pebblelog.Store
 // implements it; so does an HTTP client with a small adapter.
@@ -149,7 +146,7 @@ func New(cfg Config, src Source, target *esdb.Client) (*Mirror, error) {
 func (m *Mirror) Mirrored() uint64 { return m.loop.Position() }
 
 // Run copies until ctx ends (ctx.Err()), until Config.Until is reached
-// (nil), or until a failure retrying cannot fix (an *Error). Transient
+// (nil), or until a failure retrying cannot fix (a refusal, an *events.Error). Transient
 // failures are retried with backoff, each time resuming from the target's
 // tail.
 func (m *Mirror) Run(ctx context.Context) error {
@@ -192,8 +189,8 @@ func (m *Mirror) Resume(ctx context.Context) (uint64, error) {
 			}
 			rs.Close()
 			if src.Stream != re.StreamID {
-				return 0, &Error{Code: CodeDiverged, Message: fmt.Sprintf(
-					"event %s is in stream %q in the target but %q in the ledger", re.EventID, re.StreamID, src.Stream)}
+				return 0, events.Errorf(CodeDiverged, events.KindRefused, nil,
+					"event %s is in stream %q in the target but %q in the ledger", re.EventID, re.StreamID, src.Stream)
 			}
 			return max(m.cfg.From, src.Position+1), nil
 		}
@@ -255,8 +252,8 @@ func (k *sink) Write(ctx context.Context) error {
 	}
 	if _, err := k.m.target.AppendToStream(ctx, first.Stream, esdb.AppendToStreamOptions{ExpectedRevision: expected}, batch...); err != nil {
 		if isCode(err, esdb.ErrorCodeWrongExpectedVersion) {
-			return &Error{Code: CodeDiverged, Err: err, Message: fmt.Sprintf(
-				"stream %q in the target is not at version %d, where the ledger's event %d follows; another writer or ledger wrote there", first.Stream, first.Version, first.Position)}
+			return events.Errorf(CodeDiverged, events.KindRefused, err,
+				"stream %q in the target is not at version %d, where the ledger's event %d follows; another writer or ledger wrote there", first.Stream, first.Version, first.Position)
 		}
 		return k.m.targetError(fmt.Sprintf("append events %d to %d to %q", first.Position, k.last, first.Stream), err)
 	}
@@ -274,7 +271,7 @@ func isCode(err error, code esdb.ErrorCode) bool {
 	return errors.As(err, &e) && e.Code() == code
 }
 
-// targetError wraps a client error: an *Error when retrying cannot help.
+// targetError wraps a client error: a refusal (*events.Error) when retrying cannot help.
 func (m *Mirror) targetError(op string, err error) error {
 	permanent := false
 	var e *esdb.Error
@@ -296,7 +293,7 @@ func (m *Mirror) targetError(op string, err error) error {
 		}
 	}
 	if permanent {
-		return &Error{Code: CodeTargetRefused, Message: op, Err: err}
+		return events.Errorf(CodeTargetRefused, events.KindRefused, err, "%s", op)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -237,8 +237,8 @@ func TestMirror_Refusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = m.Run(ctxT(t))
-			var me *Error
-			if !errors.As(err, &me) || me.Code != tc.wantCode {
+			var me *events.Error
+			if !errors.As(err, &me) || me.Code != tc.wantCode || me.Kind != events.KindRefused {
 				t.Fatalf("Run: %v, want code %s", err, tc.wantCode)
 			}
 			if events.CodeOf(err) != tc.wantCode {
