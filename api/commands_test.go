@@ -23,6 +23,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/projections/pebblestore"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -45,7 +46,7 @@ func domainNode(t *testing.T, tokens *api.Tokens, wrap func(*pebblelog.Store) co
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := projections.Open(projections.Config{Dir: t.TempDir(), Source: s, Clock: clock.Now, Env: projections.Env{Policy: h.Policy()}})
+	set, err := projections.Open(projections.Config{Store: rowStore(t), Source: s, Clock: clock.Now, Env: projections.Env{Policy: h.Policy()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func benchDomainNode(b *testing.B) (string, *pebblelog.Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	set, err := projections.Open(projections.Config{Dir: b.TempDir(), Source: s, Env: projections.Env{Policy: h.Policy()}})
+	set, err := projections.Open(projections.Config{Store: rowStore(b), Source: s, Env: projections.Env{Policy: h.Policy()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -322,4 +323,14 @@ func benchDomainNode(b *testing.B) (string, *pebblelog.Store) {
 	srv.MountCommands(h)
 	srv.MountProjections(set)
 	return serve(b, srv, set.Close, s.Close), s
+}
+
+// rowStore opens the projections' Pebble store in a new folder of the test.
+func rowStore(t testing.TB) projections.Store {
+	t.Helper()
+	st, err := pebblestore.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/projections/pebblestore"
 )
 
 // The Pebble store is what the commands handler and the projections'
@@ -34,8 +35,12 @@ func (n *Node) openDomain() error {
 	if err != nil {
 		return fmt.Errorf("commands: %w", err)
 	}
+	rows, err := pebblestore.Open(filepath.Join(n.cfg.DataDir, "projections"), n.cfg.Logger)
+	if err != nil {
+		return err
+	}
 	set, err := projections.Open(projections.Config{
-		Dir:      filepath.Join(n.cfg.DataDir, "projections"),
+		Store:    rows,
 		Source:   n.Store,
 		LedgerID: n.Store.LedgerID(),
 		Env:      projections.Env{Policy: h.Policy()},

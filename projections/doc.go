@@ -9,8 +9,9 @@
 //
 // The runner (Set) gives each model a goroutine that subscribes to the log
 // from the model's stored checkpoint, folds every event once, and stores
-// the changed rows together with the new checkpoint in ONE Pebble batch
-// (in <data>/projections, a Pebble instance of its own): after a crash or
+// the changed rows together with the new checkpoint in ONE batch of its
+// Store (projections/pebblestore: <data>/projections, a Pebble instance of
+// its own, opened by the node and handed to Open): after a crash or
 // a restart a model resumes exactly where its rows were stored, so no event
 // is folded twice or skipped.
 //
@@ -26,7 +27,8 @@
 // 1,000,000 events must take at most 5 s.
 //
 // The package imports events, aggregates (for the shared types and the
-// readiness computation the gates use), internal/jsonscan and Pebble;
-// never commands, api or node, and never net/http: its errors carry an
-// events.Kind, which the API turns into a status.
+// readiness computation the gates use) and internal/jsonscan; never a
+// storage engine (api reads this package for the models' types and links
+// no Pebble), never commands, api or node, and never net/http: its errors
+// carry an events.Kind, which the API turns into a status.
 package projections

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/greffe/greffe/events"
 )
 
@@ -35,9 +33,9 @@ type Source interface {
 
 // Config configures a Set.
 type Config struct {
-	// Dir is the Pebble folder of the projections (<data>/projections).
-	// Required.
-	Dir string
+	// Store keeps the rows and checkpoints (projections/pebblestore on
+	// <data>/projections). Required; the Set closes it.
+	Store Store
 	// Source is the log. Required.
 	Source Source
 	// LedgerID is the ledger the rows are folded from; rows of another
@@ -48,7 +46,7 @@ type Config struct {
 	// Clock is the time a timed model is judged at when the query names
 	// none. Default time.Now.
 	Clock func() time.Time
-	// CommitEvery bounds the events folded between two Pebble batches while
+	// CommitEvery bounds the events folded between two Store batches while
 	// a model catches up. Default 4096. A model that has caught up commits
 	// after every page of events it receives.
 	CommitEvery int
@@ -64,7 +62,7 @@ type Config struct {
 // stops it, commits and waits. Safe for concurrent use.
 type Set struct {
 	cfg     Config
-	db      *pebble.DB
+	db      Store
 	runners []*runner
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -120,7 +118,7 @@ type Status struct {
 // ErrInvalidConfig wraps configuration problems.
 var ErrInvalidConfig = errors.New("projections: invalid config")
 
-// Keys of the projections' Pebble instance, per model name:
+// Keys of the projections' Store, per model name:
 //
 //	v/<name>          "<version>/<ledger id>": the rows' version
 //	c/<name>          8-byte big-endian position: the events folded
@@ -129,11 +127,15 @@ func versionKey(name string) []byte    { return []byte("v/" + name) }
 func checkpointKey(name string) []byte { return []byte("c/" + name) }
 func rowPrefix(name string) []byte     { return []byte("r/" + name + "/") }
 
-// Open opens the projections' Pebble folder, loads every model's rows and
-// checkpoint, and (unless Passive) starts one runner per model.
+// Open takes the projections' Store (and closes it when it fails), loads
+// every model's rows and checkpoint, and (unless Passive) starts one
+// runner per model.
 func Open(cfg Config) (*Set, error) {
-	if cfg.Dir == "" || cfg.Source == nil {
-		return nil, fmt.Errorf("%w: Dir and Source are required", ErrInvalidConfig)
+	if cfg.Store == nil || cfg.Source == nil {
+		if cfg.Store != nil {
+			_ = cfg.Store.Close()
+		}
+		return nil, fmt.Errorf("%w: Store and Source are required", ErrInvalidConfig)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -144,13 +146,7 @@ func Open(cfg Config) (*Set, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cache := pebble.NewCache(16 << 20)
-	defer cache.Unref()
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{Cache: cache, MemTableSize: 16 << 20, FormatMajorVersion: pebble.FormatNewest,
-		Logger: quietLogger{cfg.Logger}})
-	if err != nil {
-		return nil, fmt.Errorf("open projections %s: %w", cfg.Dir, err)
-	}
+	db := cfg.Store
 	s := &Set{cfg: cfg, db: db}
 	for _, spec := range Specs() {
 		r := &runner{spec: spec, model: spec.New(cfg.Env), sig: make(chan struct{})}
@@ -197,21 +193,12 @@ func (s *Set) flushLoop(ctx context.Context) {
 		}
 		for _, r := range s.runners {
 			if r.dirty() && !r.stopped.Load() {
-				if err := s.commit(r, pebble.NoSync); err != nil {
+				if err := s.commit(r, false); err != nil {
 					s.cfg.Logger.Error("projection commit", "projection", r.spec.Name, "err", err)
 				}
 			}
 		}
 	}
-}
-
-type quietLogger struct{ l *slog.Logger }
-
-func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Fatalf(format string, args ...any) {
-	q.l.Error(fmt.Sprintf(format, args...))
-	panic(fmt.Sprintf(format, args...))
 }
 
 // load restores a model's rows and checkpoint, or resets it when its rows
@@ -220,12 +207,12 @@ func (q quietLogger) Fatalf(format string, args ...any) {
 func (s *Set) load(r *runner) error {
 	name := r.spec.Name
 	want := fmt.Sprintf("%d/%s", r.spec.Version, s.cfg.LedgerID)
-	got, err := s.get(versionKey(name))
-	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
+	got, _, err := s.db.Get(versionKey(name))
+	if err != nil {
 		return err
 	}
 	var pos uint64
-	if cp, err := s.get(checkpointKey(name)); err == nil && len(cp) == 8 {
+	if cp, ok, err := s.db.Get(checkpointKey(name)); err == nil && ok && len(cp) == 8 {
 		pos = binary.BigEndian.Uint64(cp)
 	}
 	ver, ledger, _ := strings.Cut(string(got), "/")
@@ -234,17 +221,13 @@ func (s *Set) load(r *runner) error {
 	}
 	lo := rowPrefix(name)
 	hi := append(bytes.Clone(lo[:len(lo)-1]), '/'+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := r.model.Load(string(it.Key()[len(lo):]), it.Value()); err != nil {
+	err = s.db.Scan(lo, hi, func(key, value []byte) error {
+		if err := r.model.Load(string(key[len(lo):]), value); err != nil {
 			return fmt.Errorf("projection %s: %w", name, err)
 		}
-	}
-	if err := it.Error(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	r.applied = pos
@@ -258,31 +241,22 @@ func (s *Set) reset(r *runner, version string) error {
 	hi := append(bytes.Clone(lo[:len(lo)-1]), '/'+1)
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.DeleteRange(lo, hi, nil); err != nil {
+	if err := b.DeleteRange(lo, hi); err != nil {
 		return err
 	}
-	if err := b.Delete(checkpointKey(name), nil); err != nil {
+	if err := b.Delete(checkpointKey(name)); err != nil {
 		return err
 	}
-	if err := b.Set(versionKey(name), []byte(version), nil); err != nil {
+	if err := b.Set(versionKey(name), []byte(version)); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("reset projection %s: %w", name, err)
 	}
 	r.model = r.spec.New(s.cfg.Env)
 	r.applied = 0
 	r.committed.Store(0)
 	return nil
-}
-
-func (s *Set) get(key []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(key)
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return bytes.Clone(v), nil
 }
 
 // follow reads the log once for every model: one subscription from the
@@ -355,7 +329,7 @@ func (s *Set) fold(r *runner, e *events.Event) error {
 	}
 	n := r.pending.Add(1)
 	if n >= int64(s.cfg.CommitEvery) || e.Position+1 >= s.cfg.Source.Head().Size && r.commitDue() {
-		if err := s.commit(r, pebble.NoSync); err != nil {
+		if err := s.commit(r, false); err != nil {
 			return err
 		}
 		r.signal()
@@ -372,7 +346,7 @@ func (s *Set) finish(r *runner) {
 		return
 	}
 	if r.dirty() {
-		if cerr := s.commit(r, pebble.Sync); cerr != nil {
+		if cerr := s.commit(r, true); cerr != nil {
 			s.cfg.Logger.Error("projection commit", "projection", r.spec.Name, "err", cerr)
 		}
 	}
@@ -380,7 +354,7 @@ func (s *Set) finish(r *runner) {
 }
 
 // commit stores the changed rows and the checkpoint in one batch.
-func (s *Set) commit(r *runner, opt *pebble.WriteOptions) error {
+func (s *Set) commit(r *runner, sync bool) error {
 	r.commitMu.Lock()
 	defer r.commitMu.Unlock()
 	r.lastCommit.Store(time.Now().UnixNano())
@@ -389,17 +363,17 @@ func (s *Set) commit(r *runner, opt *pebble.WriteOptions) error {
 	prefix := rowPrefix(r.spec.Name)
 	r.mu.Lock()
 	err := r.model.Flush(func(key string, value []byte) error {
-		return b.Set(append(bytes.Clone(prefix), key...), value, nil)
+		return b.Set(append(bytes.Clone(prefix), key...), value)
 	})
 	pos := r.applied
 	r.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("projection %s: flush: %w", r.spec.Name, err)
 	}
-	if err := b.Set(checkpointKey(r.spec.Name), binary.BigEndian.AppendUint64(nil, pos), nil); err != nil {
+	if err := b.Set(checkpointKey(r.spec.Name), binary.BigEndian.AppendUint64(nil, pos)); err != nil {
 		return err
 	}
-	if err := b.Commit(opt); err != nil {
+	if err := b.Commit(sync); err != nil {
 		return fmt.Errorf("projection %s: commit: %w", r.spec.Name, err)
 	}
 	r.pending.Store(0)
@@ -444,7 +418,7 @@ func (r *runner) err() error {
 	return nil
 }
 
-// Close stops the runners, commits what they folded and closes Pebble.
+// Close stops the runners, commits what they folded and closes the Store.
 // Idempotent.
 func (s *Set) Close() error {
 	var err error

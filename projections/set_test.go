@@ -18,11 +18,16 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/projections/pebblestore"
 )
 
 func openSet(t testing.TB, dir string, src projections.Source, mod func(*projections.Config)) *projections.Set {
 	t.Helper()
-	cfg := projections.Config{Dir: dir, Source: src, LedgerID: "ledger-a", Env: projections.Env{Policy: policy()}}
+	rows, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := projections.Config{Store: rows, Source: src, LedgerID: "ledger-a", Env: projections.Env{Policy: policy()}}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/projections"
+	"github.com/greffe/greffe/projections/pebblestore"
 )
 
 // liveProjections is where verifyProjections finds the live projections
@@ -162,7 +163,12 @@ func openOffline(dir string) (*offlineProjections, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the ledger (is the node stopped?): %w", err)
 	}
-	set, err := projections.Open(projections.Config{Dir: filepath.Join(dir, "projections"), Source: st, LedgerID: st.LedgerID(),
+	rows, err := pebblestore.Open(filepath.Join(dir, "projections"), nil)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	set, err := projections.Open(projections.Config{Store: rows, Source: st, LedgerID: st.LedgerID(),
 		Env: projections.Env{Policy: aggregates.DefaultPolicy()}, Passive: true})
 	if err != nil {
 		_ = st.Close()
