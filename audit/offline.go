@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // slackSlots is how far beyond the recorded head (or the largest
@@ -63,8 +64,8 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	switch {
 	case meta.FormatErr != nil:
 		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("format record: %v", meta.FormatErr)})
-	case !pebblelog.KnownFormat(meta.Format):
-		return nil, fmt.Errorf("%w: store format %q, this binary verifies %q", ErrConfig, meta.Format, pebblelog.StoreFormat)
+	case !layout.Known(meta.Format):
+		return nil, fmt.Errorf("%w: store format %q, this binary verifies %q", ErrConfig, meta.Format, layout.StoreFormat)
 	}
 	origin := events.Origin(meta.LedgerID)
 	if meta.LedgerErr != nil {
@@ -84,8 +85,8 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 
 	var cps []storedCheckpoint
 	var maxCheckpoint uint64
-	err = in.Scan(ctx, pebblelog.SpaceCheckpoints, func(e pebblelog.Entry) error {
-		size, ok := pebblelog.ParseCheckpointKey(e.Key)
+	err = in.Scan(ctx, layout.SpaceCheckpoints, func(e pebblelog.Entry) error {
+		size, ok := layout.ParseCheckpointKey(e.Key)
 		if !ok {
 			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("checkpoint key %x", e.Key)})
 			return nil
@@ -108,9 +109,9 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	var ids []idEntry
 	ig.Go(func() error {
 		se.ents = make([]streamEntry, 0, state.Size)
-		return in.Scan(ictx, pebblelog.SpaceStreams, func(e pebblelog.Entry) error {
-			stream, version, ok := pebblelog.ParseStreamKey(e.Key)
-			pos, n, okv := pebblelog.ParseStreamRun(e.Value)
+		return in.Scan(ictx, layout.SpaceStreams, func(e pebblelog.Entry) error {
+			stream, version, ok := layout.ParseStreamKey(e.Key)
+			pos, n, okv := layout.ParseStreamRun(e.Value)
 			if !ok || !okv {
 				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("stream index entry %x -> %x", e.Key, e.Value)})
 				return nil
@@ -125,9 +126,9 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	})
 	ig.Go(func() error {
 		ids = make([]idEntry, 0, state.Size)
-		return in.Scan(ictx, pebblelog.SpaceIDs, func(e pebblelog.Entry) error {
-			id, ok := pebblelog.ParseIDKey(e.Key)
-			pos, okv := pebblelog.ParsePosition(e.Value)
+		return in.Scan(ictx, layout.SpaceIDs, func(e pebblelog.Entry) error {
+			id, ok := layout.ParseIDKey(e.Key)
+			pos, okv := layout.ParsePosition(e.Value)
 			if !ok || !okv {
 				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("event-id index entry %x -> %x", e.Key, e.Value)})
 				return nil
@@ -149,7 +150,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	}
 	r, err := replay(ctx, rc, fs, func(ctx context.Context, f *feeder) error {
 		err := in.ScanEvents(ctx, eventWindow, func(e pebblelog.Entry) error {
-			pos, ok := pebblelog.ParseEventKey(e.Key)
+			pos, ok := layout.ParseEventKey(e.Key)
 			if !ok {
 				fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("event key %x", e.Key)})
 				return nil
@@ -258,13 +259,13 @@ func storageFault(dir string, d *pebblelog.DamageError) Fault {
 	if d.Space != 0 {
 		f.KeySpace = d.Space.String()
 		where = fmt.Sprintf("the %s key space does not read back", d.Space)
-		switch pos, ok := pebblelog.ParseEventKey(d.Key); {
-		case d.Space == pebblelog.SpaceEvents && ok:
+		switch pos, ok := layout.ParseEventKey(d.Key); {
+		case d.Space == layout.SpaceEvents && ok:
 			f.Position = int64(pos)
-		case d.Space == pebblelog.SpaceEvents && d.After == nil:
+		case d.Space == layout.SpaceEvents && d.After == nil:
 			f.Position = 0
-		case d.Space == pebblelog.SpaceEvents:
-			if pos, ok := pebblelog.ParseEventKey(d.After); ok {
+		case d.Space == layout.SpaceEvents:
+			if pos, ok := layout.ParseEventKey(d.After); ok {
 				f.Position = int64(pos + 1)
 			}
 		}
@@ -302,10 +303,10 @@ func blameValue(pos uint64, ok bool) int64 {
 // the recomputed tree of n positions.
 func checkStoredTree(ctx context.Context, in *pebblelog.Inspector, r *replayed, n uint64, fs *faults) error {
 	t := r.tree
-	tileW := uint64(pebblelog.TileWidth)
+	tileW := uint64(layout.TileWidth)
 	want := uint64(0) // next expected tile index
-	err := in.Scan(ctx, pebblelog.SpaceLeafTiles, func(e pebblelog.Entry) error {
-		idx, ok := pebblelog.ParseLeafTileKey(e.Key)
+	err := in.Scan(ctx, layout.SpaceLeafTiles, func(e pebblelog.Entry) error {
+		idx, ok := layout.ParseLeafTileKey(e.Key)
 		if !ok {
 			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("leaf tile key %x", e.Key)})
 			return nil
@@ -362,9 +363,9 @@ func checkStoredTree(ctx context.Context, in *pebblelog.Inspector, r *replayed, 
 				Detail: fmt.Sprintf("node %d/%d is not stored", level, next)})
 		}
 	}
-	err = in.Scan(ctx, pebblelog.SpaceNodes, func(e pebblelog.Entry) error {
-		l, idx, ok := pebblelog.ParseNodeKey(e.Key)
-		if !ok || l == 0 || l%pebblelog.TileHeight != 0 || l >= 64 {
+	err = in.Scan(ctx, layout.SpaceNodes, func(e pebblelog.Entry) error {
+		l, idx, ok := layout.ParseNodeKey(e.Key)
+		if !ok || l == 0 || l%layout.TileHeight != 0 || l >= 64 {
 			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("node key %x", e.Key)})
 			return nil
 		}
@@ -394,7 +395,7 @@ func checkStoredTree(ctx context.Context, in *pebblelog.Inspector, r *replayed, 
 	}
 	endLevel()
 	// Levels with no stored node at all.
-	for l := level + pebblelog.TileHeight; l < 64 && n>>l > 0; l += pebblelog.TileHeight {
+	for l := level + layout.TileHeight; l < 64 && n>>l > 0; l += layout.TileHeight {
 		level, next = l, 0
 		endLevel()
 	}

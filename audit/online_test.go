@@ -21,7 +21,7 @@ import (
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/node"
 )
 
@@ -80,14 +80,14 @@ func TestVerifyServer_Tampering(t *testing.T) {
 		{
 			name: "one byte of an event's data changed",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				set(t, db, pebblelog.EventKey(57), flipData(get(t, db, pebblelog.EventKey(57))))
+				set(t, db, layout.EventKey(57), flipData(get(t, db, layout.EventKey(57))))
 			},
 			want: first{Kind: audit.KindLeafHashMismatch, Position: 57},
 		},
 		{
 			name: "an event deleted: the node reports its own corruption",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				if err := db.Delete(pebblelog.EventKey(300), pebble.Sync); err != nil {
+				if err := db.Delete(layout.EventKey(300), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -99,11 +99,11 @@ func TestVerifyServer_Tampering(t *testing.T) {
 				// The run of the append at 200 (ten events) made to start
 				// at 205: the node notices that the events there have other
 				// versions and answers "corrupt" instead of serving them.
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(200)))
+				e, err := events.Decode(get(t, db, layout.EventKey(200)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), pebblelog.StreamRun(205, 10))
+				set(t, db, layout.StreamKey(e.Stream, e.Version), layout.StreamRun(205, 10))
 			},
 			want: first{Kind: audit.KindServerCorrupt, Position: 200},
 		},
@@ -113,11 +113,11 @@ func TestVerifyServer_Tampering(t *testing.T) {
 				// An entry for the event at 203 alone, inside the run of
 				// 200-209: reads from 204 on skip to the stream's next run,
 				// which a node cannot tell from a real index.
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(203)))
+				e, err := events.Decode(get(t, db, layout.EventKey(203)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), u64(203))
+				set(t, db, layout.StreamKey(e.Stream, e.Version), u64(203))
 			},
 			want: first{Kind: audit.KindStreamIndexMismatch, Position: 204},
 		},

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // The keys of a backup, and which of them a restored node may publish
@@ -181,7 +182,7 @@ func markCommitted(ctx context.Context, ledgerDir string, fsys vfs.FS, keys []*b
 		return fmt.Errorf("backup: open the ledger copy: %w", err)
 	}
 	defer in.Close()
-	err = in.Scan(ctx, pebblelog.SpaceCheckpoints, func(e pebblelog.Entry) error {
+	err = in.Scan(ctx, layout.SpaceCheckpoints, func(e pebblelog.Entry) error {
 		for _, k := range keys {
 			if k.Committed {
 				continue

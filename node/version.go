@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/client"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // stampedVersion and stampedCommit are written by the linker at a release
@@ -36,7 +36,7 @@ const APIVersion = "v1"
 // package inside a checkout.
 func Build() client.VersionOut {
 	out := client.VersionOut{Version: Version + "-dev", GoVersion: runtime.Version(), APIVersion: APIVersion,
-		StoreFormat: pebblelog.StoreFormat, StoreFormatsRead: pebblelog.ReadFormats()}
+		StoreFormat: layout.StoreFormat, StoreFormatsRead: layout.ReadFormats()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v := bi.Main.Version; v != "" && v != "(devel)" {
 			out.Version = v

@@ -20,7 +20,7 @@ import (
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/node"
 )
 
@@ -113,7 +113,7 @@ func TestCLI_VerifyOnlineAndOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := pebblelog.EventKey(41)
+	k := layout.EventKey(41)
 	v, closer, err := db.Get(k)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Backups (issue #13).
@@ -231,10 +232,11 @@ func ReadLedgerState(dir string, fs vfs.FS) (LedgerState, error) {
 	if err != nil {
 		return LedgerState{}, err
 	}
-	size, last, applied, hashes, err := decodeState(raw)
+	st, err := decodeState(raw)
 	if err != nil {
 		return LedgerState{}, err
 	}
+	size, last, applied, hashes := st.Size, st.LastRecorded, st.Applied, st.Range
 	root := events.EmptyRoot
 	if size > 0 {
 		rng, err := events.RangeFactory.NewRange(0, size, hashes)
@@ -274,7 +276,7 @@ func (s *Store) SeedAppliedIndex(index uint64) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.Set(metaState, encodeState(s.seq.size, s.seq.lastRecorded, index, s.seq.rng.Hashes()), nil); err != nil {
+	if err := b.Set(metaState, layout.State{Size: s.seq.size, LastRecorded: s.seq.lastRecorded, Applied: index, Range: s.seq.rng.Hashes()}.Encode(), nil); err != nil {
 		return err
 	}
 	if err := s.commitSynced(b); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/internal/faultfs"
 )
 
@@ -589,7 +590,7 @@ func TestStore_CheckpointAheadOfTheHeadRefusesToOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pebblelog.SetKey(dir, pebblelog.CheckpointKey(9), ahead.Note); err != nil {
+	if err := pebblelog.SetKey(dir, layout.CheckpointKey(9), ahead.Note); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pebblelog.Open(pebblelog.Config{Dir: dir, LedgerID: testLedger, CheckpointInterval: -1})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Damaged storage. A file of the store that does not read back as it was
@@ -43,7 +44,7 @@ type DamageError struct {
 	Offset int64
 	// Space is the key space a scan was reading when the damage showed; 0
 	// when it showed outside a scan.
-	Space Space
+	Space layout.Space
 	// Key is the key whose value did not read back; nil when it was the
 	// keys themselves (a block of them) that did not.
 	Key []byte
@@ -79,27 +80,6 @@ func (e *DamageError) Unwrap() error { return e.Err }
 
 // Is makes every DamageError match events.ErrCorrupt.
 func (e *DamageError) Is(target error) bool { return target == events.ErrCorrupt }
-
-// String names the key space, for messages.
-func (s Space) String() string {
-	switch s {
-	case SpaceEvents:
-		return "event"
-	case SpaceLeafTiles:
-		return "leaf tile"
-	case SpaceNodes:
-		return "tree node"
-	case SpaceStreams:
-		return "stream index"
-	case SpaceIDs:
-		return "event-id index"
-	case SpaceCheckpoints:
-		return "checkpoint"
-	case SpaceMeta:
-		return "meta"
-	}
-	return fmt.Sprintf("%q", byte(s))
-}
 
 // openFailure says why Pebble could not open dir: a folder that holds no
 // store (events.ErrNotFound), an error of the operating system (the

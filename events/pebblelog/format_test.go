@@ -8,6 +8,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // earlierFormats are the format strings of stores written before the
@@ -59,8 +60,8 @@ func TestStore_EarlierFormatsAreUpgraded(t *testing.T) {
 			if err := pebblelog.SetFormat(dir, format); err != nil {
 				t.Fatal(err)
 			}
-			if got := recordedFormat(t, dir); got != format || !pebblelog.KnownFormat(got) {
-				t.Fatalf("format before reopen %q (known %v)", got, pebblelog.KnownFormat(got))
+			if got := recordedFormat(t, dir); got != format || !layout.Known(got) {
+				t.Fatalf("format before reopen %q (known %v)", got, layout.Known(got))
 			}
 
 			s2, _ := openStore(t, dir)
@@ -84,8 +85,8 @@ func TestStore_EarlierFormatsAreUpgraded(t *testing.T) {
 			if err := s2.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if got := recordedFormat(t, dir); got != pebblelog.StoreFormat {
-				t.Fatalf("format after upgrade %q, want %q", got, pebblelog.StoreFormat)
+			if got := recordedFormat(t, dir); got != layout.StoreFormat {
+				t.Fatalf("format after upgrade %q, want %q", got, layout.StoreFormat)
 			}
 		})
 	}
@@ -106,7 +107,7 @@ func TestStore_UnknownFormatRefused(t *testing.T) {
 	if !errors.Is(err, pebblelog.ErrIncompatible) {
 		t.Fatalf("open of format %q: err = %v, want ErrIncompatible", future, err)
 	}
-	if got := recordedFormat(t, dir); got != future || pebblelog.KnownFormat(got) {
-		t.Fatalf("format after refusal %q (known %v), want %q unchanged and unknown", got, pebblelog.KnownFormat(got), future)
+	if got := recordedFormat(t, dir); got != future || layout.Known(got) {
+		t.Fatalf("format after refusal %q (known %v), want %q unchanged and unknown", got, layout.Known(got), future)
 	}
 }

@@ -3,7 +3,6 @@ package pebblelog
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,35 +15,13 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Reading a stopped store for auditors. The Inspector exposes the raw key
 // spaces of keys.go exactly as stored, without any of the checks the Store
 // makes on open: an auditor must be able to read a damaged store and say
 // what is wrong with it, where Open would refuse it.
-
-// StoreFormat is the format string recorded under the meta key "format" by
-// this version of the store (see keys.go).
-const StoreFormat = storeFormat
-
-// KnownFormat reports whether a store recorded with format f has the keys and
-// values this version reads: StoreFormat, or an earlier format Open upgrades
-// (keys.go).
-func KnownFormat(f string) bool { return f == storeFormat || upgradableFormat(f) }
-
-// Space names a key space of the store (keys.go).
-type Space byte
-
-// The key spaces, by their prefix byte.
-const (
-	SpaceEvents      Space = Space(prefixEvent)      // 'e' position(8) -> event bytes
-	SpaceLeafTiles   Space = Space(prefixLeafTile)   // 't' index(8) -> 256 leaf hashes
-	SpaceNodes       Space = Space(prefixHash)       // 'h' level(1) index(8) -> node hash
-	SpaceStreams     Space = Space(prefixStream)     // 's' stream 0x00 version(8) -> position(8) [count(8)]
-	SpaceIDs         Space = Space(prefixID)         // 'i' id(16) -> position(8)
-	SpaceCheckpoints Space = Space(prefixCheckpoint) // 'c' size(8) -> signed note
-	SpaceMeta        Space = Space(prefixMeta)       // 'm' name -> metadata
-)
 
 // Entry is one key/value pair of a key space, as stored. Key includes the
 // prefix byte. Both slices alias Pebble's memory and are valid only until
@@ -217,13 +194,13 @@ func (in *Inspector) Close() (err error) {
 // back ends the scan with a *DamageError (errors.Is events.ErrCorrupt) that
 // says which key space, which key and, where Pebble or the file's checks
 // can tell, which file.
-func (in *Inspector) Scan(ctx context.Context, space Space, fn func(Entry) error) error {
+func (in *Inspector) Scan(ctx context.Context, space layout.Space, fn func(Entry) error) error {
 	return in.ScanFrom(ctx, space, nil, fn)
 }
 
 // ScanFrom is Scan starting at the first key >= start (a full key,
 // prefix included; nil starts at the beginning of the space).
-func (in *Inspector) ScanFrom(ctx context.Context, space Space, start []byte, fn func(Entry) error) error {
+func (in *Inspector) ScanFrom(ctx context.Context, space layout.Space, start []byte, fn func(Entry) error) error {
 	return in.iterate(ctx, space, []byte{byte(space)}, []byte{byte(space) + 1}, start, fn)
 }
 
@@ -231,7 +208,7 @@ func (in *Inspector) ScanFrom(ctx context.Context, space Space, start []byte, fn
 // start (nil: lower), keys of space. Errors and panics of Pebble's read
 // path become a *DamageError when they show damage (guard); fn's own
 // errors and panics pass through untouched.
-func (in *Inspector) iterate(ctx context.Context, space Space, lower, upper, start []byte, fn func(Entry) error) (err error) {
+func (in *Inspector) iterate(ctx context.Context, space layout.Space, lower, upper, start []byte, fn func(Entry) error) (err error) {
 	var (
 		it    *pebble.Iterator
 		key   []byte // the key whose value is being read; nil between entries
@@ -308,28 +285,28 @@ func (in *Inspector) iterate(ctx context.Context, space Space, lower, upper, sta
 // space is scanned in one go, so no key is ever missed.
 func (in *Inspector) ScanEvents(ctx context.Context, window uint64, fn func(Entry) error) error {
 	if window == 0 {
-		return in.Scan(ctx, SpaceEvents, fn)
+		return in.Scan(ctx, layout.SpaceEvents, fn)
 	}
-	end := []byte{prefixEvent + 1}
+	end := []byte{byte(layout.SpaceEvents) + 1}
 	// Keys before position 0 (only malformed ones can be there).
-	if err := in.scanBounds(ctx, []byte{prefixEvent}, eventKey(0), fn); err != nil {
+	if err := in.scanBounds(ctx, []byte{byte(layout.SpaceEvents)}, layout.EventKey(0), fn); err != nil {
 		return err
 	}
 	for next := uint64(0); ; {
-		k, ok, err := in.firstFrom(eventKey(next), end)
+		k, ok, err := in.firstFrom(layout.EventKey(next), end)
 		if err != nil || !ok {
 			return err
 		}
-		p, valid := ParseEventKey(k)
+		p, valid := layout.ParseEventKey(k)
 		if !valid {
-			return in.scanBounds(ctx, eventKey(next), end, fn)
+			return in.scanBounds(ctx, layout.EventKey(next), end, fn)
 		}
 		lo := p - p%window
 		hi := lo + window
 		if hi < lo { // the last window of the key space
-			return in.scanBounds(ctx, eventKey(max(lo, next)), end, fn)
+			return in.scanBounds(ctx, layout.EventKey(max(lo, next)), end, fn)
 		}
-		if err := in.scanBounds(ctx, eventKey(max(lo, next)), eventKey(hi), fn); err != nil {
+		if err := in.scanBounds(ctx, layout.EventKey(max(lo, next)), layout.EventKey(hi), fn); err != nil {
 			return err
 		}
 		next = hi
@@ -339,7 +316,7 @@ func (in *Inspector) ScanEvents(ctx context.Context, window uint64, fn func(Entr
 // firstFrom returns (a copy of) the first key in [lower, upper).
 func (in *Inspector) firstFrom(lower, upper []byte) ([]byte, bool, error) {
 	var first []byte
-	err := in.iterate(context.Background(), SpaceEvents, lower, upper, nil, func(e Entry) error {
+	err := in.iterate(context.Background(), layout.SpaceEvents, lower, upper, nil, func(e Entry) error {
 		first = bytes.Clone(e.Key)
 		return errStopScan
 	})
@@ -354,7 +331,7 @@ var errStopScan = errors.New("stop")
 
 // scanBounds calls fn for every entry in [lower, upper).
 func (in *Inspector) scanBounds(ctx context.Context, lower, upper []byte, fn func(Entry) error) error {
-	return in.iterate(ctx, SpaceEvents, lower, upper, nil, fn)
+	return in.iterate(ctx, layout.SpaceEvents, lower, upper, nil, fn)
 }
 
 // Meta is the store's metadata as recorded. A field that is missing or
@@ -366,21 +343,9 @@ type Meta struct {
 	// LedgerID is the recorded ledger identity.
 	LedgerID string
 	// State is the recorded sequencer state; valid when StateErr is nil.
-	State State
+	State layout.State
 	// FormatErr, LedgerErr and StateErr say why a field could not be read.
 	FormatErr, LedgerErr, StateErr error
-}
-
-// State is the sequencer state recorded with every batch.
-type State struct {
-	// Size is the number of events the state claims.
-	Size uint64
-	// LastRecorded is the recorded_at of the last event, Unix nanoseconds.
-	LastRecorded int64
-	// Applied is the raft index of the last applied batch (0 on one node).
-	Applied uint64
-	// Range holds the hashes of the compact range [0, Size), left to right.
-	Range [][]byte
 }
 
 // Meta reads the store's metadata.
@@ -400,7 +365,7 @@ func (in *Inspector) Meta() Meta {
 		})
 		var de *DamageError
 		if errors.As(err, &de) && de.Space == 0 {
-			de.Space, de.Key = SpaceMeta, k
+			de.Space, de.Key = layout.SpaceMeta, k
 		}
 		return out, err
 	}
@@ -413,103 +378,6 @@ func (in *Inspector) Meta() Meta {
 		m.StateErr = err
 		return m
 	}
-	size, last, applied, hashes, err := decodeState(raw)
-	if err != nil {
-		m.StateErr = err
-		return m
-	}
-	m.State = State{Size: size, LastRecorded: last, Applied: applied, Range: hashes}
+	m.State, m.StateErr = decodeState(raw)
 	return m
 }
-
-// ParseEventKey returns the position of an 'e' key; ok is false for a key
-// of another shape.
-func ParseEventKey(k []byte) (pos uint64, ok bool) {
-	if len(k) != 9 || k[0] != prefixEvent {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(k[1:]), true
-}
-
-// EventKey returns the key of the event at pos (for tools and tests that
-// address the raw store).
-func EventKey(pos uint64) []byte { return eventKey(pos) }
-
-// ParseLeafTileKey returns the tile index of a 't' key.
-func ParseLeafTileKey(k []byte) (index uint64, ok bool) {
-	if len(k) != 9 || k[0] != prefixLeafTile {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(k[1:]), true
-}
-
-// LeafTileKey returns the key of leaf tile index.
-func LeafTileKey(index uint64) []byte { return leafTileKey(index) }
-
-// ParseNodeKey returns the level and index of an 'h' key.
-func ParseNodeKey(k []byte) (level uint, index uint64, ok bool) {
-	if len(k) != 10 || k[0] != prefixHash {
-		return 0, 0, false
-	}
-	return uint(k[1]), binary.BigEndian.Uint64(k[2:]), true
-}
-
-// NodeKey returns the key of the stored node (level, index).
-func NodeKey(level uint, index uint64) []byte { return hashKey(level, index) }
-
-// ParseStreamKey returns the stream name and version of an 's' key. The
-// stream aliases k.
-func ParseStreamKey(k []byte) (stream []byte, version uint64, ok bool) {
-	if len(k) < 1+1+8 || k[0] != prefixStream || k[len(k)-9] != 0 {
-		return nil, 0, false
-	}
-	return k[1 : len(k)-9], binary.BigEndian.Uint64(k[len(k)-8:]), true
-}
-
-// ParseStreamRun decodes a stream-index value: the run of count events
-// starting at the key's version is at positions [pos, pos+count).
-func ParseStreamRun(v []byte) (pos, count uint64, ok bool) { return parseStreamRun(v) }
-
-// StreamRun returns the stream-index value of a run of count events at pos.
-func StreamRun(pos, count uint64) []byte { return appendStreamRun(nil, pos, count) }
-
-// StreamKey returns the stream-index key of (stream, version).
-func StreamKey(stream string, version uint64) []byte { return streamKey(stream, version) }
-
-// ParseIDKey returns the event id of an 'i' key.
-func ParseIDKey(k []byte) (id [16]byte, ok bool) {
-	if len(k) != 17 || k[0] != prefixID {
-		return id, false
-	}
-	copy(id[:], k[1:])
-	return id, true
-}
-
-// IDKey returns the id-index key of id.
-func IDKey(id [16]byte) []byte { return idKey(id) }
-
-// ParseCheckpointKey returns the size of a 'c' key.
-func ParseCheckpointKey(k []byte) (size uint64, ok bool) {
-	if len(k) != 9 || k[0] != prefixCheckpoint {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(k[1:]), true
-}
-
-// CheckpointKey returns the key of the stored checkpoint of size.
-func CheckpointKey(size uint64) []byte { return checkpointKey(size) }
-
-// ParsePosition decodes an index value (a big-endian position).
-func ParsePosition(v []byte) (pos uint64, ok bool) {
-	if len(v) != 8 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(v), true
-}
-
-// TileWidth is the number of leaves of a full leaf tile, and TileHeight
-// its height: nodes are stored at levels TileHeight, 2·TileHeight, ….
-const (
-	TileWidth  = tileWidth
-	TileHeight = tileHeight
-)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // TestInspector_ScanEventsSeesEveryKey: the windowed scan of the event key
@@ -35,11 +36,11 @@ func TestInspector_ScanEventsSeesEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range [][]byte{
-		[]byte("e"),                        // before position 0
-		append(pebblelog.EventKey(5), 'x'), // inside a window
-		[]byte("e\x00\x01"),                // between windows, after every small position
-		pebblelog.EventKey(1 << 40),        // far away
-		pebblelog.EventKey(^uint64(0)),     // the last window of the space
+		[]byte("e"),                     // before position 0
+		append(layout.EventKey(5), 'x'), // inside a window
+		[]byte("e\x00\x01"),             // between windows, after every small position
+		layout.EventKey(1 << 40),        // far away
+		layout.EventKey(^uint64(0)),     // the last window of the space
 	} {
 		if err := db.Set(k, []byte("v"), pebble.Sync); err != nil {
 			t.Fatal(err)
@@ -64,7 +65,7 @@ func TestInspector_ScanEventsSeesEveryKey(t *testing.T) {
 		}
 		return keys
 	}
-	want := collect(func(fn func(pebblelog.Entry) error) error { return in.Scan(t.Context(), pebblelog.SpaceEvents, fn) })
+	want := collect(func(fn func(pebblelog.Entry) error) error { return in.Scan(t.Context(), layout.SpaceEvents, fn) })
 	if len(want) != 15 {
 		t.Fatalf("plain scan found %d keys, want 15", len(want))
 	}
@@ -134,8 +135,8 @@ func TestInspector_DamageIsAnError(t *testing.T) {
 	if len(tests) < 8 {
 		t.Fatalf("%d flips: the store holds too few tables and blob files", len(tests))
 	}
-	spaces := []pebblelog.Space{pebblelog.SpaceEvents, pebblelog.SpaceLeafTiles, pebblelog.SpaceNodes,
-		pebblelog.SpaceStreams, pebblelog.SpaceIDs, pebblelog.SpaceCheckpoints}
+	spaces := []layout.Space{layout.SpaceEvents, layout.SpaceLeafTiles, layout.SpaceNodes,
+		layout.SpaceStreams, layout.SpaceIDs, layout.SpaceCheckpoints}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			orig, err := os.ReadFile(tc.file)

@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Snapshots and restores, for the raft replicator (issue #5).
@@ -61,20 +62,6 @@ var ErrBadSnapshot = errors.New("pebblelog: bad snapshot")
 // ErrSnapshotForks wraps the refusal of a snapshot whose history does not
 // extend this store's.
 var ErrSnapshotForks = errors.New("pebblelog: the snapshot does not extend this store's history")
-
-// isReplicated reports whether key belongs to the replicated state.
-func isReplicated(key []byte) bool {
-	if len(key) == 0 {
-		return false
-	}
-	switch key[0] {
-	case prefixEvent, prefixLeafTile, prefixHash, prefixStream, prefixID:
-		return true
-	case prefixMeta:
-		return bytes.Equal(key, metaFormat) || bytes.Equal(key, metaLedgerID) || bytes.Equal(key, metaState)
-	}
-	return false
-}
 
 // Snapshot is a point-in-time copy of the ledger for raft: a Pebble
 // checkpoint (hard links to the immutable tables plus a copy of the live WAL)
@@ -138,8 +125,9 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 
 func replicatedSpans() []pebble.CheckpointSpan {
 	var out []pebble.CheckpointSpan
-	for _, p := range []byte{prefixEvent, prefixHash, prefixID, prefixMeta, prefixStream, prefixLeafTile} {
-		out = append(out, pebble.CheckpointSpan{Start: []byte{p}, End: []byte{p + 1}})
+	for _, sp := range layout.ReplicatedSpaces() {
+		lo, hi := sp.Bounds()
+		out = append(out, pebble.CheckpointSpan{Start: lo, End: hi})
 	}
 	return out
 }
@@ -167,7 +155,8 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("snapshot state: %w", err)
 	}
-	size, _, applied, _, err := decodeState(raw)
+	st, err := decodeState(raw)
+	size, applied := st.Size, st.Applied
 	_ = closer.Close()
 	if err != nil {
 		return 0, err
@@ -192,7 +181,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	var lenBuf [2 * binary.MaxVarintLen64]byte
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		if !isReplicated(k) {
+		if !layout.Replicated(k) {
 			continue
 		}
 		v, err := it.ValueAndErr()
@@ -485,7 +474,7 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 			b.Close()
 			return fail(err)
 		}
-		if !isReplicated(k) {
+		if !layout.Replicated(k) {
 			b.Close()
 			return fail(fmt.Errorf("%w: key %q outside the replicated key spaces", ErrBadSnapshot, k))
 		}
@@ -516,7 +505,8 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 	if err != nil {
 		return fail(fmt.Errorf("%w: no state key: %v", ErrBadSnapshot, err))
 	}
-	size, _, applied, hashes, err := decodeState(raw)
+	st, err := decodeState(raw)
+	size, applied, hashes := st.Size, st.Applied, st.Range
 	_ = closer.Close()
 	if err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrBadSnapshot, err))
@@ -669,7 +659,7 @@ func copyLocal(src, dst *pebble.DB) error {
 	defer it.Close()
 	b := dst.NewBatch()
 	for ok := it.First(); ok; ok = it.Next() {
-		if isReplicated(it.Key()) {
+		if layout.Replicated(it.Key()) {
 			continue
 		}
 		v, err := it.ValueAndErr()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Config configures a Store. The zero value of every field means its default.
@@ -531,28 +532,28 @@ func (s *Store) loadOrInit(existed bool) (events.Head, error) {
 		}
 		b := s.db.NewBatch()
 		defer b.Close()
-		_ = b.Set(metaFormat, []byte(storeFormat), nil)
+		_ = b.Set(metaFormat, []byte(layout.StoreFormat), nil)
 		_ = b.Set(metaLedgerID, []byte(id), nil)
-		_ = b.Set(metaState, encodeState(0, 0, 0, nil), nil)
+		_ = b.Set(metaState, layout.State{}.Encode(), nil)
 		if err := s.commitSynced(b); err != nil {
 			return events.Head{}, fmt.Errorf("init store: %w", err)
 		}
-		format = []byte(storeFormat)
+		format = []byte(layout.StoreFormat)
 	case err != nil:
 		return events.Head{}, err
-	case upgradableFormat(string(format)):
+	case layout.Upgradable(string(format)):
 		b := s.db.NewBatch()
 		defer b.Close()
-		_ = b.Set(metaFormat, []byte(storeFormat), nil)
+		_ = b.Set(metaFormat, []byte(layout.StoreFormat), nil)
 		if err := s.commitSynced(b); err != nil {
 			return events.Head{}, fmt.Errorf("upgrade store format: %w", err)
 		}
 		s.cfg.Logger.Info("upgraded the store format: older binaries now refuse this store",
-			"from", string(format), "to", storeFormat)
-		format = []byte(storeFormat)
+			"from", string(format), "to", layout.StoreFormat)
+		format = []byte(layout.StoreFormat)
 	}
-	if string(format) != storeFormat {
-		return events.Head{}, fmt.Errorf("store format %q, this binary writes %q: %w", format, storeFormat, ErrIncompatible)
+	if string(format) != layout.StoreFormat {
+		return events.Head{}, fmt.Errorf("store format %q, this binary writes %q: %w", format, layout.StoreFormat, ErrIncompatible)
 	}
 	id, err := s.get(metaLedgerID)
 	if err != nil {
@@ -584,17 +585,18 @@ func (s *Store) loadState() (events.Head, error) {
 	if err != nil {
 		return events.Head{}, fmt.Errorf("read state: %w", err)
 	}
-	size, last, applied, hashes, err := decodeState(raw)
+	st, err := decodeState(raw)
 	if err != nil {
 		return events.Head{}, err
 	}
-	rng, err := events.RangeFactory.NewRange(0, size, hashes)
+	size, last, applied := st.Size, st.LastRecorded, st.Applied
+	rng, err := events.RangeFactory.NewRange(0, size, st.Range)
 	if err != nil {
 		return events.Head{}, fmt.Errorf("state: compact range: %v: %w", err, events.ErrCorrupt)
 	}
 	// The state and the events are written in one batch; the last event key
 	// must be exactly size-1.
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceEvents))
 	if err != nil {
 		return events.Head{}, err
 	}
@@ -630,9 +632,9 @@ func (s *Store) loadState() (events.Head, error) {
 // partialTileLeaves hashes the events of the partial leaf tile at the right
 // edge of a log of size events (they are not stored as a tile until full).
 func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
-	out := make([]byte, 0, tileWidth*32)
-	for pos := size - size%tileWidth; pos < size; pos++ {
-		raw, err := s.get(eventKey(pos))
+	out := make([]byte, 0, layout.TileWidth*32)
+	for pos := size - size%layout.TileWidth; pos < size; pos++ {
+		raw, err := s.get(layout.EventKey(pos))
 		if err != nil {
 			return nil, fmt.Errorf("partial tile: position %d: %w", pos, err)
 		}
@@ -646,7 +648,7 @@ func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
 // the current log.
 func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
 	f := newIDFilter(int(max(min(size*2, 1<<40), minIDFilterCapacity)), int(s.cfg.IDFilterBytes))
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixID}, UpperBound: []byte{prefixID + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -660,31 +662,28 @@ func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
 	return f, it.Error()
 }
 
-// encodeState lays out the sequencer state:
-// size(8) last_recorded(8) applied_index(8) n(1) n×hash(32).
-func encodeState(size uint64, last int64, applied uint64, hashes [][]byte) []byte {
-	b := make([]byte, 0, 25+32*len(hashes))
-	b = binary.BigEndian.AppendUint64(b, size)
-	b = binary.BigEndian.AppendUint64(b, uint64(last))
-	b = binary.BigEndian.AppendUint64(b, applied)
-	b = append(b, byte(len(hashes)))
-	for _, h := range hashes {
-		b = append(b, h...)
+// decodeState decodes the stored sequencer state (layout.State); a value
+// of the wrong shape is corruption.
+func decodeState(b []byte) (layout.State, error) {
+	st, err := layout.DecodeState(b)
+	if err != nil {
+		return layout.State{}, fmt.Errorf("%w: %w", err, events.ErrCorrupt)
 	}
-	return b
+	return st, nil
 }
 
-func decodeState(b []byte) (size uint64, last int64, applied uint64, hashes [][]byte, err error) {
-	if len(b) < 25 || len(b) != 25+32*int(b[24]) {
-		return 0, 0, 0, nil, fmt.Errorf("state of %d bytes: %w", len(b), events.ErrCorrupt)
-	}
-	size = binary.BigEndian.Uint64(b)
-	last = int64(binary.BigEndian.Uint64(b[8:]))
-	applied = binary.BigEndian.Uint64(b[16:])
-	for i := 0; i < int(b[24]); i++ {
-		hashes = append(hashes, bytes.Clone(b[25+32*i:57+32*i]))
-	}
-	return size, last, applied, hashes, nil
+// The keys of the store's single records (layout), as Pebble takes them.
+var (
+	metaFormat   = []byte(layout.MetaFormat)
+	metaLedgerID = []byte(layout.MetaLedgerID)
+	metaState    = []byte(layout.MetaState)
+	walSeqKey    = []byte(layout.WALSeq)
+)
+
+// spanOf bounds an iterator to a key space.
+func spanOf(sp layout.Space) *pebble.IterOptions {
+	lo, hi := sp.Bounds()
+	return &pebble.IterOptions{LowerBound: lo, UpperBound: hi}
 }
 
 // get reads a key; a missing key is events.ErrNotFound. The value is a copy.
@@ -761,11 +760,11 @@ func (s *Store) AppliedIndex() uint64 {
 	if err != nil {
 		return 0
 	}
-	_, _, applied, _, err := decodeState(raw)
+	st, err := decodeState(raw)
 	if err != nil {
 		return 0
 	}
-	return applied
+	return st.Applied
 }
 
 // Close stops group commit and the checkpoint signer, waits for them, and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // The stream index holds one key per run (the events one append writes to
@@ -52,9 +53,9 @@ func TestStore_StreamRunsReadLikeAnEventIndex(t *testing.T) {
 		Version, Pos, N uint64
 	}
 	var runs []run
-	err = in.Scan(ctx, pebblelog.SpaceStreams, func(e pebblelog.Entry) error {
-		stream, version, ok := pebblelog.ParseStreamKey(e.Key)
-		pos, n, okv := pebblelog.ParseStreamRun(e.Value)
+	err = in.Scan(ctx, layout.SpaceStreams, func(e pebblelog.Entry) error {
+		stream, version, ok := layout.ParseStreamKey(e.Key)
+		pos, n, okv := layout.ParseStreamRun(e.Value)
 		if !ok || !okv {
 			t.Fatalf("malformed stream-index entry %x -> %x", e.Key, e.Value)
 		}

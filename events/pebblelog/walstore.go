@@ -2,7 +2,6 @@ package pebblelog
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // The store's write-ahead log.
@@ -46,7 +46,7 @@ import (
 // until it is reopened, which reads back what reached the disk.
 
 // walDir is where the log's segments are, inside the Pebble directory dir.
-func walDir(fs vfs.FS, dir string) string { return fs.PathJoin(dir, "greffe-wal") }
+func walDir(fs vfs.FS, dir string) string { return fs.PathJoin(dir, layout.WALFolder) }
 
 // recordBatch is a log record as a Pebble batch (a copy: the record's
 // bytes are reused by the reader). The caller closes it.
@@ -123,11 +123,14 @@ func readWALSeq(r pebble.Reader) (uint64, error) {
 	return decodeWALSeq(v)
 }
 
+// decodeWALSeq decodes the value of walSeqKey; a value of the wrong shape
+// is corruption.
 func decodeWALSeq(v []byte) (uint64, error) {
-	if len(v) != 8 {
-		return 0, fmt.Errorf("%s holds %d bytes, want 8: %w", walSeqKey, len(v), events.ErrCorrupt)
+	seq, err := layout.ParseWALSeq(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", err, events.ErrCorrupt)
 	}
-	return binary.BigEndian.Uint64(v), nil
+	return seq, nil
 }
 
 // writeBatch appends b to the log and applies it to Pebble, without
@@ -162,7 +165,7 @@ func (s *Store) failOn(err error) error {
 func (s *Store) appendWAL(b *pebble.Batch) (seq, end uint64, err error) {
 	// walMu makes the log's next seq ours: every append takes it.
 	seq = s.wal.LastSeq() + 1
-	if err := b.Set(walSeqKey, u64(seq), nil); err != nil {
+	if err := b.Set(walSeqKey, layout.AppendWALSeq(nil, seq), nil); err != nil {
 		return 0, 0, err
 	}
 	got, end, err := s.wal.Append(b.Repr())

@@ -54,6 +54,11 @@ var rules = []rule{
 		why:      "the Pebble implementation of events.Log: events and Pebble (ARCHITECTURE.md, events/pebblelog/doc.go), and its own write-ahead log",
 	},
 	{
+		pkg:      "events/pebblelog/layout",
+		belowAPI: true,
+		why:      "the on-disk format as code: the standard library only (ARCHITECTURE.md, events/pebblelog/layout/doc.go)",
+	},
+	{
 		pkg:      "aggregates",
 		greffe:   []string{"events"},
 		belowAPI: true,
@@ -164,7 +169,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "witness", "internal/atomicfile"},
+		greffe: []string{"events", "events/pebblelog", "events/pebblelog/layout", "aggregates", "client", "witness", "internal/atomicfile"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
@@ -175,7 +180,7 @@ var rules = []rule{
 	},
 	{
 		pkg:     "backup",
-		greffe:  []string{"events", "events/pebblelog", "audit", "client"},
+		greffe:  []string{"events", "events/pebblelog", "events/pebblelog/layout", "audit", "client"},
 		modules: []string{"github.com/cockroachdb/pebble/v2/vfs", "golang.org/x/mod/sumdb/note"},
 		why:     "not in the table: events, the store, audit, client, Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
 	},
