@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Source is what the runners need from the log; *pebblelog.Store
@@ -147,7 +148,7 @@ func Open(cfg Config) (*Set, error) {
 	cache := pebble.NewCache(16 << 20)
 	defer cache.Unref()
 	db, err := pebble.Open(cfg.Dir, &pebble.Options{Cache: cache, MemTableSize: 16 << 20, FormatMajorVersion: pebble.FormatNewest,
-		Logger: quietLogger{cfg.Logger}})
+		Logger: pebbleslog.Logger{L: cfg.Logger}})
 	if err != nil {
 		return nil, fmt.Errorf("open projections %s: %w", cfg.Dir, err)
 	}
@@ -203,15 +204,6 @@ func (s *Set) flushLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-type quietLogger struct{ l *slog.Logger }
-
-func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Fatalf(format string, args ...any) {
-	q.l.Error(fmt.Sprintf(format, args...))
-	panic(fmt.Sprintf(format, args...))
 }
 
 // load restores a model's rows and checkpoint, or resets it when its rows

@@ -15,6 +15,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Backups (issue #13).
@@ -207,7 +208,7 @@ func ReadLedgerState(dir string, fs vfs.FS) (LedgerState, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	db, err := pebble.Open(dir, &pebble.Options{FS: fs, ReadOnly: true, Logger: quietLogger{l: discardLogger()}})
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, ReadOnly: true, Logger: pebbleslog.Logger{Prefix: "pebble: "}})
 	if err != nil {
 		return LedgerState{}, fmt.Errorf("open %s read-only: %w", dir, err)
 	}

@@ -255,7 +255,7 @@ func pebbleDamage(fs vfs.FS, dir string, err error) error {
 // pebblePanic is a recovered panic of Pebble's read path, as damage:
 // Pebble panics on some damaged files (a blob file whose footer fails its
 // checksum reaches a type switch that does not expect it), and its Logger's
-// Fatalf panics (quietLogger) where Pebble gives up on what it read.
+// Fatalf panics (pebbleslog.Logger) where Pebble gives up on what it read.
 func pebblePanic(dir string, r any) *DamageError {
 	return &DamageError{File: dir, Offset: -1, Err: fmt.Errorf("pebble panicked reading the store: %v: %w", r, pebble.ErrCorruption)}
 }

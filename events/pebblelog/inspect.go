@@ -16,6 +16,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Reading a stopped store for auditors. The Inspector exposes the raw key
@@ -108,8 +109,8 @@ func openReadOnly(cfg InspectConfig, fs vfs.FS) (db *pebble.DB, err error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		FS:                 fs,
-		// Fatalf panics (quietLogger); the scans recover it as damage.
-		Logger: quietLogger{l: discardLogger()},
+		// Fatalf panics (pebbleslog.Logger); the scans recover it as damage.
+		Logger: pebbleslog.Logger{Prefix: "pebble: "},
 		// Pebble's default reaction to a damaged block is Logger.Fatalf:
 		// here the read returns its error, and the scans report it.
 		EventListener: &pebble.EventListener{DataCorruption: func(pebble.DataCorruptionInfo) {}},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Snapshots and restores, for the raft replicator (issue #5).
@@ -146,7 +147,7 @@ func (sn *Snapshot) Info() SnapshotInfo { return sn.info }
 // written. The stream is consistent: it is read from the checkpoint, whose
 // sequencer state must equal Info (else events.ErrCorrupt).
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: quietLogger{l: sn.log}})
+	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: pebbleslog.Logger{L: sn.log, Prefix: "pebble: "}})
 	if err != nil {
 		return 0, fmt.Errorf("open snapshot checkpoint: %w", err)
 	}
@@ -431,7 +432,7 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 	// No WAL while loading: a crash mid-load leaves a folder Recover deletes,
 	// and Flush below makes the tables durable in one go.
 	ndb, err := pebble.Open(tmp, &pebble.Options{FS: fs, DisableWAL: true, FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize: s.cfg.MemTableSize, Logger: quietLogger{l: s.cfg.Logger}})
+		MemTableSize: s.cfg.MemTableSize, Logger: pebbleslog.Logger{L: s.cfg.Logger, Prefix: "pebble: "}})
 	if err != nil {
 		return nil, fmt.Errorf("restore: open %s: %w", tmp, err)
 	}

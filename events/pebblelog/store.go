@@ -23,6 +23,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Config configures a Store. The zero value of every field means its default.
@@ -410,7 +411,7 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		MemTableSize:       cfg.MemTableSize,
-		Logger:             quietLogger{l: cfg.Logger, fatal: s.fatal},
+		Logger:             pebbleslog.Logger{L: cfg.Logger, Prefix: "pebble: ", Fatal: s.fatal},
 		FS:                 cfg.FS,
 		// The store's own log (wal.go) replaces Pebble's, unless Config.WAL
 		// asks for Pebble's. Pebble replays a WAL of its own found at open
@@ -476,23 +477,6 @@ func splitKeySpaces(start []byte) (pebble.SpanPolicy, []byte, error) {
 		return pebble.SpanPolicy{}, nil, nil
 	}
 	return pebble.SpanPolicy{}, []byte{start[0] + 1}, nil
-}
-
-// quietLogger sends Pebble's logs to slog at debug level (errors at error).
-// Fatalf goes to fatal when set (it must not return), else panics.
-type quietLogger struct {
-	l     *slog.Logger
-	fatal func(error)
-}
-
-func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Fatalf(format string, args ...any) {
-	err := fmt.Errorf("pebble: "+format, args...)
-	if q.fatal != nil {
-		q.fatal(err)
-	}
-	panic(err.Error())
 }
 
 // fatal fails the store, then hands err to Config.OnFatal, which does not

@@ -48,10 +48,10 @@ var rules = []rule{
 	},
 	{
 		pkg:      "events/pebblelog/...",
-		greffe:   []string{"events", "events/pebblelog/..."},
+		greffe:   []string{"events", "events/pebblelog/...", "internal/pebbleslog"},
 		modules:  []string{"github.com/cockroachdb/pebble/v2"},
 		belowAPI: true,
-		why:      "the Pebble implementation of events.Log: events and Pebble (ARCHITECTURE.md, events/pebblelog/doc.go), and its own write-ahead log",
+		why:      "the Pebble implementation of events.Log: events and Pebble (ARCHITECTURE.md, events/pebblelog/doc.go), its own write-ahead log and the one Pebble logger (internal/pebbleslog)",
 	},
 	{
 		pkg:      "events/pebblelog/layout",
@@ -74,16 +74,17 @@ var rules = []rule{
 	},
 	{
 		pkg:      "projections",
-		greffe:   []string{"events", "aggregates", "internal/jsonscan"},
+		greffe:   []string{"events", "aggregates", "internal/jsonscan", "internal/pebbleslog"},
 		modules:  []string{"github.com/cockroachdb/pebble/v2"},
 		belowAPI: true,
 		why: "read models: events, aggregates for the shared types (ARCHITECTURE.md); Pebble too (projections/doc.go), " +
 			"where the runner stores rows and checkpoint in one batch, as the table's \"holds\" column says, and " +
-			"the module's byte-level scanner (internal/jsonscan) that reads stored events without decoding them twice",
+			"the module's byte-level scanner (internal/jsonscan) that reads stored events without decoding them twice, " +
+			"and the one Pebble logger (internal/pebbleslog)",
 	},
 	{
 		pkg:    "replicator",
-		greffe: []string{"events", "events/pebblelog", "internal/netpolicy"},
+		greffe: []string{"events", "events/pebblelog", "internal/netpolicy", "internal/pebbleslog"},
 		modules: []string{
 			"github.com/hashicorp/raft",
 			"github.com/hashicorp/go-hclog",
@@ -92,7 +93,8 @@ var rules = []rule{
 		belowAPI: true,
 		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
 			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
-			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it)",
+			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it); " +
+			"the one Pebble logger (internal/pebbleslog)",
 	},
 	{
 		pkg:      "replicator/kafka",
@@ -186,10 +188,10 @@ var rules = []rule{
 	},
 	{
 		pkg:     "bench",
-		greffe:  []string{"events"},
+		greffe:  []string{"events", "internal/pebbleslog"},
 		modules: []string{"github.com/cockroachdb/pebble/v2", "golang.org/x/sys"},
 		why: "not in the table: the load generator drives any events.Log; it measures a bare Pebble and the disk's " +
-			"fdatasync as baselines (bench/bench.go)",
+			"fdatasync as baselines (bench/bench.go), with the one Pebble logger (internal/pebbleslog)",
 	},
 	{
 		pkg:    "client",
@@ -236,6 +238,11 @@ var rules = []rule{
 		pkg:      "internal/netpolicy",
 		belowAPI: true,
 		why:      "the network policies listeners share (what counts as loopback): the standard library only",
+	},
+	{
+		pkg:      "internal/pebbleslog",
+		belowAPI: true,
+		why:      "the one adapter from Pebble's Logger to slog (STYLE.md, \"One of each\"): the standard library only; it names no Pebble type",
 	},
 	{
 		pkg:      "internal/jsonscan",
