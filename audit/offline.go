@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
@@ -23,17 +23,17 @@ import (
 const slackSlots = 1 << 16
 
 // eventWindow is how many positions one iterator of the event scan covers
-// (see pebblelog.Inspector.ScanEvents): 64 Ki events, about 22 MiB.
+// (see inspect.Inspector.ScanEvents): 64 Ki events, about 22 MiB.
 const eventWindow = 1 << 16
 
 // VerifyDir verifies the store of a stopped node offline: dir is the
 // Pebble folder (<data>/ledger). It opens it read-only (failing with
-// pebblelog.ErrLocked while a node holds it) and re-derives everything from
+// inspect.ErrLocked while a node holds it) and re-derives everything from
 // the stored event bytes, scanning each key space once in key order.
 //
 // A returned error means the verification could not run (exit code 2); the
 // ledger's faults are in the report (exit code 1 when any). Damaged storage
-// (a file of the store that does not read back, pebblelog.DamageError) is a
+// (a file of the store that does not read back, inspect.DamageError) is a
 // fault, KindStorageCorrupt, one per damaged file: the verification stops
 // where it showed, and the report holds what was verified until then.
 func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
@@ -44,7 +44,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	// stop ends the verification on err: a report when err is damage,
 	// else err (could not run).
 	stop := func(err error) (*Report, error) {
-		var de *pebblelog.DamageError
+		var de *inspect.DamageError
 		if !errors.As(err, &de) {
 			return nil, err
 		}
@@ -54,7 +54,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		rep.finish(fs, start)
 		return rep, nil
 	}
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	in, err := inspect.Open(inspect.Config{Dir: dir})
 	if err != nil {
 		return stop(err)
 	}
@@ -85,7 +85,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 
 	var cps []storedCheckpoint
 	var maxCheckpoint uint64
-	err = in.Scan(ctx, layout.SpaceCheckpoints, func(e pebblelog.Entry) error {
+	err = in.Scan(ctx, layout.SpaceCheckpoints, func(e inspect.Entry) error {
 		size, ok := layout.ParseCheckpointKey(e.Key)
 		if !ok {
 			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("checkpoint key %x", e.Key)})
@@ -109,7 +109,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	var ids []idEntry
 	ig.Go(func() error {
 		se.ents = make([]streamEntry, 0, state.Size)
-		return in.Scan(ictx, layout.SpaceStreams, func(e pebblelog.Entry) error {
+		return in.Scan(ictx, layout.SpaceStreams, func(e inspect.Entry) error {
 			stream, version, ok := layout.ParseStreamKey(e.Key)
 			pos, n, okv := layout.ParseStreamRun(e.Value)
 			if !ok || !okv {
@@ -126,7 +126,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	})
 	ig.Go(func() error {
 		ids = make([]idEntry, 0, state.Size)
-		return in.Scan(ictx, layout.SpaceIDs, func(e pebblelog.Entry) error {
+		return in.Scan(ictx, layout.SpaceIDs, func(e inspect.Entry) error {
 			id, ok := layout.ParseIDKey(e.Key)
 			pos, okv := layout.ParsePosition(e.Value)
 			if !ok || !okv {
@@ -149,7 +149,7 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		rc.progress = func(done uint64) { cfg.Progress(done, state.Size) }
 	}
 	r, err := replay(ctx, rc, fs, func(ctx context.Context, f *feeder) error {
-		err := in.ScanEvents(ctx, eventWindow, func(e pebblelog.Entry) error {
+		err := in.ScanEvents(ctx, eventWindow, func(e inspect.Entry) error {
 			pos, ok := layout.ParseEventKey(e.Key)
 			if !ok {
 				fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("event key %x", e.Key)})
@@ -223,10 +223,10 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 }
 
 // storageFaults reports damaged storage: the damage that showed, where it
-// showed, and every other damaged file pebblelog.CheckFiles finds (it names
+// showed, and every other damaged file inspect.CheckFiles finds (it names
 // the file when Pebble did not).
-func storageFaults(ctx context.Context, dir string, shown *pebblelog.DamageError, fs *faults) error {
-	found, err := pebblelog.CheckFiles(ctx, nil, dir)
+func storageFaults(ctx context.Context, dir string, shown *inspect.DamageError, fs *faults) error {
+	found, err := inspect.CheckFiles(ctx, nil, dir)
 	if err != nil && ctx.Err() != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func storageFaults(ctx context.Context, dir string, shown *pebblelog.DamageError
 }
 
 // storageFault is the fault of one damaged file.
-func storageFault(dir string, d *pebblelog.DamageError) Fault {
+func storageFault(dir string, d *inspect.DamageError) Fault {
 	f := Fault{Kind: KindStorageCorrupt, Position: NoPosition, File: relPath(dir, d.File)}
 	if d.Offset >= 0 {
 		f.Offset = &d.Offset
@@ -301,11 +301,11 @@ func blameValue(pos uint64, ok bool) int64 {
 
 // checkStoredTree compares the stored leaf tiles and tile-base nodes with
 // the recomputed tree of n positions.
-func checkStoredTree(ctx context.Context, in *pebblelog.Inspector, r *replayed, n uint64, fs *faults) error {
+func checkStoredTree(ctx context.Context, in *inspect.Inspector, r *replayed, n uint64, fs *faults) error {
 	t := r.tree
 	tileW := uint64(layout.TileWidth)
 	want := uint64(0) // next expected tile index
-	err := in.Scan(ctx, layout.SpaceLeafTiles, func(e pebblelog.Entry) error {
+	err := in.Scan(ctx, layout.SpaceLeafTiles, func(e inspect.Entry) error {
 		idx, ok := layout.ParseLeafTileKey(e.Key)
 		if !ok {
 			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("leaf tile key %x", e.Key)})
@@ -363,7 +363,7 @@ func checkStoredTree(ctx context.Context, in *pebblelog.Inspector, r *replayed, 
 				Detail: fmt.Sprintf("node %d/%d is not stored", level, next)})
 		}
 	}
-	err = in.Scan(ctx, layout.SpaceNodes, func(e pebblelog.Entry) error {
+	err = in.Scan(ctx, layout.SpaceNodes, func(e inspect.Entry) error {
 		l, idx, ok := layout.ParseNodeKey(e.Key)
 		if !ok || l == 0 || l%layout.TileHeight != 0 || l >= 64 {
 			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("node key %x", e.Key)})

@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 	"github.com/greffe/greffe/node"
 )
 
@@ -109,7 +110,7 @@ func TestCLI_VerifyOnlineAndOffline(t *testing.T) {
 
 	// One byte of one event, changed through Pebble: fault at its position.
 	dir := node.LedgerDir(data)
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleslog.Logger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,13 +275,6 @@ func TestCLI_Prove(t *testing.T) {
 		t.Errorf("altered proof: exit %d\n%s\n%s", code, out, errs)
 	}
 }
-
-// quietPebble drops Pebble's logs.
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any)           {}
-func (quietPebble) Errorf(string, ...any)          {}
-func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
 
 func copyBody(w http.ResponseWriter, resp *http.Response) (int64, error) {
 	var n int64

@@ -252,7 +252,7 @@ func (a *applyCtx) apply(r *events.AppendRequest) (events.Outcome, error) {
 		v := versions[i]
 		if len(sa.Events) > 0 {
 			// One stream-index key maps the run of this stream's events
-			// (keys.go): consecutive versions at consecutive positions.
+			// (layout): consecutive versions at consecutive positions.
 			a.p.addIndex(a.p.size, uint64(len(sa.Events)), layout.AppendStreamKey(a.p.keys, sa.Stream, uint64(v+1)))
 		}
 		for j := range sa.Events {
@@ -299,7 +299,7 @@ func (a *applyCtx) write(ev *events.Event) error {
 	}
 	var werr error
 	if err := a.p.rng.Append(ev.LeafHash[:], func(id compact.NodeID, hash []byte) {
-		// Only tile bases above the leaves are stored (see keys.go).
+		// Only tile bases above the leaves are stored (see layout).
 		if id.Level > 0 && id.Level%layout.TileHeight == 0 {
 			if e := wb.Set(layout.NodeKey(id.Level, id.Index), hash, nil); e != nil && werr == nil {
 				werr = e

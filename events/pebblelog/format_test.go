@@ -8,11 +8,12 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // earlierFormats are the format strings of stores written before the
-// store's own write-ahead log and before stream-index runs (keys.go).
+// store's own write-ahead log and before stream-index runs (layout).
 var earlierFormats = []string{
 	"greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962",
 	"greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal",
@@ -20,7 +21,7 @@ var earlierFormats = []string{
 
 func recordedFormat(t *testing.T, dir string) string {
 	t.Helper()
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	in, err := inspect.Open(inspect.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -275,7 +275,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 	}
 	defer it.Close()
 	// Each key is a run: versions [first, first+n) at positions [pos, pos+n)
-	// (keys.go). A run is written by one batch, so it is acknowledged whole
+	// (layout). A run is written by one batch, so it is acknowledged whole
 	// or not at all; positions at or past size are skipped all the same.
 	run := func() (first, pos, n uint64, err error) {
 		pos, n, ok := layout.ParseStreamRun(it.Value())

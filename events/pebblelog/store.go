@@ -21,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/internal/pebbleslog"
@@ -244,11 +245,11 @@ const maxStreamCache = 1 << 16
 // checkpoint signer. A store it finds damaged is refused with an error that
 // matches events.ErrCorrupt and names the file. Damage to the MANIFEST or
 // to the write-ahead log is found before Pebble opens the folder
-// read-write: it is refused with a *DamageError, and nothing in the folder
+// read-write: it is refused with a *inspect.DamageError, and nothing in the folder
 // has changed.
 //
 // Open first takes the folder's lock (<dir>.lock, held until Close; another
-// holder makes Open fail with ErrLocked before it touches anything), then
+// holder makes Open fail with inspect.ErrLocked before it touches anything), then
 // settles what a crash left of a snapshot restore (folder.go): it finishes
 // or undoes the swap, and removes the store a restore replaced only once
 // the store in place has opened and its tree rebuilt from its events is the
@@ -360,13 +361,13 @@ func (s *Store) openFiles() (events.Head, error) {
 	// Before Pebble opens the folder read-write: with a damaged MANIFEST it
 	// would see fewer tables, delete the others as obsolete, and open a
 	// store that lost them.
-	if err := CheckManifest(s.fs(), cfg.Dir); err != nil {
+	if err := inspect.CheckManifest(s.fs(), cfg.Dir); err != nil {
 		return events.Head{}, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
 	}
 	// The write-ahead log too, for the same reason: Pebble's read-write
-	// open rewrites its MANIFEST, OPTIONS and WAL files (checkWAL).
-	if err := s.checkWAL(); err != nil {
-		var de *DamageError
+	// open rewrites its MANIFEST, OPTIONS and WAL files (inspect.CheckWAL).
+	if err := inspect.CheckWAL(s.fs(), cfg.Dir); err != nil {
+		var de *inspect.DamageError
 		if errors.As(err, &de) {
 			return events.Head{}, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
 		}
@@ -444,7 +445,7 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 1.0}
 	}
-	// Every sstable holds one key space (keys.go): flushes and compactions
+	// Every sstable holds one key space (layout): flushes and compactions
 	// end an output table where a space ends. The event keys only grow, so
 	// tables holding nothing else do not overlap the older ones below and
 	// are moved down the LSM without being rewritten, where tables mixing
@@ -462,8 +463,8 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
-		if isLockError(err) {
-			return nil, inUseError(cfg.Dir, err)
+		if inspect.IsLockError(err) {
+			return nil, inspect.InUse(cfg.Dir, err)
 		}
 		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
 	}

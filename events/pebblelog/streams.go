@@ -19,7 +19,7 @@ import (
 // events are all above the acknowledged head is not listed yet. The
 // returned slice belongs to the caller; safe for concurrent use.
 //
-// It walks the stream index (keys.go): one seek to a stream's last run and
+// It walks the stream index (layout): one seek to a stream's last run and
 // one to the next stream's first key, so a page costs 2·limit seeks
 // whatever the streams hold.
 func (s *Store) ListStreams(ctx context.Context, prefix, after string, limit int) (_ []events.StreamInfo, err error) {

@@ -15,7 +15,7 @@ import (
 )
 
 // Reading the tree. The store keeps full leaf tiles and the nodes at levels
-// 8, 16, … (keys.go); any other node is folded from the tile beneath it, and
+// 8, 16, … (layout); any other node is folded from the tile beneath it, and
 // leaves of the partial tile at the right edge are hashed from the events.
 // Readers see only acknowledged leaves.
 

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
@@ -48,28 +49,17 @@ import (
 // walDir is where the log's segments are, inside the Pebble directory dir.
 func walDir(fs vfs.FS, dir string) string { return fs.PathJoin(dir, layout.WALFolder) }
 
-// recordBatch is a log record as a Pebble batch (a copy: the record's
-// bytes are reused by the reader). The caller closes it.
-func recordBatch(db *pebble.DB, r wal.Record) (*pebble.Batch, error) {
-	b := db.NewBatch()
-	if err := b.SetRepr(append([]byte(nil), r.Data...)); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("write-ahead log record %d: %v: %w", r.Seq, err, events.ErrCorrupt)
-	}
-	return b, nil
-}
-
 // openWAL opens the log, applies to Pebble the records its flushed tables
 // lack, flushes, and drops every segment. REQUIRES: s.db open, nothing else
 // running.
 func (s *Store) openWAL() error {
-	after, err := readWALSeq(s.db)
+	after, err := inspect.ReadWALSeq(s.db)
 	if err != nil {
 		return err
 	}
 	replayed := 0
 	l, err := wal.Open(wal.Options{FS: s.fs(), Dir: walDir(s.fs(), s.cfg.Dir), SegmentSize: s.cfg.WALSegmentSize, Logger: s.cfg.Logger}, after, func(r wal.Record) error {
-		b, err := recordBatch(s.db, r)
+		b, err := inspect.RecordBatch(s.db, r)
 		if err != nil {
 			return err
 		}
@@ -108,29 +98,6 @@ func (s *Store) openWAL() error {
 		return l.Close()
 	}
 	return nil
-}
-
-// readWALSeq reads walSeqKey from r (0 when absent).
-func readWALSeq(r pebble.Reader) (uint64, error) {
-	v, closer, err := r.Get(walSeqKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", walSeqKey, err)
-	}
-	defer closer.Close()
-	return decodeWALSeq(v)
-}
-
-// decodeWALSeq decodes the value of walSeqKey; a value of the wrong shape
-// is corruption.
-func decodeWALSeq(v []byte) (uint64, error) {
-	seq, err := layout.ParseWALSeq(v)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", err, events.ErrCorrupt)
-	}
-	return seq, nil
 }
 
 // writeBatch appends b to the log and applies it to Pebble, without
@@ -225,79 +192,7 @@ func holdsLedger(fs vfs.FS, dir string) (bool, error) {
 			}
 		}
 	}
-	return holdsWALRecords(fs, dir), nil
-}
-
-// holdsWALRecords reports whether the store's log in the Pebble directory
-// dir has a segment that is not empty: the store was not closed cleanly
-// (Close drops every segment), or is open.
-func holdsWALRecords(fs vfs.FS, dir string) bool {
-	segs, err := fs.List(walDir(fs, dir))
-	if err != nil {
-		return false // no log folder: nothing logged
-	}
-	for _, n := range segs {
-		if strings.HasSuffix(n, ".wal") && !strings.HasPrefix(n, "free-") {
-			if fi, err := fs.Stat(fs.PathJoin(walDir(fs, dir), n)); err == nil && fi.Size() > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// checkWAL reads the log of a store stopped without a clean close as
-// openWAL will, before Pebble opens the folder read-write: that open
-// writes a new MANIFEST, OPTIONS file and WAL file and removes the old
-// ones, so a damaged log found after it would be refused in a folder that
-// is no longer as the damage left it (issue #13: an operator, or verify,
-// must find it untouched). It opens Pebble read-only for the seq its
-// tables hold (walSeqKey), reads the log with wal.Check (Open's verdict,
-// nothing written) and checks that each record openWAL would replay is a
-// Pebble batch. A damaged log is a *DamageError naming the segment and the
-// offset.
-//
-// It costs nothing after a clean close (the log is empty). After a crash
-// it costs a read-only open of Pebble and a read of the segments, which
-// openWAL then reads again from the page cache: at most maxLiveSegments
-// and the one taking writes, which a crash rarely leaves full.
-// REQUIRES: Pebble not open on the folder.
-func (s *Store) checkWAL() error {
-	fs, dir := s.fs(), s.cfg.Dir
-	if !holdsWALRecords(fs, dir) {
-		return nil
-	}
-	db, err := openReadOnly(InspectConfig{Dir: dir, CacheSize: 1 << 20}, fs)
-	if err != nil {
-		if isLockError(err) {
-			return inUseError(dir, err)
-		}
-		// The read-write open reports what is wrong with Pebble's own
-		// files, as it always did.
-		return nil
-	}
-	defer db.Close()
-	after, err := readWALSeq(db)
-	if err != nil {
-		return err
-	}
-	err = wal.Check(fs, walDir(fs, dir), after, func(r wal.Record) error {
-		b, err := recordBatch(db, r)
-		if err != nil {
-			return err
-		}
-		return b.Close()
-	})
-	var wd *wal.DamageError
-	switch {
-	case errors.As(err, &wd):
-		return &DamageError{File: wd.File, Offset: int64(wd.Offset), Err: fmt.Errorf("%w: %s", wal.ErrCorrupt, wd.What)}
-	case errors.Is(err, wal.ErrCorrupt), errors.Is(err, events.ErrCorrupt):
-		return &DamageError{File: walDir(fs, dir), Offset: -1, Err: err}
-	case err != nil:
-		return fmt.Errorf("read write-ahead log: %w", err)
-	}
-	return nil
+	return inspect.HoldsWALRecords(fs, dir), nil
 }
 
 // maxLiveSegments bounds the log between Pebble's own flushes: past it, a
@@ -366,5 +261,9 @@ func (s *Store) durableWALSeq() (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return decodeWALSeq(v)
+	seq, err := layout.ParseWALSeq(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", err, events.ErrCorrupt)
+	}
+	return seq, nil
 }

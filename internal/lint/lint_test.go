@@ -48,10 +48,21 @@ var rules = []rule{
 	},
 	{
 		pkg:      "events/pebblelog/...",
-		greffe:   []string{"events", "events/pebblelog/...", "internal/pebbleslog"},
+		greffe:   []string{"events", "events/pebblelog/layout", "events/pebblelog/inspect", "events/pebblelog/internal/wal", "internal/pebbleslog"},
 		modules:  []string{"github.com/cockroachdb/pebble/v2"},
 		belowAPI: true,
-		why:      "the Pebble implementation of events.Log: events and Pebble (ARCHITECTURE.md, events/pebblelog/doc.go), its own write-ahead log and the one Pebble logger (internal/pebbleslog)",
+		why: "the write path of events.Log on Pebble: events, layout and Pebble (ARCHITECTURE.md); events/pebblelog/doc.go adds its own " +
+			"write-ahead log (internal/wal), the one Pebble logger (internal/pebbleslog), and inspect, whose damage checks Open runs before " +
+			"Pebble opens a folder read-write (the inspector never imports the write path: its own rule)",
+	},
+	{
+		pkg:      "events/pebblelog/inspect",
+		greffe:   []string{"events", "events/pebblelog/layout", "events/pebblelog/internal/wal", "internal/pebbleslog"},
+		modules:  []string{"github.com/cockroachdb/pebble/v2"},
+		belowAPI: true,
+		why: "read-only access to a store's folder and its damage checks: layout and Pebble, never the write path (ARCHITECTURE.md); " +
+			"events/pebblelog/inspect/doc.go adds events (damage matches events.ErrCorrupt), the write-ahead log's reader (internal/wal) " +
+			"and the one Pebble logger",
 	},
 	{
 		pkg:      "events/pebblelog/layout",
@@ -84,7 +95,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "replicator",
-		greffe: []string{"events", "events/pebblelog", "internal/netpolicy", "internal/pebbleslog"},
+		greffe: []string{"events", "events/pebblelog", "events/pebblelog/inspect", "internal/netpolicy", "internal/pebbleslog"},
 		modules: []string{
 			"github.com/hashicorp/raft",
 			"github.com/hashicorp/go-hclog",
@@ -92,7 +103,7 @@ var rules = []rule{
 		},
 		belowAPI: true,
 		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
-			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
+			"(the store's apply and snapshot types), events/pebblelog/inspect (a damaged snapshot file is an inspect.DamageError) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
 			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it); " +
 			"the one Pebble logger (internal/pebbleslog)",
 	},
@@ -171,7 +182,7 @@ var rules = []rule{
 	},
 	{
 		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "events/pebblelog/layout", "aggregates", "client", "witness", "internal/atomicfile"},
+		greffe: []string{"events", "events/pebblelog", "events/pebblelog/layout", "events/pebblelog/inspect", "aggregates", "client", "witness", "internal/atomicfile"},
 		modules: []string{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
@@ -182,7 +193,7 @@ var rules = []rule{
 	},
 	{
 		pkg:     "backup",
-		greffe:  []string{"events", "events/pebblelog", "events/pebblelog/layout", "audit", "client"},
+		greffe:  []string{"events", "events/pebblelog", "events/pebblelog/layout", "events/pebblelog/inspect", "audit", "client"},
 		modules: []string{"github.com/cockroachdb/pebble/v2/vfs", "golang.org/x/mod/sumdb/note"},
 		why:     "not in the table: events, the store, audit, client, Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
 	},

@@ -81,7 +81,7 @@ func (s Space) Bounds() (lo, hi []byte) { return []byte{byte(s)}, []byte{byte(s)
 
 // The keys of single records, prefix byte included.
 const (
-	// MetaFormat holds the store's format (StoreFormat, formats.go).
+	// MetaFormat holds the store's format (StoreFormat).
 	MetaFormat = "mformat"
 	// MetaLedgerID holds the ledger's identity.
 	MetaLedgerID = "mledger_id"

@@ -1,4 +1,4 @@
-package pebblelog
+package inspect
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/atomicfs"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
@@ -161,19 +160,8 @@ func (in *Inspector) checkStorage() error {
 		return err
 	}
 	if err := in.guard(func() error { return in.overlayWAL(in.fs, in.dir) }); err != nil {
-		if errors.Is(err, wal.ErrCorrupt) || errors.Is(err, events.ErrCorrupt) {
-			var de *DamageError
-			if errors.As(err, &de) {
-				return de
-			}
-			var wd *wal.DamageError
-			if errors.As(err, &wd) {
-				// The file and the offset are the DamageError's own; its
-				// error says only what is wrong there (as walstore.go's
-				// does), or the path and offset would be said twice.
-				return &DamageError{File: wd.File, Offset: int64(wd.Offset), Err: fmt.Errorf("%w: %s", wal.ErrCorrupt, wd.What)}
-			}
-			return &DamageError{File: walDir(in.fs, in.dir), Offset: -1, Err: err}
+		if de, ok := walDamage(in.fs, in.dir, err); ok {
+			return de
 		}
 		return fmt.Errorf("open store %s read-only: %w", in.dir, err)
 	}
@@ -278,7 +266,7 @@ func storeFile(fs vfs.FS, dir, num string) string {
 // (CheckManifest), the latest OPTIONS file (it must parse), and every table
 // and blob file (every block against its checksum, footers and indexes
 // included). The write-ahead log in greffe-wal/ is checked by
-// OpenInspector, which knows where its records must start.
+// Open and CheckWAL, which know where its records must start.
 //
 // It is read-only and reads every table and blob file in full: an auditor
 // calls it once damage has shown, to name every damaged file, not on every

@@ -1,28 +1,18 @@
-package pebblelog
+package inspect
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"strings"
-	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/internal/pebbleslog"
 )
-
-// Reading a stopped store for auditors. The Inspector exposes the raw key
-// spaces of keys.go exactly as stored, without any of the checks the Store
-// makes on open: an auditor must be able to read a damaged store and say
-// what is wrong with it, where Open would refuse it.
 
 // Entry is one key/value pair of a key space, as stored. Key includes the
 // prefix byte. Both slices alias Pebble's memory and are valid only until
@@ -31,8 +21,9 @@ type Entry struct {
 	Key, Value []byte
 }
 
-// InspectConfig configures OpenInspector.
-type InspectConfig struct {
+// Config configures Open. The zero value of every field but Dir means its
+// default.
+type Config struct {
 	// Dir is the Pebble directory of a store (<data>/ledger). Required.
 	Dir string
 	// CacheSize is Pebble's block cache, in bytes. Default 32 MiB: the
@@ -42,10 +33,39 @@ type InspectConfig struct {
 	FS vfs.FS
 }
 
-// Inspector reads the key spaces of a stopped store. It opens Pebble
-// read-only: it never writes, and Pebble's directory lock makes it fail
-// while a node holds the store. Safe for concurrent use; each Scan uses its
-// own iterator.
+func (c *Config) setDefaults() {
+	if c.CacheSize == 0 {
+		c.CacheSize = 32 << 20
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+}
+
+// ErrInvalidConfig wraps every configuration problem.
+var ErrInvalidConfig = errors.New("inspect: invalid config")
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	if c.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("CacheSize %d must be >= 0", c.CacheSize))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Inspector reads the key spaces of a stopped store exactly as stored
+// (layout), without any of the checks the store makes when it opens: an
+// auditor must be able to read a damaged store and say what is wrong with
+// it, where the store would refuse it. It opens Pebble read-only: it never
+// writes, and Pebble's directory lock makes it fail while a node holds the
+// store. Safe for concurrent use; each Scan uses its own iterator.
 type Inspector struct {
 	db  *pebble.DB
 	fs  vfs.FS
@@ -59,29 +79,22 @@ type Inspector struct {
 	Replayed int
 }
 
-// ErrLocked is returned by OpenInspector when another process (a running
-// node) holds the store.
-var ErrLocked = errors.New("pebblelog: store in use by another process; stop the node or inspect a copy")
-
-// OpenInspector opens the store in cfg.Dir read-only. A missing directory
-// is an error wrapping events.ErrNotFound.
-func OpenInspector(cfg InspectConfig) (*Inspector, error) {
-	if cfg.Dir == "" {
-		return nil, fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
-	}
-	if cfg.CacheSize == 0 {
-		cfg.CacheSize = 32 << 20
+// Open opens the store in cfg.Dir read-only and checks what Pebble does not
+// (checkStorage): damage is a *DamageError. A missing directory is an
+// error wrapping events.ErrNotFound; a store a running node holds, one
+// matching ErrLocked.
+func Open(cfg Config) (*Inspector, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	fs := cfg.FS
-	if fs == nil {
-		fs = vfs.Default
-	}
 	if _, err := fs.Stat(cfg.Dir); err != nil {
 		return nil, fmt.Errorf("open store %s: %v: %w", cfg.Dir, err, events.ErrNotFound)
 	}
 	db, err := openReadOnly(cfg, fs)
 	if err != nil {
-		if isLockError(err) {
+		if IsLockError(err) {
 			return nil, fmt.Errorf("open store %s: %w (%v)", cfg.Dir, ErrLocked, err)
 		}
 		return nil, openFailure(fs, cfg.Dir, err)
@@ -95,7 +108,7 @@ func OpenInspector(cfg InspectConfig) (*Inspector, error) {
 }
 
 // openReadOnly opens Pebble read-only on the store's folder.
-func openReadOnly(cfg InspectConfig, fs vfs.FS) (db *pebble.DB, err error) {
+func openReadOnly(cfg Config, fs vfs.FS) (db *pebble.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, pebblePanic(cfg.Dir, r)
@@ -116,58 +129,6 @@ func openReadOnly(cfg InspectConfig, fs vfs.FS) (db *pebble.DB, err error) {
 		EventListener: &pebble.EventListener{DataCorruption: func(pebble.DataCorruptionInfo) {}},
 	})
 }
-
-// overlayWAL reads the store's write-ahead log (walstore.go) and, if it
-// holds records that the tables lack, stacks them on the database in an
-// indexed batch that is never committed: the inspector sees what the next
-// open of the store will see, and writes nothing.
-func (in *Inspector) overlayWAL(fs vfs.FS, dir string) error {
-	after, err := readWALSeq(in.db)
-	if err != nil {
-		return err
-	}
-	return wal.Read(fs, walDir(fs, dir), after, func(r wal.Record) error {
-		rec, err := recordBatch(in.db, r)
-		if err != nil {
-			return err
-		}
-		defer rec.Close()
-		if in.overlay == nil {
-			in.overlay = in.db.NewIndexedBatch()
-			in.r = in.overlay
-		}
-		in.Replayed++
-		return in.overlay.Apply(rec, nil)
-	})
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// isLockError reports whether err is Pebble failing to take the directory
-// lock: fcntl's EAGAIN/EACCES from another process, or Pebble's own refusal
-// within this process.
-func isLockError(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
-		strings.Contains(err.Error(), "lock held by current process")
-}
-
-// inUseError words Pebble's lock error on open (EAGAIN: "resource
-// temporarily unavailable", which named neither the folder's user nor
-// what to do, issue #16).
-func inUseError(dir string, err error) error { return &inUse{dir: dir, err: err} }
-
-// inUse is ErrLocked met by Open, with the folder and Pebble's error.
-type inUse struct {
-	dir string
-	err error
-}
-
-func (e *inUse) Error() string {
-	return fmt.Sprintf("the store in %s is in use by another process (a greffe node running on this folder?): stop it first, or use another data folder (%v)", e.dir, e.err)
-}
-
-// Unwrap returns ErrLocked and Pebble's error.
-func (e *inUse) Unwrap() []error { return []error{ErrLocked, e.err} }
 
 // Close releases the store. Idempotent.
 func (in *Inspector) Close() (err error) {
@@ -370,15 +331,17 @@ func (in *Inspector) Meta() Meta {
 		}
 		return out, err
 	}
-	f, err := get(metaFormat)
+	f, err := get([]byte(layout.MetaFormat))
 	m.Format, m.FormatErr = string(f), err
-	id, err := get(metaLedgerID)
+	id, err := get([]byte(layout.MetaLedgerID))
 	m.LedgerID, m.LedgerErr = string(id), err
-	raw, err := get(metaState)
+	raw, err := get([]byte(layout.MetaState))
 	if err != nil {
 		m.StateErr = err
 		return m
 	}
-	m.State, m.StateErr = decodeState(raw)
+	if m.State, err = layout.DecodeState(raw); err != nil {
+		m.StateErr = fmt.Errorf("%w: %w", err, events.ErrCorrupt)
+	}
 	return m
 }
