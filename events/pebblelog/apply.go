@@ -13,7 +13,6 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
@@ -36,10 +35,9 @@ type prepared struct {
 	// tail holds the leaf hashes of the partial leaf tile (fewer than 256,
 	// 32 bytes each), copied from the sequencer state.
 	tail []byte
-	// walEnd is the position in wal (the store's log when the batch was
-	// logged; a restore may replace it) to sync before acknowledging.
-	walEnd uint64
-	wal    *wal.Log
+	// wait returns once the write-ahead log is synced through the batch
+	// (writeAheadLog.start): the syncer calls it before acknowledging.
+	wait func() error
 }
 
 // prepare applies b to the sequencer state without touching it: it checks

@@ -606,12 +606,7 @@ func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo)
 // hold stays in the log, which the next open replays. REQUIRES: dbMu held
 // exclusively.
 func (s *Store) closeLive() {
-	var walErr error
-	if s.wal != nil {
-		walErr = s.wal.Close()
-		s.wal = nil
-	}
-	if err := errors.Join(walErr, s.db.Close()); err != nil {
+	if err := errors.Join(s.log.close(false), s.db.Close()); err != nil {
 		s.cfg.Logger.Warn("restore: close the store", "err", err)
 	}
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/inspect"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/internal/pebbleslog"
 )
@@ -70,10 +69,11 @@ type Config struct {
 	// at their design rate up to ~30 million events; past it they grow
 	// slowly, and appends with them, while memory stays bounded.
 	IDFilterBytes int64
-	// WAL selects the write-ahead log: WALGreffe (the default), the store's
-	// own (internal/wal, walstore.go), or WALPebble, Pebble's. Both pass
-	// the same fault-injection suite (fault_test.go; the figures that chose
-	// the default are in docs/PERFORMANCE.md). Every open replays what
+	// WAL selects the write-ahead log (wal.go): WALGreffe (the default),
+	// the store's own (internal/wal, wal_greffe.go), or WALPebble, Pebble's
+	// (wal_pebble.go). Both pass the same fault-injection suite
+	// (fault_test.go; the figures that chose the default are in
+	// docs/PERFORMANCE.md). Every open replays what
 	// either log holds, so a store can switch between restarts.
 	WAL string
 	// OnFatal is called when the storage engine meets an error it cannot
@@ -175,21 +175,14 @@ type Store struct {
 	ledgerID string
 	origin   string
 
-	// dbMu guards db and wal against a swap by Restore; everything else
+	// dbMu guards db and log against a swap by Restore; everything else
 	// takes it for reading.
 	dbMu sync.RWMutex
 	db   *pebble.DB
-	// wal is the write-ahead log of db, which runs with Pebble's own WAL
-	// disabled (wal.go explains why); nil with Config.WAL = WALPebble
-	// (pebbleWAL). walMu makes "append to the log, then apply to Pebble"
-	// one step, so that Pebble applies batches in the log's order;
-	// walApplied is the seq of the last batch applied.
-	pebbleWAL  bool
-	wal        *wal.Log
-	walMu      sync.Mutex
-	walApplied atomic.Uint64
-	// walReplayed is how many log records the last open (or restore)
-	// replayed: 0 after a clean stop.
+	// log is db's write-ahead log, the one Config.WAL selects (wal.go).
+	log writeAheadLog
+	// walReplayed is how many records of the store's own log the last open
+	// (or restore) replayed: 0 after a clean stop.
 	walReplayed atomic.Uint64
 
 	// seq is owned by the single applier (see Invariants).
@@ -265,7 +258,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
+	s := &Store{cfg: cfg}
 	fs := s.fs()
 	// The folder's lock comes first: settling what a restore left, below,
 	// renames and deletes folders that a live store beside this call would
@@ -302,7 +295,7 @@ func Open(cfg Config) (_ *Store, err error) {
 		if perr := putBack(fs, cfg.Dir); perr != nil {
 			return nil, fmt.Errorf("open store %s: %w; putting back the replaced store failed: %w", cfg.Dir, err, perr)
 		}
-		s = &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
+		s = &Store{cfg: cfg}
 		var err2 error
 		if head, err2 = s.openFiles(); err2 != nil {
 			return nil, fmt.Errorf("open store %s: neither the restored store (now in %s: %w) nor the one it replaced opens: %w",
@@ -329,13 +322,6 @@ func Open(cfg Config) (_ *Store, err error) {
 	s.cancel = cancel
 	s.commit = newCommitter(s)
 	s.commit.start(ctx, &s.wg)
-	if !s.pebbleWAL {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.walDropLoop(ctx)
-		}()
-	}
 	if cfg.CheckpointInterval > 0 {
 		s.wg.Add(1)
 		go func() {
@@ -378,7 +364,7 @@ func (s *Store) openFiles() (events.Head, error) {
 		return events.Head{}, err
 	}
 	s.db = db
-	if err := s.openWAL(); err != nil {
+	if err := s.openLog(); err != nil {
 		_ = db.Close()
 		return events.Head{}, err
 	}
@@ -417,8 +403,8 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 		// The store's own log (wal.go) replaces Pebble's, unless Config.WAL
 		// asks for Pebble's. Pebble replays a WAL of its own found at open
 		// either way (a store written before that change, or with the
-		// other setting), and openWAL flushes what it replayed.
-		DisableWAL: !s.pebbleWAL,
+		// other setting), and openLog flushes what it replayed.
+		DisableWAL: !cfg.pebbleWAL(),
 		// A flush or compaction that fails (a write or sync error of a
 		// table, the MANIFEST, a read of a damaged block) fails the store:
 		// after any storage error it stops accepting writes until it is
@@ -486,18 +472,6 @@ func (s *Store) fatal(err error) {
 	s.fail(err)
 	s.cfg.OnFatal(err)
 	panic(fmt.Sprintf("pebblelog: OnFatal returned after %v", err))
-}
-
-// guard runs fn, a call into Pebble from one of the store's goroutines, and
-// turns a panic into fatal: Pebble panics where it cannot go on (a WAL file
-// it rotates that fails to close, in WALPebble mode).
-func (s *Store) guard(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.fatal(fmt.Errorf("pebble: %v", r))
-		}
-	}()
-	return fn()
 }
 
 // loadOrInit checks the store's identity and loads the sequencer state. A
@@ -777,19 +751,15 @@ func (s *Store) Close() error {
 // REQUIRES: dbMu held exclusively, or no other user (Open).
 func (s *Store) closeDB() error {
 	var errs []error
+	flushed := false
 	if s.failure() == nil {
 		if err := s.db.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
-		} else if s.wal != nil {
-			if err := s.wal.DropThrough(s.walApplied.Load(), true); err != nil {
-				errs = append(errs, err)
-			}
+		} else {
+			flushed = true
 		}
 	}
-	if s.wal != nil {
-		errs = append(errs, s.wal.Close())
-	}
-	errs = append(errs, s.db.Close())
+	errs = append(errs, s.log.close(flushed), s.db.Close())
 	return errors.Join(errs...)
 }
 
