@@ -13,13 +13,14 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 func verifyDir(t *testing.T, f *fixture) *audit.Report {
 	t.Helper()
-	rep, err := audit.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
+	rep, err := offline.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestVerifyDir_SignedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := audit.VerifyDir(ctx, dir, audit.Config{Verifiers: []note.Verifier{verifier}})
+	rep, err := offline.VerifyDir(ctx, dir, audit.Config{Verifiers: []note.Verifier{verifier}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +448,7 @@ func TestVerifyDir_StoreFormats(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			rep, err := audit.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
+			rep, err := offline.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
 			if !c.verified {
 				if !errors.Is(err, audit.ErrConfig) {
 					t.Fatalf("format %q: err = %v, want ErrConfig", c.format, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/online"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
@@ -49,7 +50,7 @@ func serveStore(t *testing.T, f *fixture, wrap func(http.Handler) http.Handler) 
 
 func verifyServer(t *testing.T, url string, cfg audit.Config) *audit.Report {
 	t.Helper()
-	rep, err := audit.VerifyServer(t.Context(), client.New(url, ""), cfg)
+	rep, err := online.VerifyServer(t.Context(), client.New(url, ""), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +296,11 @@ func TestVerifyServer_Refusals(t *testing.T) {
 	f := buildLog(t, 10)
 	url := serveStore(t, f, nil)
 	_, other, _ := newKey(t, "greffe/another-ledger")
-	_, err := audit.VerifyServer(t.Context(), client.New(url, ""), audit.Config{Verifiers: []note.Verifier{other}})
+	_, err := online.VerifyServer(t.Context(), client.New(url, ""), audit.Config{Verifiers: []note.Verifier{other}})
 	if err == nil || !strings.Contains(err.Error(), "another-ledger") {
 		t.Errorf("verifier of another ledger: %v", err)
 	}
-	_, err = audit.VerifyServer(t.Context(), client.New("http://127.0.0.1:1", ""), audit.Config{})
+	_, err = online.VerifyServer(t.Context(), client.New("http://127.0.0.1:1", ""), audit.Config{})
 	if err == nil {
 		t.Error("unreachable node verified")
 	}

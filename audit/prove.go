@@ -83,7 +83,7 @@ func newProver(ctx context.Context, c *client.Client, vs []note.Verifier) (*prov
 	if len(vs) == 0 {
 		return nil, fmt.Errorf("%w: the node publishes no verifier key; pass --verifier", ErrConfig)
 	}
-	if err := checkVerifiers(vs, info.Origin); err != nil {
+	if err := CheckVerifiers(vs, info.Origin); err != nil {
 		return nil, err
 	}
 	return &prover{c: c, origin: info.Origin, vs: vs}, nil
@@ -91,17 +91,17 @@ func newProver(ctx context.Context, c *client.Client, vs []note.Verifier) (*prov
 
 // checkpoint fetches the signed checkpoint of size (0: the latest) and
 // checks it.
-func (p *prover) checkpoint(ctx context.Context, size uint64) (openedCheckpoint, error) {
+func (p *prover) checkpoint(ctx context.Context, size uint64) (OpenedCheckpoint, error) {
 	raw, err := p.c.Checkpoint(ctx, size)
 	if err != nil {
-		return openedCheckpoint{}, fmt.Errorf("checkpoint: %w", err)
+		return OpenedCheckpoint{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	oc := openCheckpoint(raw, p.origin, p.vs)
+	oc := OpenCheckpoint(raw, p.origin, p.vs)
 	switch {
-	case oc.kind != "":
-		return oc, &ProofError{Kind: oc.kind, Detail: oc.detail}
-	case size != 0 && oc.size != size:
-		return oc, &ProofError{Kind: KindCheckpointMalformed, Detail: fmt.Sprintf("asked for the checkpoint of size %d, got %d", size, oc.size)}
+	case oc.Kind != "":
+		return oc, &ProofError{Kind: oc.Kind, Detail: oc.Detail}
+	case size != 0 && oc.Size != size:
+		return oc, &ProofError{Kind: KindCheckpointMalformed, Detail: fmt.Sprintf("asked for the checkpoint of size %d, got %d", size, oc.Size)}
 	}
 	return oc, nil
 }
@@ -120,7 +120,7 @@ func ProveInclusion(ctx context.Context, c *client.Client, vs []note.Verifier, p
 	if err != nil {
 		return nil, err
 	}
-	size = cp.size
+	size = cp.Size
 	if position >= size {
 		return nil, fmt.Errorf("%w: position %d is not below size %d (the empty tree has no leaves)", ErrConfig, position, size)
 	}
@@ -133,11 +133,11 @@ func ProveInclusion(ctx context.Context, c *client.Client, vs []note.Verifier, p
 		return nil, err
 	}
 	leaf := events.LeafHash(entry)
-	res := &InclusionProof{Position: position, Size: size, LeafHash: leaf[:], Entry: entry, Root: cp.root[:], Hashes: out.Hashes, Checkpoint: string(cp.note)}
+	res := &InclusionProof{Position: position, Size: size, LeafHash: leaf[:], Entry: entry, Root: cp.Root[:], Hashes: out.Hashes, Checkpoint: string(cp.Note)}
 	if !bytes.Equal(out.LeafHash, leaf[:]) {
 		return res, &ProofError{Kind: KindProofInvalid, Detail: fmt.Sprintf("the node's leaf hash %x… is not the hash of the entry it serves (%x…)", out.LeafHash[:min(6, len(out.LeafHash))], leaf[:6])}
 	}
-	if err := VerifyInclusionProof(position, size, leaf[:], out.Hashes, cp.root[:]); err != nil {
+	if err := VerifyInclusionProof(position, size, leaf[:], out.Hashes, cp.Root[:]); err != nil {
 		return res, &ProofError{Kind: KindProofInvalid, Detail: err.Error() + " against the signed checkpoint"}
 	}
 	res.Verified = true
@@ -173,17 +173,17 @@ func ProveConsistency(ctx context.Context, c *client.Client, vs []note.Verifier,
 	if err != nil {
 		return nil, err
 	}
-	to = cpTo.size
+	to = cpTo.Size
 	if from > to {
 		return nil, fmt.Errorf("%w: from %d is above to %d", ErrConfig, from, to)
 	}
-	res := &ConsistencyProof{From: from, To: to, RootFrom: events.EmptyRoot[:], RootTo: cpTo.root[:], ToCheckpoint: string(cpTo.note)}
+	res := &ConsistencyProof{From: from, To: to, RootFrom: events.EmptyRoot[:], RootTo: cpTo.Root[:], ToCheckpoint: string(cpTo.Note)}
 	if from > 0 {
 		cpFrom, err := p.checkpoint(ctx, from)
 		if err != nil {
 			return nil, err
 		}
-		res.RootFrom, res.FromCheckpoint = cpFrom.root[:], string(cpFrom.note)
+		res.RootFrom, res.FromCheckpoint = cpFrom.Root[:], string(cpFrom.Note)
 	}
 	var out client.ConsistencyOut
 	if err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/proof/consistency?from=%d&to=%d", from, to), nil, &out); err != nil {

@@ -1,4 +1,4 @@
-package audit
+package offline
 
 import (
 	"bytes"
@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/internal/verify"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/events/pebblelog/layout"
@@ -34,25 +35,23 @@ const eventWindow = 1 << 16
 // A returned error means the verification could not run (exit code 2); the
 // ledger's faults are in the report (exit code 1 when any). Damaged storage
 // (a file of the store that does not read back, inspect.DamageError) is a
-// fault, KindStorageCorrupt, one per damaged file: the verification stops
+// fault, audit.KindStorageCorrupt, one per damaged file: the verification stops
 // where it showed, and the report holds what was verified until then.
-func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
-	cfg.setDefaults()
-	start := time.Now()
-	fs := newFaults(cfg.MaxFaults)
-	rep := &Report{Source: dir}
+func VerifyDir(ctx context.Context, dir string, cfg audit.Config) (*audit.Report, error) {
+	run := verify.New(cfg, dir)
+	cfg = run.Config()
+	rep := run.Report()
 	// stop ends the verification on err: a report when err is damage,
 	// else err (could not run).
-	stop := func(err error) (*Report, error) {
+	stop := func(err error) (*audit.Report, error) {
 		var de *inspect.DamageError
 		if !errors.As(err, &de) {
 			return nil, err
 		}
-		if err := storageFaults(ctx, dir, de, fs); err != nil {
+		if err := storageFaults(ctx, dir, de, run); err != nil {
 			return nil, err
 		}
-		rep.finish(fs, start)
-		return rep, nil
+		return run.Finish(), nil
 	}
 	in, err := inspect.Open(inspect.Config{Dir: dir})
 	if err != nil {
@@ -63,35 +62,35 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	meta := in.Meta()
 	switch {
 	case meta.FormatErr != nil:
-		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("format record: %v", meta.FormatErr)})
+		run.Fault(audit.Fault{Kind: audit.KindStoreIdentity, Position: audit.NoPosition, Detail: fmt.Sprintf("format record: %v", meta.FormatErr)})
 	case !layout.Known(meta.Format):
-		return nil, fmt.Errorf("%w: store format %q, this binary verifies %q", ErrConfig, meta.Format, layout.StoreFormat)
+		return nil, fmt.Errorf("%w: store format %q, this binary verifies %q", audit.ErrConfig, meta.Format, layout.StoreFormat)
 	}
 	origin := events.Origin(meta.LedgerID)
 	if meta.LedgerErr != nil {
-		fs.add(Fault{Kind: KindStoreIdentity, Position: NoPosition, Detail: fmt.Sprintf("ledger id record: %v", meta.LedgerErr)})
+		run.Fault(audit.Fault{Kind: audit.KindStoreIdentity, Position: audit.NoPosition, Detail: fmt.Sprintf("ledger id record: %v", meta.LedgerErr)})
 		if len(cfg.Verifiers) > 0 {
 			origin = cfg.Verifiers[0].Name()
 		}
 	}
 	rep.LedgerID, rep.Origin = meta.LedgerID, origin
-	if err := checkVerifiers(cfg.Verifiers, origin); err != nil {
+	if err := audit.CheckVerifiers(cfg.Verifiers, origin); err != nil {
 		return nil, err
 	}
 	if meta.StateErr != nil {
-		fs.add(Fault{Kind: KindStateMismatch, Position: NoPosition, Detail: fmt.Sprintf("state record: %v", meta.StateErr)})
+		run.Fault(audit.Fault{Kind: audit.KindStateMismatch, Position: audit.NoPosition, Detail: fmt.Sprintf("state record: %v", meta.StateErr)})
 	}
 	state := meta.State
 
-	var cps []storedCheckpoint
+	var cps []verify.StoredCheckpoint
 	var maxCheckpoint uint64
 	err = in.Scan(ctx, layout.SpaceCheckpoints, func(e inspect.Entry) error {
 		size, ok := layout.ParseCheckpointKey(e.Key)
 		if !ok {
-			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("checkpoint key %x", e.Key)})
+			run.Fault(audit.Fault{Kind: audit.KindMalformedKey, Position: audit.NoPosition, Detail: fmt.Sprintf("checkpoint key %x", e.Key)})
 			return nil
 		}
-		cps = append(cps, storedCheckpoint{key: size, note: bytes.Clone(e.Value)})
+		cps = append(cps, verify.StoredCheckpoint{Size: size, Note: bytes.Clone(e.Value)})
 		maxCheckpoint = max(maxCheckpoint, size)
 		return nil
 	})
@@ -99,41 +98,41 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		return stop(err)
 	}
 	if len(cps) > 0 && len(cfg.Verifiers) == 0 {
-		return nil, fmt.Errorf("%w: the store holds %d checkpoints and no verifier key is configured", ErrConfig, len(cps))
+		return nil, fmt.Errorf("%w: the store holds %d checkpoints and no verifier key is configured", audit.ErrConfig, len(cps))
 	}
 
 	// The index scans do not depend on the events: they run while the
 	// events are replayed, and are compared with them afterwards.
 	ig, ictx := errgroup.WithContext(ctx)
-	var se streamEntries
-	var ids []idEntry
+	var se verify.StreamEntries
+	var ids []verify.IDEntry
 	ig.Go(func() error {
-		se.ents = make([]streamEntry, 0, state.Size)
+		se.Grow(state.Size)
 		return in.Scan(ictx, layout.SpaceStreams, func(e inspect.Entry) error {
 			stream, version, ok := layout.ParseStreamKey(e.Key)
 			pos, n, okv := layout.ParseStreamRun(e.Value)
 			if !ok || !okv {
-				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("stream index entry %x -> %x", e.Key, e.Value)})
+				run.Fault(audit.Fault{Kind: audit.KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("stream index entry %x -> %x", e.Key, e.Value)})
 				return nil
 			}
 			// A run maps versions [version, version+n) to positions
 			// [pos, pos+n): checked as n entries, as the store reads it.
 			for i := range n {
-				se.add(stream, version+i, pos+i)
+				se.Add(stream, version+i, pos+i)
 			}
 			return nil
 		})
 	})
 	ig.Go(func() error {
-		ids = make([]idEntry, 0, state.Size)
+		ids = make([]verify.IDEntry, 0, state.Size)
 		return in.Scan(ictx, layout.SpaceIDs, func(e inspect.Entry) error {
 			id, ok := layout.ParseIDKey(e.Key)
 			pos, okv := layout.ParsePosition(e.Value)
 			if !ok || !okv {
-				fs.add(Fault{Kind: KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("event-id index entry %x -> %x", e.Key, e.Value)})
+				run.Fault(audit.Fault{Kind: audit.KindMalformedKey, Position: blameValue(pos, okv), Detail: fmt.Sprintf("event-id index entry %x -> %x", e.Key, e.Value)})
 				return nil
 			}
-			ids = append(ids, idEntry{id: id, pos: pos})
+			ids = append(ids, verify.IDEntry{ID: id, Pos: pos})
 			return nil
 		})
 	})
@@ -144,25 +143,25 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	if meta.StateErr != nil {
 		head = maxCheckpoint // the best evidence of the head left
 	}
-	rc := replayConfig{workers: cfg.Workers, sizeHint: head, head: head, maxSlots: max(head, maxCheckpoint) + slackSlots}
+	rc := verify.ReplayConfig{Workers: cfg.Workers, SizeHint: head, Head: head, MaxSlots: max(head, maxCheckpoint) + slackSlots}
 	if cfg.Progress != nil {
-		rc.progress = func(done uint64) { cfg.Progress(done, state.Size) }
+		rc.Progress = func(done uint64) { cfg.Progress(done, state.Size) }
 	}
-	r, err := replay(ctx, rc, fs, func(ctx context.Context, f *feeder) error {
+	r, err := run.Replay(ctx, rc, func(ctx context.Context, f *verify.Feeder) error {
 		err := in.ScanEvents(ctx, eventWindow, func(e inspect.Entry) error {
 			pos, ok := layout.ParseEventKey(e.Key)
 			if !ok {
-				fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("event key %x", e.Key)})
+				run.Fault(audit.Fault{Kind: audit.KindMalformedKey, Position: audit.NoPosition, Detail: fmt.Sprintf("event key %x", e.Key)})
 				return nil
 			}
 			lastKey = int64(pos)
 			rep.Events++
-			return f.event(pos, e.Value)
+			return f.Event(pos, e.Value)
 		})
 		if err != nil {
 			return err
 		}
-		return f.missingTail(state.Size, fmt.Sprintf("the state records %d events (the log was truncated)", state.Size))
+		return f.MissingTail(state.Size, fmt.Sprintf("the state records %d events (the log was truncated)", state.Size))
 	})
 	if ierr := ig.Wait(); err == nil {
 		err = ierr
@@ -171,61 +170,60 @@ func VerifyDir(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		return stop(err)
 	}
 	if stored := uint64(lastKey + 1); meta.StateErr == nil && stored > state.Size {
-		fs.add(Fault{Kind: KindEventBeyondHead, Position: int64(state.Size), End: int64(stored),
+		run.Fault(audit.Fault{Kind: audit.KindEventBeyondHead, Position: int64(state.Size), End: int64(stored),
 			Detail: fmt.Sprintf("events stored up to position %d, beyond the recorded head of %d events", lastKey, state.Size)})
 	}
-	if r.dropped > 0 {
-		fs.add(Fault{Kind: KindEventBeyondHead, Position: int64(r.size()),
-			Detail: fmt.Sprintf("%d events stored far beyond the recorded head of %d events were not replayed", r.dropped, state.Size)})
+	if r.Dropped() > 0 {
+		run.Fault(audit.Fault{Kind: audit.KindEventBeyondHead, Position: int64(r.Size()),
+			Detail: fmt.Sprintf("%d events stored far beyond the recorded head of %d events were not replayed", r.Dropped(), state.Size)})
 	}
 	// n is the size of the log the stored tree should describe.
-	n := r.size()
+	n := r.Size()
 	if meta.StateErr == nil {
 		n = min(n, state.Size)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { checkStreamIndex(r, fs, &se); return nil })
-	g.Go(func() error { checkIDIndex(r, fs, ids); return nil })
-	g.Go(func() error { return checkStoredTree(gctx, in, r, n, fs) })
-	rep.Events, rep.Streams, rep.Signatures = r.size(), len(r.names), r.sigs
+	g.Go(func() error { run.CheckStreamIndex(r, &se); return nil })
+	g.Go(func() error { run.CheckIDIndex(r, ids); return nil })
+	g.Go(func() error { return checkStoredTree(gctx, in, r, n, run) })
+	rep.Events, rep.Streams, rep.Signatures = r.Size(), r.Streams(), r.Signatures()
 	if err := g.Wait(); err != nil {
 		return stop(err)
 	}
 
-	if meta.StateErr == nil && state.Size <= r.size() {
-		if lo, hi, differs := compareRange(r.tree, state.Size, state.Range); differs {
-			fs.add(Fault{Kind: KindStateMismatch, Position: int64(lo), End: int64(hi), Approximate: true,
+	if meta.StateErr == nil && state.Size <= r.Size() {
+		if lo, hi, differs := r.CompareRange(state.Size, state.Range); differs {
+			run.Fault(audit.Fault{Kind: audit.KindStateMismatch, Position: int64(lo), End: int64(hi), Approximate: true,
 				Detail: fmt.Sprintf("the recorded head's compact range differs from the recomputed one over positions [%d, %d)", lo, hi)})
 		}
-		if state.Size == r.size() && state.LastRecorded != r.lastAt {
-			fs.add(Fault{Kind: KindStateMismatch, Position: int64(max(state.Size, 1) - 1),
-				Detail: fmt.Sprintf("the recorded head says the last event was recorded at %d ns, the events say %d ns", state.LastRecorded, r.lastAt)})
+		if state.Size == r.Size() && state.LastRecorded != r.LastRecorded() {
+			run.Fault(audit.Fault{Kind: audit.KindStateMismatch, Position: int64(max(state.Size, 1) - 1),
+				Detail: fmt.Sprintf("the recorded head says the last event was recorded at %d ns, the events say %d ns", state.LastRecorded, r.LastRecorded())})
 		}
 	}
-	nc, latest, err := checkCheckpoints(ctx, r.tree, r.size(), cps, origin, cfg.Verifiers, fs)
+	nc, latest, err := run.CheckCheckpoints(ctx, r, cps, origin, cfg.Verifiers)
 	if err != nil {
 		return nil, err
 	}
 	rep.Checkpoints = nc
 	rep.Size = n
-	root := r.tree.root(n)
+	root := r.Root(n)
 	rep.Root = root[:]
 	if cfg.StateFile != "" {
-		out, err := checkState(ctx, cfg.StateFile, dir, origin, r.tree, latest, fs, localProofs{r.tree})
+		out, err := run.CheckState(ctx, r, latest, origin, r)
 		if err != nil {
 			return nil, err
 		}
 		rep.State = out
 	}
-	rep.finish(fs, start)
-	return rep, nil
+	return run.Finish(), nil
 }
 
 // storageFaults reports damaged storage: the damage that showed, where it
 // showed, and every other damaged file inspect.CheckFiles finds (it names
 // the file when Pebble did not).
-func storageFaults(ctx context.Context, dir string, shown *inspect.DamageError, fs *faults) error {
+func storageFaults(ctx context.Context, dir string, shown *inspect.DamageError, run *verify.Run) error {
 	found, err := inspect.CheckFiles(ctx, nil, dir)
 	if err != nil && ctx.Err() != nil {
 		return err
@@ -240,18 +238,18 @@ func storageFaults(ctx context.Context, dir string, shown *inspect.DamageError, 
 		named.Err = fmt.Errorf("%w (%v)", shown.Err, found[0].Err)
 		shown, found = &named, nil
 	}
-	fs.add(storageFault(dir, shown))
+	run.Fault(storageFault(dir, shown))
 	for _, d := range found {
 		if d.File != shown.File {
-			fs.add(storageFault(dir, d))
+			run.Fault(storageFault(dir, d))
 		}
 	}
 	return nil
 }
 
 // storageFault is the fault of one damaged file.
-func storageFault(dir string, d *inspect.DamageError) Fault {
-	f := Fault{Kind: KindStorageCorrupt, Position: NoPosition, File: relPath(dir, d.File)}
+func storageFault(dir string, d *inspect.DamageError) audit.Fault {
+	f := audit.Fault{Kind: audit.KindStorageCorrupt, Position: audit.NoPosition, File: relPath(dir, d.File)}
 	if d.Offset >= 0 {
 		f.Offset = &d.Offset
 	}
@@ -275,7 +273,7 @@ func storageFault(dir string, d *inspect.DamageError) Fault {
 		case d.After != nil:
 			where += fmt.Sprintf(" after key %x", d.After)
 		}
-		if f.Position != NoPosition {
+		if f.Position != audit.NoPosition {
 			where += fmt.Sprintf(" (the events from position %d on are not verified)", f.Position)
 		}
 		where += ": "
@@ -294,50 +292,49 @@ func relPath(dir, path string) string {
 
 func blameValue(pos uint64, ok bool) int64 {
 	if ok {
-		return blamePos(pos)
+		return verify.BlamePosition(pos)
 	}
-	return NoPosition
+	return audit.NoPosition
 }
 
 // checkStoredTree compares the stored leaf tiles and tile-base nodes with
 // the recomputed tree of n positions.
-func checkStoredTree(ctx context.Context, in *inspect.Inspector, r *replayed, n uint64, fs *faults) error {
-	t := r.tree
+func checkStoredTree(ctx context.Context, in *inspect.Inspector, r *verify.Replayed, n uint64, run *verify.Run) error {
 	tileW := uint64(layout.TileWidth)
 	want := uint64(0) // next expected tile index
 	err := in.Scan(ctx, layout.SpaceLeafTiles, func(e inspect.Entry) error {
 		idx, ok := layout.ParseLeafTileKey(e.Key)
 		if !ok {
-			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("leaf tile key %x", e.Key)})
+			run.Fault(audit.Fault{Kind: audit.KindMalformedKey, Position: audit.NoPosition, Detail: fmt.Sprintf("leaf tile key %x", e.Key)})
 			return nil
 		}
 		first := idx * tileW
 		if (idx+1)*tileW > n {
-			fs.add(Fault{Kind: KindUnexpectedEntry, Position: int64(first), End: int64(first + tileW),
+			run.Fault(audit.Fault{Kind: audit.KindUnexpectedEntry, Position: int64(first), End: int64(first + tileW),
 				Detail: fmt.Sprintf("leaf tile %d is stored, but the log holds %d events", idx, n)})
 			return nil
 		}
 		for ; want < idx; want++ {
-			fs.add(Fault{Kind: KindLeafTileMissing, Position: int64(want * tileW), End: int64((want + 1) * tileW),
+			run.Fault(audit.Fault{Kind: audit.KindLeafTileMissing, Position: int64(want * tileW), End: int64((want + 1) * tileW),
 				Detail: fmt.Sprintf("leaf tile %d is not stored", want)})
 		}
 		want = idx + 1
 		if len(e.Value) != int(tileW)*32 {
-			fs.add(Fault{Kind: KindLeafHashMismatch, Position: int64(first), End: int64(first + tileW),
+			run.Fault(audit.Fault{Kind: audit.KindLeafHashMismatch, Position: int64(first), End: int64(first + tileW),
 				Detail: fmt.Sprintf("leaf tile %d holds %d bytes, not %d", idx, len(e.Value), tileW*32)})
 			return nil
 		}
-		ours := t.levels[0][first*32 : (first+tileW)*32]
+		ours := r.LeafHashes(first, first+tileW)
 		if bytes.Equal(ours, e.Value) {
 			return nil
 		}
 		for i := uint64(0); i < tileW; i++ {
 			p := first + i
-			if r.streamOf[p] == missingSlot {
+			if r.Missing(p) {
 				continue // reported as missing
 			}
 			if !bytes.Equal(ours[i*32:i*32+32], e.Value[i*32:i*32+32]) {
-				fs.add(Fault{Kind: KindLeafHashMismatch, Position: int64(p),
+				run.Fault(audit.Fault{Kind: audit.KindLeafHashMismatch, Position: int64(p),
 					Detail: fmt.Sprintf("the leaf hash of the stored bytes is %x…, leaf tile %d records %x…", ours[i*32:i*32+6], idx, e.Value[i*32:i*32+6])})
 			}
 		}
@@ -347,7 +344,7 @@ func checkStoredTree(ctx context.Context, in *inspect.Inspector, r *replayed, n 
 		return err
 	}
 	for ; want < n/tileW; want++ {
-		fs.add(Fault{Kind: KindLeafTileMissing, Position: int64(want * tileW), End: int64((want + 1) * tileW),
+		run.Fault(audit.Fault{Kind: audit.KindLeafTileMissing, Position: int64(want * tileW), End: int64((want + 1) * tileW),
 			Detail: fmt.Sprintf("leaf tile %d is not stored", want)})
 	}
 
@@ -359,14 +356,14 @@ func checkStoredTree(ctx context.Context, in *inspect.Inspector, r *replayed, n 
 			return
 		}
 		for ; next < n>>level; next++ {
-			fs.add(Fault{Kind: KindNodeMissing, Position: int64(next << level), End: int64((next + 1) << level),
+			run.Fault(audit.Fault{Kind: audit.KindNodeMissing, Position: int64(next << level), End: int64((next + 1) << level),
 				Detail: fmt.Sprintf("node %d/%d is not stored", level, next)})
 		}
 	}
 	err = in.Scan(ctx, layout.SpaceNodes, func(e inspect.Entry) error {
 		l, idx, ok := layout.ParseNodeKey(e.Key)
 		if !ok || l == 0 || l%layout.TileHeight != 0 || l >= 64 {
-			fs.add(Fault{Kind: KindMalformedKey, Position: NoPosition, Detail: fmt.Sprintf("node key %x", e.Key)})
+			run.Fault(audit.Fault{Kind: audit.KindMalformedKey, Position: audit.NoPosition, Detail: fmt.Sprintf("node key %x", e.Key)})
 			return nil
 		}
 		if l != level {
@@ -375,17 +372,17 @@ func checkStoredTree(ctx context.Context, in *inspect.Inspector, r *replayed, n 
 		}
 		lo, hi := idx<<l, (idx+1)<<l
 		if hi > n || hi>>l != idx+1 {
-			fs.add(Fault{Kind: KindUnexpectedEntry, Position: int64(min(lo, n)),
+			run.Fault(audit.Fault{Kind: audit.KindUnexpectedEntry, Position: int64(min(lo, n)),
 				Detail: fmt.Sprintf("node %d/%d is stored, but the log holds %d events", l, idx, n)})
 			return nil
 		}
 		for ; next < idx; next++ {
-			fs.add(Fault{Kind: KindNodeMissing, Position: int64(next << l), End: int64((next + 1) << l),
+			run.Fault(audit.Fault{Kind: audit.KindNodeMissing, Position: int64(next << l), End: int64((next + 1) << l),
 				Detail: fmt.Sprintf("node %d/%d is not stored", l, next)})
 		}
 		next = idx + 1
-		if !bytes.Equal(t.node(l, idx), e.Value) {
-			fs.add(Fault{Kind: KindNodeHashMismatch, Position: int64(lo), End: int64(hi), Approximate: true,
+		if !bytes.Equal(r.Node(l, idx), e.Value) {
+			run.Fault(audit.Fault{Kind: audit.KindNodeHashMismatch, Position: int64(lo), End: int64(hi), Approximate: true,
 				Detail: fmt.Sprintf("stored node %d/%d differs from the node recomputed from the events of positions [%d, %d)", l, idx, lo, hi)})
 		}
 		return nil
