@@ -6,6 +6,6 @@
 // and check it against a signed checkpoint before it is shown.
 //
 // It may import audit and its core, events, client (the node's HTTP
-// client) and tessera's tile layout; never a storage engine, api, node or
-// cmd (internal/lint).
+// client), tessera's tile layout and x/mod's note; never a storage engine,
+// api, node or cmd (internal/lint).
 package online

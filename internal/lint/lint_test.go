@@ -181,21 +181,42 @@ var rules = []rule{
 			"and the Prometheus client; never api or node, which wire it (metrics/doc.go)",
 	},
 	{
-		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "events/pebblelog/layout", "events/pebblelog/inspect", "aggregates", "client", "witness", "internal/atomicfile"},
-		modules: []string{
-			"github.com/transparency-dev",
-			"golang.org/x/mod/sumdb/note",
-			"github.com/secure-systems-lab/go-securesystemslib",
-		},
-		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
-			"events, the store's read-only Inspector, aggregates, client, witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
+		pkg:      "audit",
+		greffe:   []string{"events", "witness", "internal/atomicfile"},
+		modules:  []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
+		noEngine: true,
+		why: "the auditor's core (replay, tree, checkpoints, proofs, trust state) with no storage engine: events (ARCHITECTURE.md); " +
+			"audit/doc.go adds witness (its cosignature key parser), internal/atomicfile (the state file), transparency-dev " +
+			"(ARCHITECTURE.md's events line) and x/mod's note; never the code it audits (api, node, cmd) nor a source's " +
+			"(layout, inspect, client: the sources beside it)",
+	},
+	{
+		pkg:      "audit/internal/verify",
+		greffe:   []string{"audit", "events"},
+		modules:  []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note", "github.com/secure-systems-lab/go-securesystemslib"},
+		noEngine: true,
+		why: "the auditor's core, its engine (audit/internal/verify/doc.go): audit and events, as the core may (ARCHITECTURE.md); " +
+			"transparency-dev, x/mod's note and DSSE (the signatures an event carries); no storage engine, no source",
+	},
+	{
+		pkg:    "audit/offline",
+		greffe: []string{"audit", "audit/internal/verify", "events", "events/pebblelog/layout", "events/pebblelog/inspect"},
+		why: "the auditor's offline source: layout and inspect (ARCHITECTURE.md, \"offline source only\"), the core it feeds; " +
+			"never the store's write path (events/pebblelog)",
+	},
+	{
+		pkg:      "audit/online",
+		greffe:   []string{"audit", "audit/internal/verify", "events", "client"},
+		modules:  []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
+		noEngine: true,
+		why: "the auditor's online source: client (ARCHITECTURE.md, \"online source only\"), the core it feeds, " +
+			"tessera's tlog-tiles layout and x/mod's note (the verifier keys it is given) (audit/online/doc.go)",
 	},
 	{
 		pkg:     "backup",
-		greffe:  []string{"events", "events/pebblelog", "events/pebblelog/layout", "events/pebblelog/inspect", "audit", "client"},
+		greffe:  []string{"events", "events/pebblelog", "events/pebblelog/layout", "events/pebblelog/inspect", "audit", "audit/offline", "client"},
 		modules: []string{"github.com/cockroachdb/pebble/v2/vfs", "golang.org/x/mod/sumdb/note"},
-		why:     "not in the table: events, the store, audit, client, Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
+		why:     "not in the table: events, the store, audit (and its offline source), client, Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
 	},
 	{
 		pkg:     "bench",
@@ -211,9 +232,10 @@ var rules = []rule{
 			"and the JSON cursor it shares with api (internal/jsonscan/scanner.go)",
 	},
 	{
-		pkg:     "client/verified",
-		greffe:  []string{"client", "events", "aggregates", "audit"},
-		modules: []string{"golang.org/x/mod/sumdb/note"},
+		pkg:      "client/verified",
+		greffe:   []string{"client", "events", "aggregates", "audit"},
+		modules:  []string{"golang.org/x/mod/sumdb/note"},
+		noEngine: true,
 		why: "not in the table: the client's verified mode (client/verified/doc.go): client's proven answers, " +
 			"audit's checkpoint policy and Advance (one verifier for verify and the client), aggregates' event references, x/mod's note",
 	},
@@ -284,6 +306,10 @@ var rules = []rule{
 // new ones). x/sync: fan-out uses errgroup (STYLE.md, "Concurrency").
 var everywhere = []string{"github.com/google/uuid", "golang.org/x/sync"}
 
+// storageEngines are the import paths of storage engines (each with
+// everything below it): what a noEngine package must not link.
+var storageEngines = []string{"github.com/cockroachdb/pebble"}
+
 // knownViolations are imports that no rule grants but the code makes
 // today, each with what would remove it. The test fails on any other
 // import no rule grants, and on an entry here that no longer happens
@@ -341,6 +367,11 @@ type rule struct {
 	modules []string
 	// belowAPI marks what api builds on: it must not import net/http.
 	belowAPI bool
+	// noEngine marks what links no storage engine (storageEngines), even
+	// through the packages it imports: the auditor's core and what a
+	// client program links (ARCHITECTURE.md: "the auditor's core … with
+	// no storage engine").
+	noEngine bool
 	why      string
 }
 
@@ -370,6 +401,9 @@ type module struct {
 	path     string          // the module path
 	pkgs     []*pkg          // the module's packages, in go list's order
 	standard map[string]bool // import paths of the standard library
+	// imports are the imports of every package outside the standard
+	// library, the module's and its dependencies', by import path.
+	imports map[string][]string
 }
 
 // rel returns p relative to the module ("events/pebblelog"), or "" for a
@@ -414,7 +448,7 @@ func load(t *testing.T) *module {
 	if err != nil {
 		t.Fatalf("go list -deps -json ./...: %v\n%s", err, stderr.Bytes())
 	}
-	m := &module{standard: map[string]bool{}}
+	m := &module{standard: map[string]bool{}, imports: map[string][]string{}}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		p := new(pkg)
@@ -428,7 +462,11 @@ func load(t *testing.T) *module {
 			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
 		case p.Standard:
 			m.standard[p.ImportPath] = true
-		case !p.DepOnly:
+		default:
+			m.imports[p.ImportPath] = p.Imports
+			if p.DepOnly {
+				break
+			}
 			m.pkgs = append(m.pkgs, p)
 			if m.path == "" && p.Module != nil {
 				m.path = p.Module.Path
@@ -494,6 +532,7 @@ func (r rule) allowsModule(imp string) bool {
 func TestLint(t *testing.T) {
 	m := load(t)
 	t.Run("Imports", func(t *testing.T) { testImports(t, m) })
+	t.Run("NoStorageEngine", func(t *testing.T) { testNoStorageEngine(t, m) })
 	t.Run("NetHTTPBelowAPI", func(t *testing.T) { testNetHTTPBelowAPI(t, m) })
 	t.Run("AggregatesReadNoClock", func(t *testing.T) { testAggregatesReadNoClock(t, m) })
 	t.Run("Names", func(t *testing.T) { testNames(t, m) })
@@ -542,6 +581,56 @@ func testImports(t *testing.T, m *module) {
 			t.Errorf("known violation %s -> %s no longer happens: delete it from knownViolations", v.pkg, v.imp)
 		}
 	}
+}
+
+// testNoStorageEngine checks that no package whose rule says noEngine
+// links a storage engine, even through the packages it imports: an import
+// its rule grants may not drag one in either (as events/pebblelog once
+// came into client/verified through audit). A failure names the chain.
+func testNoStorageEngine(t *testing.T, m *module) {
+	checked := 0
+	for _, p := range m.pkgs {
+		rel, _ := m.rel(p.ImportPath)
+		if r, ok := ruleFor(rel); !ok || !r.noEngine {
+			continue
+		}
+		checked++
+		if chain := m.pathTo(p.ImportPath, func(imp string) bool {
+			return slices.ContainsFunc(storageEngines, func(e string) bool { return under(e, imp) })
+		}); chain != nil {
+			t.Errorf("%s links a storage engine: %s; the auditor's core and a client program link none (ARCHITECTURE.md)",
+				rel, strings.Join(chain, " -> "))
+		}
+	}
+	if checked == 0 {
+		t.Error("no package is checked for a storage engine: update this check")
+	}
+}
+
+// pathTo returns the shortest import chain from the package from to one
+// that match accepts (both included), or nil when none is reached.
+func (m *module) pathTo(from string, match func(string) bool) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if match(cur) {
+			var chain []string
+			for p := cur; p != ""; p = prev[p] {
+				chain = append(chain, p)
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		for _, imp := range m.imports[cur] {
+			if _, seen := prev[imp]; !seen && !m.standard[imp] {
+				prev[imp] = cur
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
 }
 
 // parse parses the named files of p, only up to their imports when
