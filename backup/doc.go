@@ -24,7 +24,8 @@
 // are read in it (folder.go); and only the keys its ledger committed to
 // are restored.
 //
-// It may import events, events/pebblelog, audit, client, Pebble's vfs and
-// x/mod's note; it must not import api, node or cmd (api serves its stream,
-// node mounts the route, cmd wires the commands).
+// It may import events, events/pebblelog, audit (and its offline source,
+// audit/offline), client, Pebble's vfs and x/mod's note; it must not
+// import api, node or cmd (api serves its stream, node mounts the route,
+// cmd wires the commands).
 package backup
