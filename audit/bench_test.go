@@ -20,6 +20,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
 	"github.com/greffe/greffe/events"
 )
 
@@ -114,7 +115,7 @@ func BenchmarkVerifyDir(b *testing.B) {
 	var rep *audit.Report
 	for range b.N {
 		var err error
-		rep, err = audit.VerifyDir(context.Background(), dir, audit.Config{Verifiers: []note.Verifier{v}})
+		rep, err = offline.VerifyDir(context.Background(), dir, audit.Config{Verifiers: []note.Verifier{v}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func BenchmarkVerifySignatures(b *testing.B) {
 	var rep *audit.Report
 	for range b.N {
 		var err error
-		rep, err = audit.VerifyDir(context.Background(), dir, audit.Config{Verifiers: []note.Verifier{v}})
+		rep, err = offline.VerifyDir(context.Background(), dir, audit.Config{Verifiers: []note.Verifier{v}})
 		if err != nil {
 			b.Fatal(err)
 		}

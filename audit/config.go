@@ -12,8 +12,9 @@ import (
 	"golang.org/x/mod/sumdb/note"
 )
 
-// Config configures a verification. Zero values mean defaults; nothing can
-// change while a verification runs.
+// Config configures a verification. Zero values mean defaults, which the
+// verification fills in (audit/internal/verify.New); nothing can change
+// while a verification runs.
 type Config struct {
 	// Verifiers are the note verifier keys checkpoints are checked with:
 	// a checkpoint verifies when at least one of its signatures is by one of
@@ -61,28 +62,14 @@ type Config struct {
 	Concurrency int
 }
 
-func (c *Config) setDefaults() {
-	if c.MaxFaults <= 0 {
-		c.MaxFaults = 100
-	}
-	if c.IndexSample == 0 {
-		c.IndexSample = 1024
-	}
-	if c.ProofSample == 0 {
-		c.ProofSample = 64
-	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 8
-	}
-}
-
 // ErrConfig wraps every configuration problem: the verification could not
 // run (exit code 2), which is not a fault of the ledger.
 var ErrConfig = errors.New("audit: invalid configuration")
 
-// checkVerifiers refuses verifiers named after another origin: they can
+// CheckVerifiers refuses verifiers named after another origin: they can
 // never verify this ledger's checkpoints, which would read as tampering.
-func checkVerifiers(vs []note.Verifier, origin string) error {
+// The error wraps ErrConfig.
+func CheckVerifiers(vs []note.Verifier, origin string) error {
 	var errs []error
 	for _, v := range vs {
 		if v.Name() != origin {
@@ -127,23 +114,31 @@ func ReadVerifierFile(path string) ([]string, error) {
 	return out, sc.Err()
 }
 
-// openedCheckpoint is a checkpoint note checked against the verifier set.
-type openedCheckpoint struct {
-	size   uint64
-	root   [32]byte
-	note   []byte
-	signed bool // a configured key signed it and no configured key's signature is altered
-	// kind and detail say why it does not verify ("" when it does).
-	kind, detail string
-	parsed       bool // size and root were read from the body
+// OpenedCheckpoint is a checkpoint note checked against a verifier set
+// (OpenCheckpoint).
+type OpenedCheckpoint struct {
+	// Size and Root are read from the body; valid when Parsed.
+	Size uint64
+	Root [32]byte
+	// Note is the note as given (aliased, not copied).
+	Note []byte
+	// Signed: a configured key signed it and no configured key's signature
+	// is altered.
+	Signed bool
+	// Kind and Detail say why it does not verify ("" when it does): a
+	// fault kind (KindCheckpointSignature, KindCheckpointMalformed) and a
+	// sentence.
+	Kind, Detail string
+	// Parsed: Size and Root were read from the body.
+	Parsed bool
 }
 
-// openCheckpoint checks a signed checkpoint note. Unlike
-// events.OpenCheckpoint it classifies what is wrong (no known signature,
-// an altered signature, a malformed body) and still reads the body of a
-// badly signed note, so that its root can be compared too.
-func openCheckpoint(raw []byte, origin string, vs []note.Verifier) openedCheckpoint {
-	oc := openedCheckpoint{note: raw}
+// OpenCheckpoint checks a signed checkpoint note of the ledger of origin
+// against vs. Unlike events.OpenCheckpoint it classifies what is wrong (no
+// known signature, an altered signature, a malformed body) and still reads
+// the body of a badly signed note, so that its root can be compared too.
+func OpenCheckpoint(raw []byte, origin string, vs []note.Verifier) OpenedCheckpoint {
+	oc := OpenedCheckpoint{Note: raw}
 	n, err := note.Open(raw, note.VerifierList(vs...))
 	text := ""
 	var unverified *note.UnverifiedNoteError
@@ -151,34 +146,34 @@ func openCheckpoint(raw []byte, origin string, vs []note.Verifier) openedCheckpo
 	switch {
 	case err == nil:
 		text = n.Text
-		oc.signed = true
+		oc.Signed = true
 	case errors.As(err, &unverified):
 		text = unverified.Note.Text
-		oc.kind, oc.detail = KindCheckpointSignature, "no signature by a configured verifier key"
+		oc.Kind, oc.Detail = KindCheckpointSignature, "no signature by a configured verifier key"
 	case errors.As(err, &invalid):
-		oc.kind, oc.detail = KindCheckpointSignature, fmt.Sprintf("the signature by %s+%08x does not verify (altered)", invalid.Name, invalid.Hash)
+		oc.Kind, oc.Detail = KindCheckpointSignature, fmt.Sprintf("the signature by %s+%08x does not verify (altered)", invalid.Name, invalid.Hash)
 		if i := bytes.LastIndex(raw, []byte("\n\n")); i >= 0 {
 			text = string(raw[:i+1])
 		}
 	default:
-		oc.kind, oc.detail = KindCheckpointMalformed, fmt.Sprintf("not a signed note: %v", err)
+		oc.Kind, oc.Detail = KindCheckpointMalformed, fmt.Sprintf("not a signed note: %v", err)
 		return oc
 	}
 	var cp log.Checkpoint
 	if _, err := cp.Unmarshal([]byte(text)); err != nil {
-		oc.signed = false
-		oc.kind, oc.detail = KindCheckpointMalformed, fmt.Sprintf("checkpoint body: %v", err)
+		oc.Signed = false
+		oc.Kind, oc.Detail = KindCheckpointMalformed, fmt.Sprintf("checkpoint body: %v", err)
 		return oc
 	}
 	if len(cp.Hash) != 32 {
-		oc.signed = false
-		oc.kind, oc.detail = KindCheckpointMalformed, fmt.Sprintf("root of %d bytes", len(cp.Hash))
+		oc.Signed = false
+		oc.Kind, oc.Detail = KindCheckpointMalformed, fmt.Sprintf("root of %d bytes", len(cp.Hash))
 		return oc
 	}
-	oc.size, oc.root, oc.parsed = cp.Size, [32]byte(cp.Hash), true
+	oc.Size, oc.Root, oc.Parsed = cp.Size, [32]byte(cp.Hash), true
 	if cp.Origin != origin {
-		oc.signed = false
-		oc.kind, oc.detail = KindCheckpointMalformed, fmt.Sprintf("origin %q, this ledger is %q", cp.Origin, origin)
+		oc.Signed = false
+		oc.Kind, oc.Detail = KindCheckpointMalformed, fmt.Sprintf("origin %q, this ledger is %q", cp.Origin, origin)
 	}
 	return oc
 }

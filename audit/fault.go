@@ -3,7 +3,6 @@ package audit
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 )
 
@@ -110,14 +109,6 @@ var kindOrder = []string{
 	KindRollback, KindFork,
 }
 
-// rankOf returns a kind's place in kindOrder (unknown kinds last).
-func rankOf(kind string) int {
-	if i := slices.Index(kindOrder, kind); i >= 0 {
-		return i
-	}
-	return len(kindOrder)
-}
-
 // Kinds returns every fault kind, most fundamental first.
 func Kinds() []string { return slices.Clone(kindOrder) }
 
@@ -191,79 +182,6 @@ func (f Fault) String() string {
 	return s + ": " + f.Detail
 }
 
-func compareFaults(a, b Fault) int {
-	if a.Position != b.Position {
-		if a.Position < b.Position {
-			return -1
-		}
-		return 1
-	}
-	if ra, rb := rankOf(a.Kind), rankOf(b.Kind); ra != rb {
-		return ra - rb
-	}
-	if a.End != b.End {
-		if a.End < b.End {
-			return -1
-		}
-		return 1
-	}
-	if a.Detail < b.Detail {
-		return -1
-	}
-	if a.Detail > b.Detail {
-		return 1
-	}
-	return 0
-}
-
-// faults collects faults from every goroutine of a verification. It keeps
-// the lowest max faults by position (the count stays exact), so that a
-// log damaged everywhere costs bounded memory. Safe for concurrent use.
-type faults struct {
-	mu    sync.Mutex
-	max   int
-	list  []Fault // guarded by mu
-	count int     // guarded by mu
-}
-
-func newFaults(max int) *faults { return &faults{max: max} }
-
-func (c *faults) add(f Fault) {
-	if f.End <= f.Position+1 {
-		f.End, f.Approximate = 0, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.count++
-	c.list = append(c.list, f)
-	if len(c.list) >= 4*c.max {
-		c.trimLocked()
-	}
-}
-
-// trimLocked sorts and keeps the first max. REQUIRES: c.mu held.
-func (c *faults) trimLocked() {
-	slices.SortFunc(c.list, compareFaults)
-	c.list = slices.CompactFunc(c.list, func(a, b Fault) bool { return compareFaults(a, b) == 0 })
-	if len(c.list) > c.max {
-		c.list = c.list[:c.max]
-	}
-}
-
-func (c *faults) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.count
-}
-
-// sorted returns the kept faults, sorted, and the total count.
-func (c *faults) sorted() ([]Fault, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.trimLocked()
-	return slices.Clone(c.list), c.count
-}
-
 // Report is the outcome of a verification.
 type Report struct {
 	// Source is the data folder or server verified.
@@ -298,55 +216,4 @@ type Report struct {
 	FaultCount int     `json:"fault_count"`
 	// State is what the --state check did, when a state file was given.
 	State *StateOutcome `json:"state,omitempty"`
-}
-
-func (r *Report) finish(c *faults, start time.Time) {
-	r.Faults, r.FaultCount = c.sorted()
-	r.Verified = r.FaultCount == 0
-	r.First = pickFirst(r.Faults)
-	r.Elapsed = time.Since(start)
-	if s := r.Elapsed.Seconds(); s > 0 {
-		r.EventsPerSec = float64(r.Events) / s
-	}
-}
-
-func u64p(v uint64) *uint64 { return &v }
-
-// isRange reports whether f is located to a range of positions only.
-func (f Fault) isRange() bool { return f.Approximate && f.End > f.Position+1 }
-
-// pickFirst chooses the fault to report first among sorted faults. A range
-// fault (a subtree or checkpoint root that differs) only bounds where the
-// first bad position is; when it comes first, the ranges that overlap it
-// are intersected, and an exactly located fault inside the intersection is
-// preferred: it is the first bad position the evidence can name.
-func pickFirst(sorted []Fault) *Fault {
-	if len(sorted) == 0 {
-		return nil
-	}
-	first := sorted[0]
-	if !first.isRange() {
-		return &first
-	}
-	lo, hi := first.Position, first.End
-	tightest := first
-	for _, f := range sorted[1:] {
-		if !f.isRange() || f.Position >= hi || f.End <= lo {
-			continue
-		}
-		if f.End-f.Position < tightest.End-tightest.Position {
-			tightest = f
-		}
-		lo, hi = max(lo, f.Position), min(hi, f.End)
-	}
-	for _, f := range sorted {
-		if !f.isRange() && f.Position >= lo && f.Position < hi {
-			return &f
-		}
-	}
-	tightest.Position, tightest.End = lo, hi
-	if hi == lo+1 {
-		tightest.End, tightest.Approximate = 0, false
-	}
-	return &tightest
 }

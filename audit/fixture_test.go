@@ -18,6 +18,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 const testLedger = "00000000-0000-4000-8000-0000000000a1"
@@ -125,7 +126,7 @@ func tamper(t testing.TB, dir string, fn func(db *pebble.DB)) {
 // (pebblelog.openPebble): uncompressed blocks, bloom filters. A compaction
 // done by a test then leaves tables like the node's.
 func storeLikeOptions() *pebble.Options {
-	opts := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}}
+	opts := &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: pebbleslog.Logger{}}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		opts.Levels[i].FilterType = pebble.TableFilter
@@ -167,10 +168,3 @@ func newExecutorKey(t testing.TB) executorKey {
 	}
 	return executorKey{priv: priv, pub: pub, id: events.KeyID(pub)}
 }
-
-// quiet drops Pebble's logs.
-type quiet struct{}
-
-func (quiet) Infof(string, ...any)           {}
-func (quiet) Errorf(string, ...any)          {}
-func (quiet) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

@@ -38,11 +38,11 @@ func FuzzOpenCheckpoint(f *testing.F) {
 	f.Add([]byte("greffe/fuzz\n1\nAAAA\n\n— greffe/fuzz AAAA\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		oc := openCheckpoint(b, fuzzOrigin, []note.Verifier{verifier})
-		if oc.signed && (!oc.parsed || oc.kind != "") {
+		oc := OpenCheckpoint(b, fuzzOrigin, []note.Verifier{verifier})
+		if oc.Signed && (!oc.Parsed || oc.Kind != "") {
 			t.Fatalf("signed but not parsed or with a fault: %+v", oc)
 		}
-		if oc.kind == "" && !oc.signed {
+		if oc.Kind == "" && !oc.Signed {
 			t.Fatalf("neither signed nor faulted: %+v", oc)
 		}
 	})

@@ -13,13 +13,14 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 func verifyDir(t *testing.T, f *fixture) *audit.Report {
 	t.Helper()
-	rep, err := audit.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
+	rep, err := offline.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "one byte of an event's data changed",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				k := pebblelog.EventKey(57)
+				k := layout.EventKey(57)
 				set(t, db, k, flipData(get(t, db, k)))
 			},
 			want: first{Kind: audit.KindLeafHashMismatch, Position: 57},
@@ -81,7 +82,7 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "one byte changed in the partial tile, located by the checkpoints around it",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				k := pebblelog.EventKey(650)
+				k := layout.EventKey(650)
 				set(t, db, k, flipData(get(t, db, k)))
 			},
 			// The checkpoints at 648 (matches) and 656 (does not) bound the
@@ -91,7 +92,7 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "an event deleted",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				if err := db.Delete(pebblelog.EventKey(300), pebble.Sync); err != nil {
+				if err := db.Delete(layout.EventKey(300), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -100,16 +101,16 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "two events swapped",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				a, b := get(t, db, pebblelog.EventKey(120)), get(t, db, pebblelog.EventKey(480))
-				set(t, db, pebblelog.EventKey(120), b)
-				set(t, db, pebblelog.EventKey(480), a)
+				a, b := get(t, db, layout.EventKey(120)), get(t, db, layout.EventKey(480))
+				set(t, db, layout.EventKey(120), b)
+				set(t, db, layout.EventKey(480), a)
 			},
 			want: first{Kind: audit.KindPositionMismatch, Position: 120},
 		},
 		{
 			name: "the log truncated, the recorded head left as it was",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				if err := db.DeleteRange(pebblelog.EventKey(600), pebblelog.EventKey(1<<40), pebble.Sync); err != nil {
+				if err := db.DeleteRange(layout.EventKey(600), layout.EventKey(1<<40), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -119,23 +120,23 @@ func TestVerifyDir_Tampering(t *testing.T) {
 			name: "a stream-index entry pointing to the wrong position",
 			tamper: func(t *testing.T, db *pebble.DB) {
 				// Point the entry of the event at 203 to position 205.
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(203)))
+				e, err := events.Decode(get(t, db, layout.EventKey(203)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), u64(205))
+				set(t, db, layout.StreamKey(e.Stream, e.Version), u64(205))
 			},
 			want: first{Kind: audit.KindStreamIndexMismatch, Position: 203},
 		},
 		{
 			name: "an event-id index entry deleted",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				raw := get(t, db, pebblelog.EventKey(42))
+				raw := get(t, db, layout.EventKey(42))
 				e, err := events.Decode(raw)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := db.Delete(pebblelog.IDKey(e.ID), pebble.Sync); err != nil {
+				if err := db.Delete(layout.IDKey(e.ID), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -160,21 +161,21 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "an event stored beyond the recorded head",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				set(t, db, pebblelog.EventKey(n), get(t, db, pebblelog.EventKey(5)))
+				set(t, db, layout.EventKey(n), get(t, db, layout.EventKey(5)))
 			},
 			want: first{Kind: audit.KindEventBeyondHead, Position: n},
 		},
 		{
 			name: "an event's bytes replaced by garbage",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				set(t, db, pebblelog.EventKey(99), []byte("garbage"))
+				set(t, db, layout.EventKey(99), []byte("garbage"))
 			},
 			want: first{Kind: audit.KindEventUndecodable, Position: 99},
 		},
 		{
 			name: "a leaf tile deleted",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				if err := db.Delete(pebblelog.LeafTileKey(1), pebble.Sync); err != nil {
+				if err := db.Delete(layout.LeafTileKey(1), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -183,7 +184,7 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "a tile-base node deleted",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				if err := db.Delete(pebblelog.NodeKey(8, 0), pebble.Sync); err != nil {
+				if err := db.Delete(layout.NodeKey(8, 0), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -192,7 +193,7 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "a leaf tile stored beyond the log",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				set(t, db, pebblelog.LeafTileKey(5), make([]byte, 256*32))
+				set(t, db, layout.LeafTileKey(5), make([]byte, 256*32))
 			},
 			want: first{Kind: audit.KindUnexpectedEntry, Position: 1280, End: 1536},
 		},
@@ -209,11 +210,11 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "a stream-index entry deleted",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(150)))
+				e, err := events.Decode(get(t, db, layout.EventKey(150)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := db.Delete(pebblelog.StreamKey(e.Stream, e.Version), pebble.Sync); err != nil {
+				if err := db.Delete(layout.StreamKey(e.Stream, e.Version), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -222,25 +223,25 @@ func TestVerifyDir_Tampering(t *testing.T) {
 		{
 			name: "an event-id index entry pointing to the wrong position",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(42)))
+				e, err := events.Decode(get(t, db, layout.EventKey(42)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.IDKey(e.ID), u64(43))
+				set(t, db, layout.IDKey(e.ID), u64(43))
 			},
 			want: first{Kind: audit.KindIDIndexMismatch, Position: 42},
 		},
 		{
 			name: "a stored checkpoint replaced by garbage",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				set(t, db, pebblelog.CheckpointKey(300), []byte("not a note"))
+				set(t, db, layout.CheckpointKey(300), []byte("not a note"))
 			},
 			want: first{Kind: audit.KindCheckpointMalformed, Position: 300},
 		},
 		{
 			name: "a stored tile-base node changed",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				k := pebblelog.NodeKey(8, 1)
+				k := layout.NodeKey(8, 1)
 				v := get(t, db, k)
 				v[0] ^= 1
 				set(t, db, k, v)
@@ -274,7 +275,7 @@ func TestVerifyDir_TruncatedEverywhere(t *testing.T) {
 	var state []byte
 	tamper(t, g.dir, func(db *pebble.DB) { state = get(t, db, []byte("mstate")) })
 	tamper(t, f.dir, func(db *pebble.DB) {
-		if err := db.DeleteRange(pebblelog.EventKey(600), pebblelog.EventKey(1<<40), pebble.Sync); err != nil {
+		if err := db.DeleteRange(layout.EventKey(600), layout.EventKey(1<<40), pebble.Sync); err != nil {
 			t.Fatal(err)
 		}
 		set(t, db, []byte("mstate"), state)
@@ -288,7 +289,7 @@ func TestVerifyDir_TruncatedEverywhere(t *testing.T) {
 func TestVerifyDir_CheckpointSignatureAltered(t *testing.T) {
 	f := buildLog(t, 500, 100, 300)
 	tamper(t, f.dir, func(db *pebble.DB) {
-		k := pebblelog.CheckpointKey(300)
+		k := layout.CheckpointKey(300)
 		v := get(t, db, k)
 		// The signature line is "— <name> <base64(hash ‖ sig)>": flip a bit
 		// of the signature itself.
@@ -383,7 +384,7 @@ func TestVerifyDir_SignedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rep, err := audit.VerifyDir(ctx, dir, audit.Config{Verifiers: []note.Verifier{verifier}})
+	rep, err := offline.VerifyDir(ctx, dir, audit.Config{Verifiers: []note.Verifier{verifier}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +414,7 @@ func TestVerifyDir_ForgedCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tamper(t, f.dir, func(db *pebble.DB) { set(t, db, pebblelog.CheckpointKey(300), forged.Note) })
+	tamper(t, f.dir, func(db *pebble.DB) { set(t, db, layout.CheckpointKey(300), forged.Note) })
 	rep := verifyDir(t, f)
 	var kinds []string
 	for _, fl := range rep.Faults {
@@ -435,7 +436,7 @@ func TestVerifyDir_StoreFormats(t *testing.T) {
 		format   string
 		verified bool
 	}{
-		{pebblelog.StoreFormat, true},
+		{layout.StoreFormat, true},
 		{"greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962", true},
 		{"greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal", true},
 		{"greffe-ledger/9 event-format=3 hash=sha256 tree=rfc6962", false},
@@ -447,7 +448,7 @@ func TestVerifyDir_StoreFormats(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			rep, err := audit.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
+			rep, err := offline.VerifyDir(t.Context(), f.dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
 			if !c.verified {
 				if !errors.Is(err, audit.ErrConfig) {
 					t.Fatalf("format %q: err = %v, want ErrConfig", c.format, err)

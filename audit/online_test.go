@@ -19,9 +19,10 @@ import (
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/online"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/wire"
 )
@@ -50,7 +51,7 @@ func serveStore(t *testing.T, f *fixture, wrap func(http.Handler) http.Handler) 
 
 func verifyServer(t *testing.T, url string, cfg audit.Config) *audit.Report {
 	t.Helper()
-	rep, err := audit.VerifyServer(t.Context(), client.New(url, ""), cfg)
+	rep, err := online.VerifyServer(t.Context(), client.New(url, ""), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +82,14 @@ func TestVerifyServer_Tampering(t *testing.T) {
 		{
 			name: "one byte of an event's data changed",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				set(t, db, pebblelog.EventKey(57), flipData(get(t, db, pebblelog.EventKey(57))))
+				set(t, db, layout.EventKey(57), flipData(get(t, db, layout.EventKey(57))))
 			},
 			want: first{Kind: audit.KindLeafHashMismatch, Position: 57},
 		},
 		{
 			name: "an event deleted: the node reports its own corruption",
 			tamper: func(t *testing.T, db *pebble.DB) {
-				if err := db.Delete(pebblelog.EventKey(300), pebble.Sync); err != nil {
+				if err := db.Delete(layout.EventKey(300), pebble.Sync); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -100,11 +101,11 @@ func TestVerifyServer_Tampering(t *testing.T) {
 				// The run of the append at 200 (ten events) made to start
 				// at 205: the node notices that the events there have other
 				// versions and answers "corrupt" instead of serving them.
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(200)))
+				e, err := events.Decode(get(t, db, layout.EventKey(200)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), pebblelog.StreamRun(205, 10))
+				set(t, db, layout.StreamKey(e.Stream, e.Version), layout.StreamRun(205, 10))
 			},
 			want: first{Kind: audit.KindServerCorrupt, Position: 200},
 		},
@@ -114,11 +115,11 @@ func TestVerifyServer_Tampering(t *testing.T) {
 				// An entry for the event at 203 alone, inside the run of
 				// 200-209: reads from 204 on skip to the stream's next run,
 				// which a node cannot tell from a real index.
-				e, err := events.Decode(get(t, db, pebblelog.EventKey(203)))
+				e, err := events.Decode(get(t, db, layout.EventKey(203)))
 				if err != nil {
 					t.Fatal(err)
 				}
-				set(t, db, pebblelog.StreamKey(e.Stream, e.Version), u64(203))
+				set(t, db, layout.StreamKey(e.Stream, e.Version), u64(203))
 			},
 			want: first{Kind: audit.KindStreamIndexMismatch, Position: 204},
 		},
@@ -296,11 +297,11 @@ func TestVerifyServer_Refusals(t *testing.T) {
 	f := buildLog(t, 10)
 	url := serveStore(t, f, nil)
 	_, other, _ := newKey(t, "greffe/another-ledger")
-	_, err := audit.VerifyServer(t.Context(), client.New(url, ""), audit.Config{Verifiers: []note.Verifier{other}})
+	_, err := online.VerifyServer(t.Context(), client.New(url, ""), audit.Config{Verifiers: []note.Verifier{other}})
 	if err == nil || !strings.Contains(err.Error(), "another-ledger") {
 		t.Errorf("verifier of another ledger: %v", err)
 	}
-	_, err = audit.VerifyServer(t.Context(), client.New("http://127.0.0.1:1", ""), audit.Config{})
+	_, err = online.VerifyServer(t.Context(), client.New("http://127.0.0.1:1", ""), audit.Config{})
 	if err == nil {
 		t.Error("unreachable node verified")
 	}

@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/atomicfile"
 )
 
@@ -74,19 +71,6 @@ type Evidence struct {
 	CheckedAt     time.Time `json:"checked_at"`
 }
 
-// proofSource gives the consistency proof between two sizes: the server's
-// proof API online, the recomputed tree offline.
-type proofSource interface {
-	consistency(ctx context.Context, from, to uint64) ([][]byte, error)
-}
-
-// localProofs builds proofs from the recomputed tree.
-type localProofs struct{ t *tree }
-
-func (l localProofs) consistency(ctx context.Context, from, to uint64) ([][]byte, error) {
-	return events.ConsistencyProof(ctx, l.t, from, to)
-}
-
 // ReadState reads a state file; a missing file is (nil, nil).
 func ReadState(path string) (*State, error) {
 	b, err := os.ReadFile(path)
@@ -104,121 +88,6 @@ func ReadState(path string) (*State, error) {
 		return nil, fmt.Errorf("%w: state file %s: malformed hashes", ErrConfig, path)
 	}
 	return &s, nil
-}
-
-// checkState runs the --state check after a verification: t is the
-// recomputed tree, latest the largest checkpoint that verified (nil when
-// none). The state is updated only when no fault at all was found.
-func checkState(ctx context.Context, path, source, origin string, t *tree, latest *openedCheckpoint, fs *faults, ps proofSource) (*StateOutcome, error) {
-	old, err := ReadState(path)
-	if err != nil {
-		return nil, err
-	}
-	if old != nil && old.Origin != origin {
-		return nil, fmt.Errorf("%w: state file %s remembers ledger %q, this ledger is %q", ErrConfig, path, old.Origin, origin)
-	}
-	out := &StateOutcome{Consistent: old == nil}
-	if old != nil {
-		out.Previous = u64p(old.Size)
-	}
-	if latest == nil {
-		return out, nil
-	}
-	out.Current = latest.size
-	if old != nil {
-		ev := Evidence{Origin: origin, From: old.Size, To: latest.size, OldCheckpoint: old.Checkpoint, NewCheckpoint: string(latest.note), CheckedAt: time.Now().UTC()}
-		cerr, fatal := consistentWith(ctx, old, latest, ps, &ev)
-		if fatal != nil {
-			return nil, fatal
-		}
-		out.Proof = ev.Proof
-		out.Consistent = cerr == nil
-		if cerr != nil {
-			ev.Error = cerr.Error()
-			var rb *rollbackError
-			if errors.As(cerr, &rb) {
-				fs.add(Fault{Kind: KindRollback, Position: int64(latest.size), End: int64(old.Size), Checkpoint: u64p(old.Size),
-					Detail: fmt.Sprintf("the log's newest checkpoint commits to %d events, fewer than the %d remembered: history was truncated", latest.size, old.Size)})
-			} else {
-				lo, hi := locateFork(old, t)
-				fs.add(Fault{Kind: KindFork, Position: int64(lo), End: int64(hi), Approximate: hi > lo+1, Checkpoint: u64p(old.Size),
-					Detail: fmt.Sprintf("the remembered checkpoint of size %d is not consistent with the new checkpoint of size %d (%v): history was rewritten or forked; the first differing events are in [%d, %d)", old.Size, latest.size, cerr, lo, hi)})
-			}
-		}
-		ev.Consistent = out.Consistent
-		p, err := writeEvidence(path, &ev)
-		if err != nil {
-			return nil, err
-		}
-		out.Evidence = p
-	}
-	if out.Consistent && fs.total() == 0 {
-		if err := writeState(path, newState(origin, source, latest, t)); err != nil {
-			return nil, err
-		}
-		out.Updated = true
-	}
-	return out, nil
-}
-
-type rollbackError struct{ from, to uint64 }
-
-func (e *rollbackError) Error() string {
-	return fmt.Sprintf("size %d is below the remembered %d", e.to, e.from)
-}
-
-// consistentWith demands the consistency proof from the remembered
-// checkpoint to latest and checks it against both signed roots. It returns
-// why they are not consistent, or fatal when the proof could not be asked
-// for at all (the node is unreachable: nothing was learnt).
-func consistentWith(ctx context.Context, old *State, latest *openedCheckpoint, ps proofSource, ev *Evidence) (inconsistent, fatal error) {
-	if latest.size < old.Size {
-		return &rollbackError{from: old.Size, to: latest.size}, nil
-	}
-	// From the empty tree the proof is empty (VerifyConsistencyProof
-	// checks that the remembered root is SHA-256 of the empty string).
-	if old.Size == 0 {
-		ev.Proof = [][]byte{}
-		return VerifyConsistencyProof(0, latest.size, nil, old.Root, latest.root[:]), nil
-	}
-	p, err := ps.consistency(ctx, old.Size, latest.size)
-	if err != nil {
-		if _, ok := answered(err); !ok {
-			return nil, fmt.Errorf("consistency proof from %d to %d: %w", old.Size, latest.size, err)
-		}
-		return fmt.Errorf("the node refused the consistency proof: %w", err), nil
-	}
-	ev.Proof = p
-	return VerifyConsistencyProof(old.Size, latest.size, p, old.Root, latest.root[:]), nil
-}
-
-// locateFork finds the first tile (or, in the remembered partial tile, the
-// first leaf) where the recomputed tree differs from the remembered one.
-func locateFork(old *State, t *tree) (lo, hi uint64) {
-	tiles := uint64(len(old.TileNodes) / 32)
-	for i := uint64(0); i < tiles; i++ {
-		if !bytes.Equal(t.node(8, i), old.TileNodes[32*i:32*i+32]) {
-			return i * 256, (i + 1) * 256
-		}
-	}
-	base := tiles * 256
-	for i := uint64(0); i < uint64(len(old.EdgeLeaves)/32); i++ {
-		if !bytes.Equal(t.node(0, base+i), old.EdgeLeaves[32*i:32*i+32]) {
-			return base + i, base + i + 1
-		}
-	}
-	return 0, max(old.Size, 1)
-}
-
-func newState(origin, source string, cp *openedCheckpoint, t *tree) *State {
-	full := cp.size / 256
-	s := &State{Origin: origin, Source: source, Size: cp.size, Root: append([]byte(nil), cp.root[:]...),
-		Checkpoint: string(cp.note), VerifiedAt: time.Now().UTC()}
-	if full > 0 {
-		s.TileNodes = append([]byte(nil), t.levels[8][:32*full]...)
-	}
-	s.EdgeLeaves = append([]byte{}, t.levels[0][32*full*256:32*cp.size]...)
-	return s
 }
 
 // writeState replaces the state file atomically (temporary file, fsync,

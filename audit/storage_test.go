@@ -18,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
 )
@@ -145,7 +146,7 @@ func verifyDamaged(t testing.TB, f *fixture, dir string) (*audit.Report, error) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return audit.VerifyDir(ctx, dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
+	return offline.VerifyDir(ctx, dir, audit.Config{Verifiers: []note.Verifier{f.verifier}})
 }
 
 // filesOf lists the files of the ledger folder: relative name -> size.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +66,7 @@ func (p CheckpointPolicy) Validate() error {
 	var errs []error
 	if len(p.Verifiers) == 0 {
 		errs = append(errs, errors.New("no checkpoint verifier key"))
-	} else if err := checkVerifiers(p.Verifiers, p.Origin); err != nil {
+	} else if err := CheckVerifiers(p.Verifiers, p.Origin); err != nil {
 		errs = append(errs, err)
 	}
 	if p.Quorum < 0 || p.Quorum > len(p.Witnesses) {
@@ -85,26 +84,31 @@ func (p CheckpointPolicy) Validate() error {
 // signature by a log or witness key) or KindCheckpointNotWitnessed, whose
 // detail names the checkpoint.
 func (p CheckpointPolicy) Open(raw []byte) (events.Checkpoint, error) {
-	oc := openCheckpoint(raw, p.Origin, p.Verifiers)
-	if oc.kind != "" {
+	oc := OpenCheckpoint(raw, p.Origin, p.Verifiers)
+	if oc.Kind != "" {
 		what := "the checkpoint"
-		if oc.parsed {
-			what = fmt.Sprintf("the checkpoint of size %d", oc.size)
+		if oc.Parsed {
+			what = fmt.Sprintf("the checkpoint of size %d", oc.Size)
 		}
-		return events.Checkpoint{}, &ProofError{Kind: oc.kind, Detail: what + ": " + oc.detail}
+		return events.Checkpoint{}, &ProofError{Kind: oc.Kind, Detail: what + ": " + oc.Detail}
 	}
-	cp := events.Checkpoint{Origin: p.Origin, Size: oc.size, Root: oc.root, Note: raw}
-	if p.Quorum > 0 {
-		if err := witnessed(raw, oc.size, p.Witnesses, p.Quorum); err != nil {
-			return cp, err
-		}
+	cp := events.Checkpoint{Origin: p.Origin, Size: oc.Size, Root: oc.Root, Note: raw}
+	if err := p.CheckWitnessed(raw, oc.Size); err != nil {
+		return cp, err
 	}
 	return cp, nil
 }
 
-// witnessed checks that at least quorum of ws cosigned raw, a checkpoint
-// of size, and that none of their cosignatures is altered.
-func witnessed(raw []byte, size uint64, ws []note.Verifier, quorum int) error {
+// CheckWitnessed checks that at least Quorum of Witnesses cosigned raw, a
+// checkpoint of size, and that none of their cosignatures is altered;
+// nothing when Quorum is 0. A checkpoint that falls short is a
+// *ProofError: KindCheckpointNotWitnessed, KindCheckpointSignature (an
+// altered cosignature) or KindCheckpointMalformed.
+func (p CheckpointPolicy) CheckWitnessed(raw []byte, size uint64) error {
+	if p.Quorum == 0 {
+		return nil
+	}
+	ws, quorum := p.Witnesses, p.Quorum
 	n, err := note.Open(raw, note.VerifierList(ws...))
 	var unverified *note.UnverifiedNoteError
 	var invalid *note.InvalidSignatureError
@@ -127,29 +131,6 @@ func witnessed(raw []byte, size uint64, ws []note.Verifier, quorum int) error {
 			size, valid, strings.Join(names, ", "), quorum)}
 	}
 	return nil
-}
-
-// checkpointPath is where a verification reads the node's checkpoint: the
-// C2SP tlog-tiles path, asking for the newest checkpoint that quorum of
-// the node's witnesses cosigned when one is required (GET /v1/checkpoint
-// takes the same parameter).
-func checkpointPath(quorum int) string {
-	if quorum > 0 {
-		return "/tlog/checkpoint?witness_quorum=" + strconv.Itoa(quorum)
-	}
-	return "/tlog/checkpoint"
-}
-
-// checkWitnessed adds a fault when the policy asks for cosignatures that
-// raw, the checkpoint of size, does not carry.
-func checkWitnessed(p CheckpointPolicy, raw []byte, size, logSize uint64, fs *faults) {
-	if p.Quorum == 0 {
-		return
-	}
-	var pe *ProofError
-	if err := witnessed(raw, size, p.Witnesses, p.Quorum); errors.As(err, &pe) {
-		fs.add(Fault{Kind: pe.Kind, Position: clampPos(size, logSize), Checkpoint: u64p(size), Detail: pe.Detail})
-	}
 }
 
 // Advance moves the auditor's memory st (nil: nothing trusted yet) to cp,

@@ -24,8 +24,9 @@
 // are read in it (folder.go); and only the keys its ledger committed to
 // are restored.
 //
-// It may import events, events/pebblelog, audit, client, wire (the route
-// and the headers that announce a backup), Pebble's vfs and x/mod's note;
-// it must not import api, node or cmd (api serves its stream through the
-// Taker, which node wires in; cmd wires the commands).
+// It may import events, events/pebblelog, audit (and its offline source,
+// audit/offline), client, wire (the route and the headers that announce a
+// backup), Pebble's vfs and x/mod's note; it must not import api, node or
+// cmd (api serves its stream through the Taker, which node wires in; cmd
+// wires the commands).
 package backup

@@ -10,7 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // The keys of a backup, and which of them a restored node may publish
@@ -176,12 +177,12 @@ func markCommitted(ctx context.Context, ledgerDir string, fsys vfs.FS, keys []*b
 	if left == 0 {
 		return nil
 	}
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: ledgerDir, FS: fsys})
+	in, err := inspect.Open(inspect.Config{Dir: ledgerDir, FS: fsys})
 	if err != nil {
 		return fmt.Errorf("backup: open the ledger copy: %w", err)
 	}
 	defer in.Close()
-	err = in.Scan(ctx, pebblelog.SpaceCheckpoints, func(e pebblelog.Entry) error {
+	err = in.Scan(ctx, layout.SpaceCheckpoints, func(e inspect.Entry) error {
 		for _, k := range keys {
 			if k.Committed {
 				continue

@@ -15,7 +15,7 @@ import (
 
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 )
 
 // ErrKeys wraps the problems of the keys a restore is given or finds: a
@@ -222,7 +222,7 @@ func Restore(ctx context.Context, from, data string, cfg RestoreConfig) (*Restor
 	if faults := checkCheckpoint(f, m, vs); len(faults) > 0 {
 		return nil, &FaultError{Dir: from, Faults: faults}
 	}
-	ls, err := pebblelog.ReadLedgerState(ledger, cfg.FS)
+	ls, err := inspect.ReadLedgerState(ledger, cfg.FS)
 	if err != nil {
 		return nil, fmt.Errorf("restore: the copied ledger: %w", err)
 	}

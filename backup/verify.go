@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
 	"github.com/greffe/greffe/events"
 )
 
@@ -254,7 +255,7 @@ func Verify(ctx context.Context, dir string, cfg VerifyConfig) (*Report, error) 
 
 	ac := cfg.Audit
 	ac.Verifiers, ac.StateFile = vs, ""
-	lrep, err := audit.VerifyDir(ctx, f.path(LedgerDir), ac)
+	lrep, err := offline.VerifyDir(ctx, f.path(LedgerDir), ac)
 	if err != nil {
 		return nil, fmt.Errorf("verify the ledger copy: %w", err)
 	}

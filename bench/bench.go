@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Target receives the appends: a store in process, or a node over HTTP.
@@ -374,7 +375,7 @@ func TempDir(parent string) (string, error) {
 // flush goroutine and record framing); the gap between this and a single
 // writer's events/s is greffe's.
 func PebbleSyncRate(dir string, d time.Duration) (float64, error) {
-	db, err := pebble.Open(filepath.Join(dir, "pebble-baseline"), &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quiet{}})
+	db, err := pebble.Open(filepath.Join(dir, "pebble-baseline"), &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: pebbleslog.Logger{}})
 	if err != nil {
 		return 0, err
 	}
@@ -393,13 +394,4 @@ func PebbleSyncRate(dir string, d time.Duration) (float64, error) {
 		n++
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
-}
-
-// quiet discards Pebble's informational logs during the baseline.
-type quiet struct{}
-
-func (quiet) Infof(string, ...any)  {}
-func (quiet) Errorf(string, ...any) {}
-func (quiet) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf(format, args...))
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/replicator"
 	"github.com/greffe/greffe/wire"
 )
@@ -68,7 +68,7 @@ func TestNode_SecondNodeOnLiveFolderDeletesNothing(t *testing.T) {
 	// recorded node id, before anything is touched either).
 	_, err = Open(Config{DataDir: data, NodeID: "n1", API: api.Config{Addr: "127.0.0.1:0"},
 		Cluster: ClusterConfig{RaftAddr: "127.0.0.1:0", Raft: calm}})
-	if !errors.Is(err, pebblelog.ErrLocked) {
+	if !errors.Is(err, inspect.ErrLocked) {
 		t.Fatalf("second node on a live folder: %v, want ErrLocked", err)
 	}
 	if diff := cmp.Diff(want, inProgress()); diff != "" {

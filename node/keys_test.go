@@ -12,6 +12,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
 )
@@ -122,7 +123,7 @@ func TestKeys_Rotation(t *testing.T) {
 		{"new only", []string{newV}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep, err := audit.VerifyDir(t.Context(), node.LedgerDir(data), audit.Config{Verifiers: verifiersOf(t, tc.keys...)})
+			rep, err := offline.VerifyDir(t.Context(), node.LedgerDir(data), audit.Config{Verifiers: verifiersOf(t, tc.keys...)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/greffe/greffe/backup"
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/projections"
 	"github.com/greffe/greffe/witness"
 )
@@ -148,7 +149,7 @@ func Open(cfg Config) (*Node, error) {
 		// holds: two nodes started at once on a new folder both see it
 		// missing, and the one that loses the lock must not delete the
 		// ledger the other is writing.
-		if created && !errors.Is(err, pebblelog.ErrLocked) {
+		if created && !errors.Is(err, inspect.ErrLocked) {
 			_ = os.RemoveAll(cfg.DataDir)
 		}
 		return nil, err

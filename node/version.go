@@ -5,7 +5,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -36,7 +36,7 @@ const APIVersion = "v1"
 // package inside a checkout.
 func Build() wire.VersionOut {
 	out := wire.VersionOut{Version: Version + "-dev", GoVersion: runtime.Version(), APIVersion: APIVersion,
-		StoreFormat: pebblelog.StoreFormat, StoreFormatsRead: pebblelog.ReadFormats()}
+		StoreFormat: layout.StoreFormat, StoreFormatsRead: layout.ReadFormats()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v := bi.Main.Version; v != "" && v != "(devel)" {
 			out.Version = v

@@ -15,6 +15,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
+
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // LogStore is raft's log and stable store, in a Pebble instance of its own
@@ -70,7 +72,7 @@ func OpenLogStore(dir string, fs vfs.FS, logger *slog.Logger) (*LogStore, error)
 		// Entries are whole group-commit batches (up to 16 MiB); a 64 MiB
 		// memtable holds several before a flush.
 		MemTableSize: 64 << 20,
-		Logger:       pebbleLogger{logger},
+		Logger:       pebbleslog.Logger{L: logger, Prefix: "pebble (raft log): "},
 		FS:           fs, // nil is Pebble's default, the OS
 	}
 	// Entries are read back by index, mostly soon after they were written
@@ -276,13 +278,4 @@ func (s *LogStore) GetUint64(key []byte) (uint64, error) {
 		return binary.BigEndian.Uint64(v), nil
 	}
 	return 0, fmt.Errorf("raft stable %q holds %d bytes, want 8: %w", key, len(v), errBadEntry)
-}
-
-// pebbleLogger sends Pebble's logs to slog at debug level (errors at error).
-type pebbleLogger struct{ l *slog.Logger }
-
-func (q pebbleLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
-func (q pebbleLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
-func (q pebbleLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble (raft log): "+format, args...))
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 )
 
 // SnapshotStore is raft's snapshot store on a vfs.FS, in place of
@@ -58,7 +58,7 @@ import (
 // Since a snapshot is only ever visible whole, one that does not read back
 // is damage, not the trace of a crash: List reports a meta.json that does
 // not decode or does not match its folder, or a state.bin of another size,
-// and Open a state.bin whose CRC does not match, as *pebblelog.DamageError
+// and Open a state.bin whose CRC does not match, as *inspect.DamageError
 // naming the file (it matches events.ErrCorrupt). FileSnapshotStore skips
 // such a snapshot with a warning; falling back to an older one silently
 // could leave raft without the log entries between the two.
@@ -311,7 +311,7 @@ func (s *SnapshotStore) names() ([]snapName, error) {
 		}
 		n, ok := parseSnapName(e)
 		if !ok {
-			return nil, &pebblelog.DamageError{File: path, Offset: -1, Err: errors.New("a folder in the raft snapshots whose name is not term-index-time")}
+			return nil, &inspect.DamageError{File: path, Offset: -1, Err: errors.New("a folder in the raft snapshots whose name is not term-index-time")}
 		}
 		if _, hide := s.hidden[e]; !hide {
 			out = append(out, n)
@@ -334,33 +334,33 @@ func (s *SnapshotStore) readMeta(id string) (*snapshotMeta, error) {
 	path := s.fs.PathJoin(s.dir, id, snapMetaFile)
 	f, err := s.fs.Open(path)
 	if err != nil {
-		return nil, &pebblelog.DamageError{File: path, Offset: -1, Err: err}
+		return nil, &inspect.DamageError{File: path, Offset: -1, Err: err}
 	}
 	defer f.Close()
 	m := &snapshotMeta{}
 	if err := json.NewDecoder(bufio.NewReader(f)).Decode(m); err != nil {
-		return nil, &pebblelog.DamageError{File: path, Offset: -1, Err: fmt.Errorf("decode: %w", err)}
+		return nil, &inspect.DamageError{File: path, Offset: -1, Err: fmt.Errorf("decode: %w", err)}
 	}
 	if m.ID != id || m.Index != n.index || m.Term != n.term {
-		return nil, &pebblelog.DamageError{File: path, Offset: -1,
+		return nil, &inspect.DamageError{File: path, Offset: -1,
 			Err: fmt.Errorf("describes snapshot %q (term %d, index %d), not its folder's", m.ID, m.Term, m.Index)}
 	}
 	if m.Version < raft.SnapshotVersionMin || m.Version > raft.SnapshotVersionMax {
-		return nil, &pebblelog.DamageError{File: path, Offset: -1, Err: fmt.Errorf("snapshot version %d", m.Version)}
+		return nil, &inspect.DamageError{File: path, Offset: -1, Err: fmt.Errorf("snapshot version %d", m.Version)}
 	}
 	state := s.fs.PathJoin(s.dir, id, snapStateFile)
 	st, err := s.fs.Stat(state)
 	if err != nil {
-		return nil, &pebblelog.DamageError{File: state, Offset: -1, Err: err}
+		return nil, &inspect.DamageError{File: state, Offset: -1, Err: err}
 	}
 	if st.Size() != m.Size {
-		return nil, &pebblelog.DamageError{File: state, Offset: -1, Err: fmt.Errorf("%d bytes, its meta.json says %d", st.Size(), m.Size)}
+		return nil, &inspect.DamageError{File: state, Offset: -1, Err: fmt.Errorf("%d bytes, its meta.json says %d", st.Size(), m.Size)}
 	}
 	return m, nil
 }
 
 // Open checks the snapshot's CRC and returns its metadata and a reader of
-// its state, which the caller closes. Damage is a *pebblelog.DamageError.
+// its state, which the caller closes. Damage is a *inspect.DamageError.
 // Opening a hidden snapshot makes it the one takeReceived returns.
 func (s *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	m, err := s.readMeta(id)
@@ -382,7 +382,7 @@ func (s *SnapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	}
 	if got := h.Sum(nil); !bytes.Equal(got, m.CRC) {
 		_ = f.Close()
-		return nil, nil, &pebblelog.DamageError{File: path, Offset: -1, Err: fmt.Errorf("CRC-64 %x, its meta.json says %x", got, m.CRC)}
+		return nil, nil, &inspect.DamageError{File: path, Offset: -1, Err: fmt.Errorf("CRC-64 %x, its meta.json says %x", got, m.CRC)}
 	}
 	s.mu.Lock()
 	if _, hidden := s.hidden[id]; hidden {

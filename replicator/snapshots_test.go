@@ -17,6 +17,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/internal/faultfs"
 )
 
@@ -209,7 +210,7 @@ func TestSnapshotStore_Damage(t *testing.T) {
 				}
 				_, _, err = s.Open(metas[0].ID)
 			}
-			var de *pebblelog.DamageError
+			var de *inspect.DamageError
 			if !errors.As(err, &de) || !errors.Is(err, events.ErrCorrupt) {
 				t.Fatalf("got %v, want a DamageError", err)
 			}

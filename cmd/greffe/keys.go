@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/node"
 )
 
@@ -138,7 +138,7 @@ func keysOrigin(data string) (string, error) {
 	if !errors.Is(err, node.ErrNoKeys) {
 		return origin, err
 	}
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: node.LedgerDir(data)})
+	in, err := inspect.Open(inspect.Config{Dir: node.LedgerDir(data)})
 	if err != nil {
 		return "", fmt.Errorf("no key in %s and its ledger cannot be read (%w); start the node once to create its first key", data, err)
 	}

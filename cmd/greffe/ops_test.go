@@ -20,7 +20,7 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/wire"
 )
@@ -119,7 +119,7 @@ func TestOps_Version(t *testing.T) {
 		t.Fatalf("version --json: %v\n%s", err, out)
 	}
 	want := wire.VersionOut{Version: "v9.8.7", Commit: "0123abcd", GoVersion: v.GoVersion, APIVersion: "v1",
-		StoreFormat: pebblelog.StoreFormat, StoreFormatsRead: pebblelog.ReadFormats()}
+		StoreFormat: layout.StoreFormat, StoreFormatsRead: layout.ReadFormats()}
 	if diff := cmp.Diff(want, v); diff != "" || !strings.HasPrefix(v.GoVersion, "go1.") {
 		t.Errorf("version --json (-want +got):\n%s(go %q)", diff, v.GoVersion)
 	}
@@ -128,7 +128,7 @@ func TestOps_Version(t *testing.T) {
 	}
 	// The test binary's text output, unstamped: the source's version.
 	code, text, _ := runBin(t, "version")
-	if code != exitOK || !strings.Contains(text, "greffe "+node.Version+"-dev") || !strings.Contains(text, "store writes "+pebblelog.StoreFormat) {
+	if code != exitOK || !strings.Contains(text, "greffe "+node.Version+"-dev") || !strings.Contains(text, "store writes "+layout.StoreFormat) {
 		t.Errorf("version: exit %d\n%s", code, text)
 	}
 	// A node reports the same under "build" in GET /v1/info.
@@ -137,7 +137,7 @@ func TestOps_Version(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Build == nil || info.Build.APIVersion != "v1" || info.Build.StoreFormat != pebblelog.StoreFormat || info.Build.Version != info.Version {
+	if info.Build == nil || info.Build.APIVersion != "v1" || info.Build.StoreFormat != layout.StoreFormat || info.Build.Version != info.Version {
 		t.Errorf("GET /v1/info build = %+v (version %q)", info.Build, info.Version)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/online"
 )
 
 func newProveCmd() *cobra.Command {
@@ -53,7 +54,7 @@ func newProveInclusionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := audit.ProveInclusion(c.Context(), r.client(), vs, position, size)
+			p, err := online.ProveInclusion(c.Context(), r.client(), vs, position, size)
 			if err != nil {
 				return proveError(err)
 			}
@@ -94,7 +95,7 @@ func newProveConsistencyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := audit.ProveConsistency(c.Context(), r.client(), vs, from, to)
+			p, err := online.ProveConsistency(c.Context(), r.client(), vs, from, to)
 			if err != nil {
 				return proveError(err)
 			}

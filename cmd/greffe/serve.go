@@ -13,6 +13,7 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/witness"
 )
@@ -143,9 +144,9 @@ recovery.`,
 func damagedStore(data string, err error) error {
 	what, changed := err.Error(), ""
 	// Open refuses a damaged MANIFEST or write-ahead log with a
-	// *pebblelog.DamageError before Pebble opens the folder read-write,
+	// *inspect.DamageError before Pebble opens the folder read-write,
 	// and changes nothing in it then.
-	var de *pebblelog.DamageError
+	var de *inspect.DamageError
 	if errors.As(err, &de) {
 		what = de.File
 		if de.Offset >= 0 {

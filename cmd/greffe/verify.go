@@ -12,6 +12,8 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/offline"
+	"github.com/greffe/greffe/audit/online"
 	"github.com/greffe/greffe/node"
 )
 
@@ -123,9 +125,9 @@ is wrong with it are printed), 2 could not run.`,
 						return &exitError{exitCannot, err}
 					}
 				}
-				rep, err = audit.VerifyDir(c.Context(), node.LedgerDir(data), cfg)
+				rep, err = offline.VerifyDir(c.Context(), node.LedgerDir(data), cfg)
 			} else {
-				rep, err = audit.VerifyServer(c.Context(), r.client(), cfg)
+				rep, err = online.VerifyServer(c.Context(), r.client(), cfg)
 			}
 			if cfg.Progress != nil {
 				fmt.Fprintln(errw)

@@ -20,7 +20,8 @@ import (
 	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/wire"
 )
@@ -110,11 +111,11 @@ func TestCLI_VerifyOnlineAndOffline(t *testing.T) {
 
 	// One byte of one event, changed through Pebble: fault at its position.
 	dir := node.LedgerDir(data)
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleslog.Logger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := pebblelog.EventKey(41)
+	k := layout.EventKey(41)
 	v, closer, err := db.Get(k)
 	if err != nil {
 		t.Fatal(err)
@@ -275,13 +276,6 @@ func TestCLI_Prove(t *testing.T) {
 		t.Errorf("altered proof: exit %d\n%s\n%s", code, out, errs)
 	}
 }
-
-// quietPebble drops Pebble's logs.
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any)           {}
-func (quietPebble) Errorf(string, ...any)          {}
-func (quietPebble) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
 
 func copyBody(w http.ResponseWriter, resp *http.Response) (int64, error) {
 	var n int64

@@ -13,7 +13,7 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // prepared is a batch applied in memory: its Pebble writes and outcomes, and
@@ -35,10 +35,9 @@ type prepared struct {
 	// tail holds the leaf hashes of the partial leaf tile (fewer than 256,
 	// 32 bytes each), copied from the sequencer state.
 	tail []byte
-	// walEnd is the position in wal (the store's log when the batch was
-	// logged; a restore may replace it) to sync before acknowledging.
-	walEnd uint64
-	wal    *wal.Log
+	// wait returns once the write-ahead log is synced through the batch
+	// (writeAheadLog.start): the syncer calls it before acknowledging.
+	wait func() error
 }
 
 // prepare applies b to the sequencer state without touching it: it checks
@@ -84,7 +83,7 @@ func (s *Store) newBuilder(at time.Time, raftIndex uint64) *builder {
 		lastRecorded: max(at.UnixNano(), s.seq.lastRecorded),
 		applied:      s.seq.applied,
 		streams:      make(map[string]int64),
-		tail:         append(make([]byte, 0, tileWidth*32), s.seq.tail...),
+		tail:         append(make([]byte, 0, layout.TileWidth*32), s.seq.tail...),
 	}
 	if raftIndex != 0 {
 		p.applied = raftIndex
@@ -135,7 +134,7 @@ func (bb *builder) seal() (*prepared, error) {
 	slices.SortFunc(p.index, func(x, y indexEntry) int { return bytes.Compare(p.key(x), p.key(y)) })
 	var val [16]byte
 	for _, e := range p.index {
-		value := appendStreamRun(val[:0], e.pos, e.n) // an id's value is its position: a run of 1
+		value := layout.AppendStreamRun(val[:0], e.pos, e.n) // an id's value is its position: a run of 1
 		v := p.wb.SetDeferred(int(e.end-e.start), len(value))
 		copy(v.Key, p.key(e))
 		copy(v.Value, value)
@@ -144,7 +143,7 @@ func (bb *builder) seal() (*prepared, error) {
 			return nil, err
 		}
 	}
-	if err := p.wb.Set(metaState, encodeState(p.size, p.lastRecorded, p.applied, p.rng.Hashes()), nil); err != nil {
+	if err := p.wb.Set(metaState, layout.State{Size: p.size, LastRecorded: p.lastRecorded, Applied: p.applied, Range: p.rng.Hashes()}.Encode(), nil); err != nil {
 		p.wb.Close()
 		return nil, err
 	}
@@ -251,8 +250,8 @@ func (a *applyCtx) apply(r *events.AppendRequest) (events.Outcome, error) {
 		v := versions[i]
 		if len(sa.Events) > 0 {
 			// One stream-index key maps the run of this stream's events
-			// (keys.go): consecutive versions at consecutive positions.
-			a.p.addIndex(a.p.size, uint64(len(sa.Events)), appendStreamKey(a.p.keys, sa.Stream, uint64(v+1)))
+			// (layout): consecutive versions at consecutive positions.
+			a.p.addIndex(a.p.size, uint64(len(sa.Events)), layout.AppendStreamKey(a.p.keys, sa.Stream, uint64(v+1)))
 		}
 		for j := range sa.Events {
 			pr := &sa.Events[j]
@@ -287,10 +286,10 @@ func (a *applyCtx) write(ev *events.Event) error {
 	}
 	ev.LeafHash = events.LeafHash(a.buf)
 	wb := a.p.wb
-	// Written in place, as eventKey(ev.Position) would be, without a key
+	// Written in place, as layout.EventKey(ev.Position) would be, without a key
 	// allocation per event.
 	op := wb.SetDeferred(9, len(a.buf))
-	op.Key[0] = prefixEvent
+	op.Key[0] = byte(layout.SpaceEvents)
 	binary.BigEndian.PutUint64(op.Key[1:], ev.Position)
 	copy(op.Value, a.buf)
 	if err := op.Finish(); err != nil {
@@ -298,9 +297,9 @@ func (a *applyCtx) write(ev *events.Event) error {
 	}
 	var werr error
 	if err := a.p.rng.Append(ev.LeafHash[:], func(id compact.NodeID, hash []byte) {
-		// Only tile bases above the leaves are stored (see keys.go).
-		if id.Level > 0 && id.Level%tileHeight == 0 {
-			if e := wb.Set(hashKey(id.Level, id.Index), hash, nil); e != nil && werr == nil {
+		// Only tile bases above the leaves are stored (see layout).
+		if id.Level > 0 && id.Level%layout.TileHeight == 0 {
+			if e := wb.Set(layout.NodeKey(id.Level, id.Index), hash, nil); e != nil && werr == nil {
 				werr = e
 			}
 		}
@@ -311,8 +310,8 @@ func (a *applyCtx) write(ev *events.Event) error {
 		return werr
 	}
 	a.p.tail = append(a.p.tail, ev.LeafHash[:]...)
-	if len(a.p.tail) == tileWidth*32 {
-		if err := wb.Set(leafTileKey(ev.Position/tileWidth), a.p.tail, nil); err != nil {
+	if len(a.p.tail) == layout.TileWidth*32 {
+		if err := wb.Set(layout.LeafTileKey(ev.Position/layout.TileWidth), a.p.tail, nil); err != nil {
 			return err
 		}
 		a.p.tail = a.p.tail[:0]
@@ -320,7 +319,7 @@ func (a *applyCtx) write(ev *events.Event) error {
 	// Index entries are written at seal, sorted: the memtable's inserter
 	// reuses its search path for ascending keys, and interleaving them with
 	// the (already ascending) event keys would defeat that.
-	a.p.addIndex(ev.Position, 1, appendIDKey(a.p.keys, ev.ID))
+	a.p.addIndex(ev.Position, 1, layout.AppendIDKey(a.p.keys, ev.ID))
 	a.p.size++
 	return nil
 }
@@ -352,7 +351,7 @@ func (a *applyCtx) lookupID(id uuid.UUID) (*events.Event, error) {
 	if !a.s.seq.ids.mayContain(id) {
 		return nil, events.ErrNotFound
 	}
-	raw, err := a.s.get(idKey(id))
+	raw, err := a.s.get(layout.IDKey(id))
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +359,7 @@ func (a *applyCtx) lookupID(id uuid.UUID) (*events.Event, error) {
 		return nil, fmt.Errorf("id index for %s holds %d bytes: %w", id, len(raw), events.ErrCorrupt)
 	}
 	pos := binary.BigEndian.Uint64(raw)
-	enc, err := a.s.get(eventKey(pos))
+	enc, err := a.s.get(layout.EventKey(pos))
 	if err != nil {
 		return nil, fmt.Errorf("id index for %s points to missing position %d: %w", id, pos, events.ErrCorrupt)
 	}
@@ -382,16 +381,16 @@ func (a *applyCtx) streamVersion(stream string) (int64, error) {
 		return v, nil
 	}
 	if a.it == nil {
-		it, err := a.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixStream}, UpperBound: []byte{prefixStream + 1}})
+		it, err := a.s.db.NewIter(spanOf(layout.SpaceStreams))
 		if err != nil {
 			return 0, err
 		}
 		a.it = it
 	}
-	lo, hi := streamBounds(stream)
+	lo, hi := layout.StreamBounds(stream)
 	v := int64(-1)
 	if a.it.SeekLT(hi) && len(a.it.Key()) == len(lo)+8 && string(a.it.Key()[:len(lo)]) == string(lo) {
-		_, n, ok := parseStreamRun(a.it.Value())
+		_, n, ok := layout.ParseStreamRun(a.it.Value())
 		if !ok {
 			return 0, fmt.Errorf("stream index of %q: value %x: %w", stream, a.it.Value(), events.ErrCorrupt)
 		}

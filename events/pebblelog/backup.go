@@ -14,6 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Backups (issue #13).
@@ -118,7 +120,7 @@ func (s *Store) checkpointAll(dir string) error {
 
 // load reads the copy's state and gets the signed checkpoint of its size.
 func (b *Backup) load(ctx context.Context, s *Store) (BackupInfo, error) {
-	st, err := ReadLedgerState(b.dir, b.fs)
+	st, err := inspect.ReadLedgerState(b.dir, b.fs)
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("backup: %w", err)
 	}
@@ -185,72 +187,6 @@ func RemoveBackupLeftovers(dir string, fs vfs.FS) error {
 	return nil
 }
 
-// LedgerState is what a stopped ledger folder records about itself.
-type LedgerState struct {
-	// Format and LedgerID are the identity records.
-	Format   string
-	LedgerID string
-	// Head is the recorded state: size, root (recomputed from the recorded
-	// compact range) and the recorded time of the last event.
-	Head events.Head
-	// Applied is the recorded raft index (0: never a cluster member).
-	Applied uint64
-}
-
-// ReadLedgerState opens the Pebble folder dir read-only and reads its
-// identity and state records, without the checks Open makes and without
-// replaying a write-ahead log: for a backup copy, whose tables hold
-// everything. Pebble creates its LOCK file in dir (every open does) and
-// writes nothing else. fs nil means the OS.
-func ReadLedgerState(dir string, fs vfs.FS) (LedgerState, error) {
-	if fs == nil {
-		fs = vfs.Default
-	}
-	db, err := pebble.Open(dir, &pebble.Options{FS: fs, ReadOnly: true, Logger: quietLogger{l: discardLogger()}})
-	if err != nil {
-		return LedgerState{}, fmt.Errorf("open %s read-only: %w", dir, err)
-	}
-	defer db.Close()
-	get := func(k []byte) ([]byte, error) {
-		v, closer, err := db.Get(k)
-		if err != nil {
-			return nil, fmt.Errorf("%s: record %q: %w", dir, k, err)
-		}
-		defer closer.Close()
-		return append([]byte(nil), v...), nil
-	}
-	format, err := get(metaFormat)
-	if err != nil {
-		return LedgerState{}, err
-	}
-	id, err := get(metaLedgerID)
-	if err != nil {
-		return LedgerState{}, err
-	}
-	raw, err := get(metaState)
-	if err != nil {
-		return LedgerState{}, err
-	}
-	size, last, applied, hashes, err := decodeState(raw)
-	if err != nil {
-		return LedgerState{}, err
-	}
-	root := events.EmptyRoot
-	if size > 0 {
-		rng, err := events.RangeFactory.NewRange(0, size, hashes)
-		if err != nil {
-			return LedgerState{}, fmt.Errorf("state range: %v: %w", err, events.ErrCorrupt)
-		}
-		r, err := rng.GetRootHash(nil)
-		if err != nil {
-			return LedgerState{}, fmt.Errorf("state root: %v: %w", err, events.ErrCorrupt)
-		}
-		root = [32]byte(r)
-	}
-	return LedgerState{Format: string(format), LedgerID: string(id),
-		Head: events.Head{Size: size, Root: root, RecordedAt: last}, Applied: applied}, nil
-}
-
 // SeedAppliedIndex records index as the raft index of the last batch
 // applied, for a ledger that becomes the first member of a new raft
 // cluster with its history (replicator: a ledger written by a single node,
@@ -274,7 +210,7 @@ func (s *Store) SeedAppliedIndex(index uint64) error {
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.Set(metaState, encodeState(s.seq.size, s.seq.lastRecorded, index, s.seq.rng.Hashes()), nil); err != nil {
+	if err := b.Set(metaState, layout.State{Size: s.seq.size, LastRecorded: s.seq.lastRecorded, Applied: index, Range: s.seq.rng.Hashes()}.Encode(), nil); err != nil {
 		return err
 	}
 	if err := s.commitSynced(b); err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // copyTree copies the regular files of src into dst (a backup copy is
@@ -106,8 +108,8 @@ func TestStore_BackupUnderLoad(t *testing.T) {
 		if err != nil || live.Root != info.Head.Root {
 			t.Fatalf("backup %d: the live ledger's root at %d differs from the copy's: %v", i, info.Head.Size, err)
 		}
-		st, err := pebblelog.ReadLedgerState(b.Dir(), nil)
-		if err != nil || st.Head != info.Head || st.Format != pebblelog.StoreFormat {
+		st, err := inspect.ReadLedgerState(b.Dir(), nil)
+		if err != nil || st.Head != info.Head || st.Format != layout.StoreFormat {
 			t.Fatalf("backup %d: state %+v %v, info %+v", i, st, err, info.Head)
 		}
 

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/transparency-dev/formats/log"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // SetSigners replaces the checkpoint signers (key rotation: during the
@@ -36,7 +36,7 @@ var ErrNoSigner = fmt.Errorf("pebblelog: %w", events.ErrNoSigner)
 // loadLastCheckpoint loads the newest stored checkpoint, which must be
 // within head, the state just loaded.
 func (s *Store) loadLastCheckpoint(h events.Head) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceCheckpoints))
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Store) signLocked(size uint64, root [32]byte) (events.Checkpoint, error
 	// it covers were synced before it (the WAL is ordered).
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.Set(checkpointKey(size), cp.Note, nil); err != nil {
+	if err := b.Set(layout.CheckpointKey(size), cp.Note, nil); err != nil {
 		return events.Checkpoint{}, err
 	}
 	if err := s.commitSynced(b); err != nil {
@@ -163,7 +163,7 @@ func (s *Store) CheckpointAt(ctx context.Context, size uint64) (events.Checkpoin
 		return events.Checkpoint{}, fmt.Errorf("checkpoint of size %d beyond head %d: %w", size, s.Head().Size, events.ErrNotFound)
 	}
 	s.dbMu.RLock()
-	raw, err := s.get(checkpointKey(size))
+	raw, err := s.get(layout.CheckpointKey(size))
 	s.dbMu.RUnlock()
 	if err == nil {
 		return s.parseStored(raw)
@@ -185,7 +185,7 @@ func (s *Store) CheckpointAt(ctx context.Context, size uint64) (events.Checkpoin
 func (s *Store) StoredCheckpoints(ctx context.Context, fn func(size uint64, note []byte) error) error {
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceCheckpoints))
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/greffe/greffe/events"
 )
 
@@ -377,11 +375,13 @@ func (c *committer) seal(o *openBatch) {
 	c.toSync <- f
 }
 
-// sealLocal seals the open batch, logs it, hands it to the syncer, which
-// starts the fsync at once, and only then applies it to Pebble's memtable:
-// applying a batch of a thousand events takes about as long as its sync,
-// and the two overlap. The syncer answers once both are done. REQUIRES: as
-// seal.
+// sealLocal seals the open batch and logs it (writeAheadLog.start), which
+// hands it to the syncer as soon as it is in the log: the store's own log
+// then starts the fsync at once and only then applies the batch to
+// Pebble's memtable (applying a batch of a thousand events takes about as
+// long as its sync, and the two overlap); Pebble's applies and logs it in
+// one call, and syncs on its own goroutine. The syncer answers once the
+// sync is done and the batch installed (applied). REQUIRES: as seal.
 func (c *committer) sealLocal(bb *builder, f *inflight) {
 	s := c.s
 	s.dbMu.RLock()
@@ -393,49 +393,27 @@ func (c *committer) sealLocal(bb *builder, f *inflight) {
 		c.toSync <- f
 		return
 	}
-	if s.pebbleWAL {
-		c.sealPebble(p, f)
-		return
-	}
-	s.walMu.Lock()
-	seq, end, err := s.appendWAL(p.wb)
-	if err != nil {
-		s.walMu.Unlock()
+	logged := false
+	err = s.log.start(p.wb, func(wait func() error) {
+		logged = true
+		p.wait = wait
+		f.p, f.applied = p, make(chan error, 1)
+		c.toSync <- f
+	})
+	switch {
+	case !logged:
+		// Not in the log: nothing of it was written.
 		p.wb.Close()
 		s.fail(err)
 		f.err = fmt.Errorf("%w: %v", errStoreFailed, err)
 		c.toSync <- f
 		return
-	}
-	p.walEnd, p.wal = end, s.wal
-	f.p, f.applied = p, make(chan error, 1)
-	c.toSync <- f
-	err = s.applyWAL(p.wb, seq)
-	s.walMu.Unlock()
-	if err == nil {
+	case err == nil:
 		s.install(p)
-	} else {
+	default:
 		s.fail(err)
 	}
 	f.applied <- err
-}
-
-// sealPebble is sealLocal on Pebble's WAL: Pebble logs and applies the
-// batch in one call and syncs it on its own goroutine; the syncer waits for
-// that sync (SyncWait). REQUIRES: as sealLocal.
-func (c *committer) sealPebble(p *prepared, f *inflight) {
-	s := c.s
-	if err := s.guard(func() error { return s.db.ApplyNoSyncWait(p.wb, pebble.Sync) }); err != nil {
-		p.wb.Close()
-		s.fail(err)
-		f.err = fmt.Errorf("%w: %v", errStoreFailed, err)
-		c.toSync <- f
-		return
-	}
-	s.install(p)
-	f.p, f.applied = p, make(chan error, 1)
-	f.applied <- nil
-	c.toSync <- f
 }
 
 func (c *committer) syncLoop(ctx context.Context) {
@@ -452,12 +430,7 @@ func (c *committer) syncOne(ctx context.Context, f *inflight) {
 		c.respondAll(f.reqs, nil, f.err)
 	case f.p != nil:
 		t0 := time.Now()
-		var err error
-		if f.p.wal != nil {
-			err = f.p.wal.SyncTo(f.p.walEnd)
-		} else {
-			err = f.p.wb.SyncWait() // Pebble's WAL (sealPebble)
-		}
+		err := f.p.wait()
 		if aerr := <-f.applied; err == nil && aerr != nil {
 			err = aerr // logged but not in the memtable: the store has failed
 		}
@@ -574,7 +547,7 @@ func (s *Store) ApplyReplicated(b *events.Batch, index uint64) ([]events.Outcome
 	// after a snapshot, and Snapshot syncs first (snapshot.go). Anything
 	// this node signs is synced after the events it covers (one ordered
 	// WAL). Syncing here would put a third fsync in every commit's path.
-	if _, err := s.writeBatch(p.wb); err != nil {
+	if err := s.writeBatch(p.wb); err != nil {
 		return nil, fmt.Errorf("apply raft index %d: %w", index, err)
 	}
 	s.install(p)

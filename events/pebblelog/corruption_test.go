@@ -21,6 +21,8 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 	"github.com/greffe/greffe/internal/faultfs"
 )
 
@@ -245,9 +247,9 @@ func TestStore_DamagedLogRecordRefusesToOpen(t *testing.T) {
 			if !errors.Is(err, events.ErrCorrupt) || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", at)) {
 				t.Errorf("open: %v; want a corruption error naming %s at offset %d", err, seg, at)
 			}
-			var de *pebblelog.DamageError
+			var de *inspect.DamageError
 			if !errors.As(err, &de) || de.File != seg || de.Offset != int64(at) {
-				t.Errorf("open: %#v; want a *pebblelog.DamageError of %s at offset %d", de, seg, at)
+				t.Errorf("open: %#v; want a *inspect.DamageError of %s at offset %d", de, seg, at)
 			}
 			// Refused before Pebble opened the folder read-write (which
 			// writes a new MANIFEST, OPTIONS and WAL file and removes the
@@ -589,7 +591,7 @@ func TestStore_CheckpointAheadOfTheHeadRefusesToOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pebblelog.SetKey(dir, pebblelog.CheckpointKey(9), ahead.Note); err != nil {
+	if err := pebblelog.SetKey(dir, layout.CheckpointKey(9), ahead.Note); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pebblelog.Open(pebblelog.Config{Dir: dir, LedgerID: testLedger, CheckpointInterval: -1})

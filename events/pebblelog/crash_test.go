@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/internal/faultfs"
 )
 
@@ -81,7 +82,7 @@ func powerLoss(t *testing.T, cfg pebblelog.Config) {
 		}
 		clone := gate.CrashClone(fs, vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(50), RNG: rng})
 		mu.Unlock()
-		in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: "/ledger", FS: clone})
+		in, err := inspect.Open(inspect.Config{Dir: "/ledger", FS: clone})
 		if err != nil {
 			t.Fatalf("crash %d: inspect: %v", crash, err)
 		}

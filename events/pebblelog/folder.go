@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 )
 
 // The store's folder and its siblings (issue #20).
@@ -57,7 +58,7 @@ func failedRestoreDir(dir string) string { return strings.TrimRight(dir, "/") + 
 
 // lockFolder takes the folder's lock, creating the folder's parent if
 // needed. Another holder (a node running on the folder, in this process or
-// another) makes it fail with an error that matches ErrLocked.
+// another) makes it fail with an error that matches inspect.ErrLocked.
 func lockFolder(fs vfs.FS, dir string) (io.Closer, error) {
 	dir = strings.TrimRight(dir, "/")
 	if err := fs.MkdirAll(fs.PathDir(dir), 0o755); err != nil {
@@ -65,8 +66,8 @@ func lockFolder(fs vfs.FS, dir string) (io.Closer, error) {
 	}
 	l, err := fs.Lock(lockPath(dir))
 	if err != nil {
-		if isLockError(err) {
-			return nil, inUseError(dir, err)
+		if inspect.IsLockError(err) {
+			return nil, inspect.InUse(dir, err)
 		}
 		return nil, fmt.Errorf("lock %s: %w", lockPath(dir), err)
 	}
@@ -172,7 +173,7 @@ func removeAll(fs vfs.FS, p string) error {
 
 // Recover settles what a crash left of a Restore or of snapshots, for the
 // store in dir (see settleFolder), under the folder's lock: on a folder a
-// live store holds it fails with ErrLocked and touches nothing. It never
+// live store holds it fails with inspect.ErrLocked and touches nothing. It never
 // removes the store a restore replaced (<dir>.old): only Open does, once
 // the store in dir opened. fs nil means the OS.
 //
@@ -187,6 +188,6 @@ func Recover(dir string, fs vfs.FS) error {
 		return err
 	}
 	defer lock.Close()
-	_, err = settleFolder(fs, dir, discardLogger())
+	_, err = settleFolder(fs, dir, slog.New(slog.DiscardHandler))
 	return err
 }

@@ -8,10 +8,12 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // earlierFormats are the format strings of stores written before the
-// store's own write-ahead log and before stream-index runs (keys.go).
+// store's own write-ahead log and before stream-index runs (layout).
 var earlierFormats = []string{
 	"greffe-ledger/1 event-format=1 hash=sha256 tree=rfc6962",
 	"greffe-ledger/2 event-format=1 hash=sha256 tree=rfc6962 log=greffe-wal",
@@ -19,7 +21,7 @@ var earlierFormats = []string{
 
 func recordedFormat(t *testing.T, dir string) string {
 	t.Helper()
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	in, err := inspect.Open(inspect.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +61,8 @@ func TestStore_EarlierFormatsAreUpgraded(t *testing.T) {
 			if err := pebblelog.SetFormat(dir, format); err != nil {
 				t.Fatal(err)
 			}
-			if got := recordedFormat(t, dir); got != format || !pebblelog.KnownFormat(got) {
-				t.Fatalf("format before reopen %q (known %v)", got, pebblelog.KnownFormat(got))
+			if got := recordedFormat(t, dir); got != format || !layout.Known(got) {
+				t.Fatalf("format before reopen %q (known %v)", got, layout.Known(got))
 			}
 
 			s2, _ := openStore(t, dir)
@@ -84,8 +86,8 @@ func TestStore_EarlierFormatsAreUpgraded(t *testing.T) {
 			if err := s2.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if got := recordedFormat(t, dir); got != pebblelog.StoreFormat {
-				t.Fatalf("format after upgrade %q, want %q", got, pebblelog.StoreFormat)
+			if got := recordedFormat(t, dir); got != layout.StoreFormat {
+				t.Fatalf("format after upgrade %q, want %q", got, layout.StoreFormat)
 			}
 		})
 	}
@@ -106,7 +108,7 @@ func TestStore_UnknownFormatRefused(t *testing.T) {
 	if !errors.Is(err, pebblelog.ErrIncompatible) {
 		t.Fatalf("open of format %q: err = %v, want ErrIncompatible", future, err)
 	}
-	if got := recordedFormat(t, dir); got != future || pebblelog.KnownFormat(got) {
-		t.Fatalf("format after refusal %q (known %v), want %q unchanged and unknown", got, pebblelog.KnownFormat(got), future)
+	if got := recordedFormat(t, dir); got != future || layout.Known(got) {
+		t.Fatalf("format after refusal %q (known %v), want %q unchanged and unknown", got, layout.Known(got), future)
 	}
 }

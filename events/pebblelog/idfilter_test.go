@@ -3,9 +3,10 @@ package pebblelog
 import (
 	"math"
 
-	"github.com/google/go-cmp/cmp"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/google/uuid"
 )

@@ -14,7 +14,13 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 )
+
+// The damage checks of the MANIFEST (inspect.CheckManifest), on the
+// MANIFEST of a real store. They live beside the store because they make
+// it flush (Store.Flush, export_test.go) to lay out several records in one
+// MANIFEST, which only the store's own tests can.
 
 // manifestStore writes a store whose MANIFEST holds several records (one
 // per flush), closes it and returns its folder, the MANIFEST's path and the
@@ -122,8 +128,8 @@ func TestCheckManifest(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.WriteFile(manifest, orig, 0o600)
-			err := pebblelog.CheckManifest(nil, dir)
-			var de *pebblelog.DamageError
+			err := inspect.CheckManifest(nil, dir)
+			var de *inspect.DamageError
 			if tc.offset < 0 {
 				if err != nil {
 					t.Fatalf("CheckManifest: %v, want nil", err)
@@ -144,24 +150,24 @@ func TestCheckManifest(t *testing.T) {
 // Open calls it before Pebble creates anything), and a marker naming a
 // MANIFEST that is missing.
 func TestCheckManifest_Folders(t *testing.T) {
-	if err := pebblelog.CheckManifest(nil, t.TempDir()); err != nil {
+	if err := inspect.CheckManifest(nil, t.TempDir()); err != nil {
 		t.Errorf("empty folder: %v", err)
 	}
-	if err := pebblelog.CheckManifest(nil, filepath.Join(t.TempDir(), "none")); err != nil {
+	if err := inspect.CheckManifest(nil, filepath.Join(t.TempDir(), "none")); err != nil {
 		t.Errorf("no folder (a store not created yet): %v", err)
 	}
 	// The folder of a running store, while it is idle: no lock needed.
 	held := t.TempDir()
 	openStore(t, held)
-	if err := pebblelog.CheckManifest(nil, held); err != nil {
+	if err := inspect.CheckManifest(nil, held); err != nil {
 		t.Errorf("folder of a running store: %v", err)
 	}
 	dir, manifest, _ := manifestStore(t)
 	if err := os.Remove(manifest); err != nil {
 		t.Fatal(err)
 	}
-	err := pebblelog.CheckManifest(nil, dir)
-	var de *pebblelog.DamageError
+	err := inspect.CheckManifest(nil, dir)
+	var de *inspect.DamageError
 	if !errors.As(err, &de) || de.File != manifest || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing MANIFEST: %v", err)
 	}

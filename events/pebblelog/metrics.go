@@ -158,10 +158,5 @@ func (s *Store) DiskUsage() uint64 {
 		return 0
 	}
 	n := s.db.Metrics().DiskSpaceUsage()
-	if s.wal != nil {
-		if w, err := s.wal.DiskBytes(); err == nil {
-			n += w
-		}
-	}
-	return n
+	return n + s.log.diskBytes()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // ReadAll reads acknowledged events in global order. Forward reads start at
@@ -72,7 +73,7 @@ func (s *Store) bytesBelow(ctx context.Context, lo, hi uint64, maxBytes int) (ui
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: layout.EventKey(lo), UpperBound: layout.EventKey(hi)})
 	if err != nil {
 		return 0, err
 	}
@@ -112,7 +113,7 @@ func (s *Store) readRangeMatching(ctx context.Context, lo, hi uint64, hash bool,
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: layout.EventKey(lo), UpperBound: layout.EventKey(hi)})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -225,7 +226,7 @@ func (s *Store) ScanRaw(ctx context.Context, lo, hi uint64, fn func(pos uint64, 
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(lo), UpperBound: eventKey(hi)})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: layout.EventKey(lo), UpperBound: layout.EventKey(hi)})
 	if err != nil {
 		return err
 	}
@@ -267,17 +268,17 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 	limit := o.EffectiveLimit()
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	lo, hi := streamBounds(stream)
+	lo, hi := layout.StreamBounds(stream)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
 	// Each key is a run: versions [first, first+n) at positions [pos, pos+n)
-	// (keys.go). A run is written by one batch, so it is acknowledged whole
+	// (layout). A run is written by one batch, so it is acknowledged whole
 	// or not at all; positions at or past size are skipped all the same.
 	run := func() (first, pos, n uint64, err error) {
-		pos, n, ok := parseStreamRun(it.Value())
+		pos, n, ok := layout.ParseStreamRun(it.Value())
 		if !ok || len(it.Key()) != len(lo)+8 {
 			return 0, 0, 0, fmt.Errorf("stream index of %q: entry %x -> %x: %w", stream, it.Key(), it.Value(), events.ErrCorrupt)
 		}
@@ -297,7 +298,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 	}
 	if o.Direction == events.Forward {
 		// Start at the run holding o.From, or the first run after it.
-		ok := it.SeekLT(streamKey(stream, o.From))
+		ok := it.SeekLT(layout.StreamKey(stream, o.From))
 		if ok {
 			first, _, n, err := run()
 			if err != nil {
@@ -326,7 +327,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, o events.ReadOpti
 		if o.From == events.FromEnd {
 			ok = it.Last()
 		} else {
-			ok = it.SeekLT(streamKey(stream, o.From+1))
+			ok = it.SeekLT(layout.StreamKey(stream, o.From+1))
 		}
 	backward:
 		for ; ok; ok = it.Prev() {
@@ -390,7 +391,7 @@ func (s *Store) eventAtLocked(pos uint64) (events.Event, error) {
 // rawAtLocked reads the stored bytes of one indexed event (a copy).
 // REQUIRES: s.dbMu held for reading.
 func (s *Store) rawAtLocked(pos uint64) ([]byte, error) {
-	raw, err := s.get(eventKey(pos))
+	raw, err := s.get(layout.EventKey(pos))
 	if errors.Is(err, events.ErrNotFound) {
 		return nil, fmt.Errorf("indexed position %d missing: %w", pos, events.ErrCorrupt)
 	}
@@ -420,7 +421,7 @@ func (s *Store) EventByID(ctx context.Context, id uuid.UUID) (_ events.Event, er
 	if !s.seq.ids.mayContain(id) {
 		return events.Event{}, fmt.Errorf("event %s: %w", id, events.ErrNotFound)
 	}
-	raw, err := s.get(idKey(id))
+	raw, err := s.get(layout.IDKey(id))
 	if err != nil {
 		return events.Event{}, fmt.Errorf("event %s: %w", id, err)
 	}

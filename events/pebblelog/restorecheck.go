@@ -14,6 +14,7 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Checking a staged restore against the store it would replace (issue #20).
@@ -91,7 +92,7 @@ func (s *Store) committed() (history, error) {
 	}
 	s.dbMu.RLock()
 	defer s.dbMu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCheckpoint}, UpperBound: []byte{prefixCheckpoint + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceCheckpoints))
 	if err != nil {
 		return history{}, err
 	}
@@ -162,21 +163,21 @@ func checkStagedTree(ndb *pebble.DB, info SnapshotInfo, prefixes []prefixOf) err
 		return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
 	}
 	size := info.Head.Size
-	it, err := ndb.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	it, err := ndb.NewIter(spanOf(layout.SpaceEvents))
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	rng := events.RangeFactory.NewEmptyRange(0)
-	tile := make([]byte, 0, tileWidth*32)
+	tile := make([]byte, 0, layout.TileWidth*32)
 	var nodes uint64 // stored nodes the tree needs
 	var visitErr error
 	visit := func(id compact.NodeID, hash []byte) {
-		if id.Level == 0 || id.Level%tileHeight != 0 || visitErr != nil {
+		if id.Level == 0 || id.Level%layout.TileHeight != 0 || visitErr != nil {
 			return
 		}
 		nodes++
-		stored, err := dbGet(ndb, hashKey(id.Level, id.Index))
+		stored, err := dbGet(ndb, layout.NodeKey(id.Level, id.Index))
 		switch {
 		case err != nil:
 			visitErr = bad("tree node %d/%d: %v", id.Level, id.Index, err)
@@ -205,11 +206,11 @@ func checkStagedTree(ndb *pebble.DB, info SnapshotInfo, prefixes []prefixOf) err
 			return visitErr
 		}
 		tile = append(tile, leaf[:]...)
-		if len(tile) == tileWidth*32 {
-			t := pos / tileWidth
-			stored, err := dbGet(ndb, leafTileKey(t))
+		if len(tile) == layout.TileWidth*32 {
+			t := pos / layout.TileWidth
+			stored, err := dbGet(ndb, layout.LeafTileKey(t))
 			if err != nil || !bytes.Equal(stored, tile) {
-				return bad("leaf tile %d is not the hashes of events %d to %d (%v)", t, t*tileWidth, pos, err)
+				return bad("leaf tile %d is not the hashes of events %d to %d (%v)", t, t*layout.TileWidth, pos, err)
 			}
 			tile = tile[:0]
 		}
@@ -246,7 +247,7 @@ func checkStagedTree(ndb *pebble.DB, info SnapshotInfo, prefixes []prefixOf) err
 	for _, space := range []struct {
 		prefix byte
 		want   uint64
-	}{{prefixHash, nodes}, {prefixLeafTile, size / tileWidth}} {
+	}{{byte(layout.SpaceNodes), nodes}, {byte(layout.SpaceLeafTiles), size / layout.TileWidth}} {
 		n, err := countKeys(ndb, space.prefix)
 		if err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/internal/faultfs"
 )
 
@@ -487,10 +488,10 @@ func TestOpen_SecondOpenerDeletesNothing(t *testing.T) {
 		t.Fatalf("in-progress folders before the second opener (-want +got):\n%s", diff)
 	}
 
-	if _, err := pebblelog.Open(pebblelog.Config{Dir: dir, LedgerID: testLedger, CheckpointInterval: -1}); !errors.Is(err, pebblelog.ErrLocked) {
+	if _, err := pebblelog.Open(pebblelog.Config{Dir: dir, LedgerID: testLedger, CheckpointInterval: -1}); !errors.Is(err, inspect.ErrLocked) {
 		t.Fatalf("second Open: %v, want ErrLocked", err)
 	}
-	if err := pebblelog.Recover(dir, nil); !errors.Is(err, pebblelog.ErrLocked) {
+	if err := pebblelog.Recover(dir, nil); !errors.Is(err, inspect.ErrLocked) {
 		t.Errorf("Recover on a live folder: %v, want ErrLocked", err)
 	}
 	if diff := cmp.Diff(want, inProgress()); diff != "" {

@@ -19,6 +19,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Snapshots and restores, for the raft replicator (issue #5).
@@ -61,20 +63,6 @@ var ErrBadSnapshot = errors.New("pebblelog: bad snapshot")
 // ErrSnapshotForks wraps the refusal of a snapshot whose history does not
 // extend this store's.
 var ErrSnapshotForks = errors.New("pebblelog: the snapshot does not extend this store's history")
-
-// isReplicated reports whether key belongs to the replicated state.
-func isReplicated(key []byte) bool {
-	if len(key) == 0 {
-		return false
-	}
-	switch key[0] {
-	case prefixEvent, prefixLeafTile, prefixHash, prefixStream, prefixID:
-		return true
-	case prefixMeta:
-		return bytes.Equal(key, metaFormat) || bytes.Equal(key, metaLedgerID) || bytes.Equal(key, metaState)
-	}
-	return false
-}
 
 // Snapshot is a point-in-time copy of the ledger for raft: a Pebble
 // checkpoint (hard links to the immutable tables plus a copy of the live WAL)
@@ -138,8 +126,9 @@ func (s *Store) Snapshot() (*Snapshot, error) {
 
 func replicatedSpans() []pebble.CheckpointSpan {
 	var out []pebble.CheckpointSpan
-	for _, p := range []byte{prefixEvent, prefixHash, prefixID, prefixMeta, prefixStream, prefixLeafTile} {
-		out = append(out, pebble.CheckpointSpan{Start: []byte{p}, End: []byte{p + 1}})
+	for _, sp := range layout.ReplicatedSpaces() {
+		lo, hi := sp.Bounds()
+		out = append(out, pebble.CheckpointSpan{Start: lo, End: hi})
 	}
 	return out
 }
@@ -158,7 +147,7 @@ func (sn *Snapshot) Info() SnapshotInfo { return sn.info }
 // written. The stream is consistent: it is read from the checkpoint, whose
 // sequencer state must equal Info (else events.ErrCorrupt).
 func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
-	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: quietLogger{l: sn.log}})
+	db, err := pebble.Open(sn.dir, &pebble.Options{FS: sn.fs, ReadOnly: true, Logger: pebbleslog.Logger{L: sn.log, Prefix: "pebble: "}})
 	if err != nil {
 		return 0, fmt.Errorf("open snapshot checkpoint: %w", err)
 	}
@@ -167,7 +156,8 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("snapshot state: %w", err)
 	}
-	size, _, applied, _, err := decodeState(raw)
+	st, err := decodeState(raw)
+	size, applied := st.Size, st.Applied
 	_ = closer.Close()
 	if err != nil {
 		return 0, err
@@ -192,7 +182,7 @@ func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	var lenBuf [2 * binary.MaxVarintLen64]byte
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
-		if !isReplicated(k) {
+		if !layout.Replicated(k) {
 			continue
 		}
 		v, err := it.ValueAndErr()
@@ -442,7 +432,7 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 	// No WAL while loading: a crash mid-load leaves a folder Recover deletes,
 	// and Flush below makes the tables durable in one go.
 	ndb, err := pebble.Open(tmp, &pebble.Options{FS: fs, DisableWAL: true, FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize: s.cfg.MemTableSize, Logger: quietLogger{l: s.cfg.Logger}})
+		MemTableSize: s.cfg.MemTableSize, Logger: pebbleslog.Logger{L: s.cfg.Logger, Prefix: "pebble: "}})
 	if err != nil {
 		return nil, fmt.Errorf("restore: open %s: %w", tmp, err)
 	}
@@ -485,7 +475,7 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 			b.Close()
 			return fail(err)
 		}
-		if !isReplicated(k) {
+		if !layout.Replicated(k) {
 			b.Close()
 			return fail(fmt.Errorf("%w: key %q outside the replicated key spaces", ErrBadSnapshot, k))
 		}
@@ -516,7 +506,8 @@ func (s *Store) buildRestored(fs vfs.FS, tmp string, sr *snapshotReader, info Sn
 	if err != nil {
 		return fail(fmt.Errorf("%w: no state key: %v", ErrBadSnapshot, err))
 	}
-	size, _, applied, hashes, err := decodeState(raw)
+	st, err := decodeState(raw)
+	size, applied, hashes := st.Size, st.Applied, st.Range
 	_ = closer.Close()
 	if err != nil {
 		return fail(fmt.Errorf("%w: %v", ErrBadSnapshot, err))
@@ -615,12 +606,7 @@ func (s *Store) swapIn(fs vfs.FS, ndb *pebble.DB, tmp string, info SnapshotInfo)
 // hold stays in the log, which the next open replays. REQUIRES: dbMu held
 // exclusively.
 func (s *Store) closeLive() {
-	var walErr error
-	if s.wal != nil {
-		walErr = s.wal.Close()
-		s.wal = nil
-	}
-	if err := errors.Join(walErr, s.db.Close()); err != nil {
+	if err := errors.Join(s.log.close(false), s.db.Close()); err != nil {
 		s.cfg.Logger.Warn("restore: close the store", "err", err)
 	}
 }
@@ -669,7 +655,7 @@ func copyLocal(src, dst *pebble.DB) error {
 	defer it.Close()
 	b := dst.NewBatch()
 	for ok := it.First(); ok; ok = it.Next() {
-		if isReplicated(it.Key()) {
+		if layout.Replicated(it.Key()) {
 			continue
 		}
 		v, err := it.ValueAndErr()

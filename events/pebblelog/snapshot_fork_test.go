@@ -112,7 +112,7 @@ func honestTreeForgedEvent(t *testing.T, stores func(*testing.T) (*pebblelog.Sto
 	})
 }
 
-// eventKey is the store's key of the event at pos (keys.go: 'e' position).
+// eventKey is the store's key of the event at pos (layout: 'e' position).
 func eventKey(pos uint64) []byte { return binary.BigEndian.AppendUint64([]byte{'e'}, pos) }
 
 // TestStore_RestoreRefusesFork is the attack of issue #20, finding 3: one

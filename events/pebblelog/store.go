@@ -21,7 +21,9 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // Config configures a Store. The zero value of every field means its default.
@@ -67,10 +69,11 @@ type Config struct {
 	// at their design rate up to ~30 million events; past it they grow
 	// slowly, and appends with them, while memory stays bounded.
 	IDFilterBytes int64
-	// WAL selects the write-ahead log: WALGreffe (the default), the store's
-	// own (internal/wal, walstore.go), or WALPebble, Pebble's. Both pass
-	// the same fault-injection suite (fault_test.go; the figures that chose
-	// the default are in docs/PERFORMANCE.md). Every open replays what
+	// WAL selects the write-ahead log (wal.go): WALGreffe (the default),
+	// the store's own (internal/wal, wal_greffe.go), or WALPebble, Pebble's
+	// (wal_pebble.go). Both pass the same fault-injection suite
+	// (fault_test.go; the figures that chose the default are in
+	// docs/PERFORMANCE.md). Every open replays what
 	// either log holds, so a store can switch between restarts.
 	WAL string
 	// OnFatal is called when the storage engine meets an error it cannot
@@ -172,21 +175,14 @@ type Store struct {
 	ledgerID string
 	origin   string
 
-	// dbMu guards db and wal against a swap by Restore; everything else
+	// dbMu guards db and log against a swap by Restore; everything else
 	// takes it for reading.
 	dbMu sync.RWMutex
 	db   *pebble.DB
-	// wal is the write-ahead log of db, which runs with Pebble's own WAL
-	// disabled (wal.go explains why); nil with Config.WAL = WALPebble
-	// (pebbleWAL). walMu makes "append to the log, then apply to Pebble"
-	// one step, so that Pebble applies batches in the log's order;
-	// walApplied is the seq of the last batch applied.
-	pebbleWAL  bool
-	wal        *wal.Log
-	walMu      sync.Mutex
-	walApplied atomic.Uint64
-	// walReplayed is how many log records the last open (or restore)
-	// replayed: 0 after a clean stop.
+	// log is db's write-ahead log, the one Config.WAL selects (wal.go).
+	log writeAheadLog
+	// walReplayed is how many records of the store's own log the last open
+	// (or restore) replayed: 0 after a clean stop.
 	walReplayed atomic.Uint64
 
 	// seq is owned by the single applier (see Invariants).
@@ -242,11 +238,11 @@ const maxStreamCache = 1 << 16
 // checkpoint signer. A store it finds damaged is refused with an error that
 // matches events.ErrCorrupt and names the file. Damage to the MANIFEST or
 // to the write-ahead log is found before Pebble opens the folder
-// read-write: it is refused with a *DamageError, and nothing in the folder
+// read-write: it is refused with a *inspect.DamageError, and nothing in the folder
 // has changed.
 //
 // Open first takes the folder's lock (<dir>.lock, held until Close; another
-// holder makes Open fail with ErrLocked before it touches anything), then
+// holder makes Open fail with inspect.ErrLocked before it touches anything), then
 // settles what a crash left of a snapshot restore (folder.go): it finishes
 // or undoes the swap, and removes the store a restore replaced only once
 // the store in place has opened and its tree rebuilt from its events is the
@@ -262,7 +258,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
+	s := &Store{cfg: cfg}
 	fs := s.fs()
 	// The folder's lock comes first: settling what a restore left, below,
 	// renames and deletes folders that a live store beside this call would
@@ -299,7 +295,7 @@ func Open(cfg Config) (_ *Store, err error) {
 		if perr := putBack(fs, cfg.Dir); perr != nil {
 			return nil, fmt.Errorf("open store %s: %w; putting back the replaced store failed: %w", cfg.Dir, err, perr)
 		}
-		s = &Store{cfg: cfg, pebbleWAL: cfg.WAL == WALPebble}
+		s = &Store{cfg: cfg}
 		var err2 error
 		if head, err2 = s.openFiles(); err2 != nil {
 			return nil, fmt.Errorf("open store %s: neither the restored store (now in %s: %w) nor the one it replaced opens: %w",
@@ -326,13 +322,6 @@ func Open(cfg Config) (_ *Store, err error) {
 	s.cancel = cancel
 	s.commit = newCommitter(s)
 	s.commit.start(ctx, &s.wg)
-	if !s.pebbleWAL {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.walDropLoop(ctx)
-		}()
-	}
 	if cfg.CheckpointInterval > 0 {
 		s.wg.Add(1)
 		go func() {
@@ -358,13 +347,13 @@ func (s *Store) openFiles() (events.Head, error) {
 	// Before Pebble opens the folder read-write: with a damaged MANIFEST it
 	// would see fewer tables, delete the others as obsolete, and open a
 	// store that lost them.
-	if err := CheckManifest(s.fs(), cfg.Dir); err != nil {
+	if err := inspect.CheckManifest(s.fs(), cfg.Dir); err != nil {
 		return events.Head{}, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
 	}
 	// The write-ahead log too, for the same reason: Pebble's read-write
-	// open rewrites its MANIFEST, OPTIONS and WAL files (checkWAL).
-	if err := s.checkWAL(); err != nil {
-		var de *DamageError
+	// open rewrites its MANIFEST, OPTIONS and WAL files (inspect.CheckWAL).
+	if err := inspect.CheckWAL(s.fs(), cfg.Dir); err != nil {
+		var de *inspect.DamageError
 		if errors.As(err, &de) {
 			return events.Head{}, fmt.Errorf("open store %s: refusing to open (nothing was changed): %w", cfg.Dir, err)
 		}
@@ -375,7 +364,7 @@ func (s *Store) openFiles() (events.Head, error) {
 		return events.Head{}, err
 	}
 	s.db = db
-	if err := s.openWAL(); err != nil {
+	if err := s.openLog(); err != nil {
 		_ = db.Close()
 		return events.Head{}, err
 	}
@@ -409,13 +398,13 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		MemTableSize:       cfg.MemTableSize,
-		Logger:             quietLogger{l: cfg.Logger, fatal: s.fatal},
+		Logger:             pebbleslog.Logger{L: cfg.Logger, Prefix: "pebble: ", Fatal: s.fatal},
 		FS:                 cfg.FS,
 		// The store's own log (wal.go) replaces Pebble's, unless Config.WAL
 		// asks for Pebble's. Pebble replays a WAL of its own found at open
 		// either way (a store written before that change, or with the
-		// other setting), and openWAL flushes what it replayed.
-		DisableWAL: !s.pebbleWAL,
+		// other setting), and openLog flushes what it replayed.
+		DisableWAL: !cfg.pebbleWAL(),
 		// A flush or compaction that fails (a write or sync error of a
 		// table, the MANIFEST, a read of a damaged block) fails the store:
 		// after any storage error it stops accepting writes until it is
@@ -442,7 +431,7 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 256, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 1.0}
 	}
-	// Every sstable holds one key space (keys.go): flushes and compactions
+	// Every sstable holds one key space (layout): flushes and compactions
 	// end an output table where a space ends. The event keys only grow, so
 	// tables holding nothing else do not overlap the older ones below and
 	// are moved down the LSM without being rewritten, where tables mixing
@@ -460,8 +449,8 @@ func (s *Store) openPebble() (*pebble.DB, error) {
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
-		if isLockError(err) {
-			return nil, inUseError(cfg.Dir, err)
+		if inspect.IsLockError(err) {
+			return nil, inspect.InUse(cfg.Dir, err)
 		}
 		return nil, fmt.Errorf("open pebble %s: %w", cfg.Dir, err)
 	}
@@ -477,41 +466,12 @@ func splitKeySpaces(start []byte) (pebble.SpanPolicy, []byte, error) {
 	return pebble.SpanPolicy{}, []byte{start[0] + 1}, nil
 }
 
-// quietLogger sends Pebble's logs to slog at debug level (errors at error).
-// Fatalf goes to fatal when set (it must not return), else panics.
-type quietLogger struct {
-	l     *slog.Logger
-	fatal func(error)
-}
-
-func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Fatalf(format string, args ...any) {
-	err := fmt.Errorf("pebble: "+format, args...)
-	if q.fatal != nil {
-		q.fatal(err)
-	}
-	panic(err.Error())
-}
-
 // fatal fails the store, then hands err to Config.OnFatal, which does not
 // return.
 func (s *Store) fatal(err error) {
 	s.fail(err)
 	s.cfg.OnFatal(err)
 	panic(fmt.Sprintf("pebblelog: OnFatal returned after %v", err))
-}
-
-// guard runs fn, a call into Pebble from one of the store's goroutines, and
-// turns a panic into fatal: Pebble panics where it cannot go on (a WAL file
-// it rotates that fails to close, in WALPebble mode).
-func (s *Store) guard(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.fatal(fmt.Errorf("pebble: %v", r))
-		}
-	}()
-	return fn()
 }
 
 // loadOrInit checks the store's identity and loads the sequencer state. A
@@ -531,28 +491,28 @@ func (s *Store) loadOrInit(existed bool) (events.Head, error) {
 		}
 		b := s.db.NewBatch()
 		defer b.Close()
-		_ = b.Set(metaFormat, []byte(storeFormat), nil)
+		_ = b.Set(metaFormat, []byte(layout.StoreFormat), nil)
 		_ = b.Set(metaLedgerID, []byte(id), nil)
-		_ = b.Set(metaState, encodeState(0, 0, 0, nil), nil)
+		_ = b.Set(metaState, layout.State{}.Encode(), nil)
 		if err := s.commitSynced(b); err != nil {
 			return events.Head{}, fmt.Errorf("init store: %w", err)
 		}
-		format = []byte(storeFormat)
+		format = []byte(layout.StoreFormat)
 	case err != nil:
 		return events.Head{}, err
-	case upgradableFormat(string(format)):
+	case layout.Upgradable(string(format)):
 		b := s.db.NewBatch()
 		defer b.Close()
-		_ = b.Set(metaFormat, []byte(storeFormat), nil)
+		_ = b.Set(metaFormat, []byte(layout.StoreFormat), nil)
 		if err := s.commitSynced(b); err != nil {
 			return events.Head{}, fmt.Errorf("upgrade store format: %w", err)
 		}
 		s.cfg.Logger.Info("upgraded the store format: older binaries now refuse this store",
-			"from", string(format), "to", storeFormat)
-		format = []byte(storeFormat)
+			"from", string(format), "to", layout.StoreFormat)
+		format = []byte(layout.StoreFormat)
 	}
-	if string(format) != storeFormat {
-		return events.Head{}, fmt.Errorf("store format %q, this binary writes %q: %w", format, storeFormat, ErrIncompatible)
+	if string(format) != layout.StoreFormat {
+		return events.Head{}, fmt.Errorf("store format %q, this binary writes %q: %w", format, layout.StoreFormat, ErrIncompatible)
 	}
 	id, err := s.get(metaLedgerID)
 	if err != nil {
@@ -584,17 +544,18 @@ func (s *Store) loadState() (events.Head, error) {
 	if err != nil {
 		return events.Head{}, fmt.Errorf("read state: %w", err)
 	}
-	size, last, applied, hashes, err := decodeState(raw)
+	st, err := decodeState(raw)
 	if err != nil {
 		return events.Head{}, err
 	}
-	rng, err := events.RangeFactory.NewRange(0, size, hashes)
+	size, last, applied := st.Size, st.LastRecorded, st.Applied
+	rng, err := events.RangeFactory.NewRange(0, size, st.Range)
 	if err != nil {
 		return events.Head{}, fmt.Errorf("state: compact range: %v: %w", err, events.ErrCorrupt)
 	}
 	// The state and the events are written in one batch; the last event key
 	// must be exactly size-1.
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEvent}, UpperBound: []byte{prefixEvent + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceEvents))
 	if err != nil {
 		return events.Head{}, err
 	}
@@ -630,9 +591,9 @@ func (s *Store) loadState() (events.Head, error) {
 // partialTileLeaves hashes the events of the partial leaf tile at the right
 // edge of a log of size events (they are not stored as a tile until full).
 func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
-	out := make([]byte, 0, tileWidth*32)
-	for pos := size - size%tileWidth; pos < size; pos++ {
-		raw, err := s.get(eventKey(pos))
+	out := make([]byte, 0, layout.TileWidth*32)
+	for pos := size - size%layout.TileWidth; pos < size; pos++ {
+		raw, err := s.get(layout.EventKey(pos))
 		if err != nil {
 			return nil, fmt.Errorf("partial tile: position %d: %w", pos, err)
 		}
@@ -646,7 +607,7 @@ func (s *Store) partialTileLeaves(size uint64) ([]byte, error) {
 // the current log.
 func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
 	f := newIDFilter(int(max(min(size*2, 1<<40), minIDFilterCapacity)), int(s.cfg.IDFilterBytes))
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixID}, UpperBound: []byte{prefixID + 1}})
+	it, err := s.db.NewIter(spanOf(layout.SpaceIDs))
 	if err != nil {
 		return nil, err
 	}
@@ -660,31 +621,28 @@ func (s *Store) buildIDFilter(size uint64) (*idFilter, error) {
 	return f, it.Error()
 }
 
-// encodeState lays out the sequencer state:
-// size(8) last_recorded(8) applied_index(8) n(1) n×hash(32).
-func encodeState(size uint64, last int64, applied uint64, hashes [][]byte) []byte {
-	b := make([]byte, 0, 25+32*len(hashes))
-	b = binary.BigEndian.AppendUint64(b, size)
-	b = binary.BigEndian.AppendUint64(b, uint64(last))
-	b = binary.BigEndian.AppendUint64(b, applied)
-	b = append(b, byte(len(hashes)))
-	for _, h := range hashes {
-		b = append(b, h...)
+// decodeState decodes the stored sequencer state (layout.State); a value
+// of the wrong shape is corruption.
+func decodeState(b []byte) (layout.State, error) {
+	st, err := layout.DecodeState(b)
+	if err != nil {
+		return layout.State{}, fmt.Errorf("%w: %w", err, events.ErrCorrupt)
 	}
-	return b
+	return st, nil
 }
 
-func decodeState(b []byte) (size uint64, last int64, applied uint64, hashes [][]byte, err error) {
-	if len(b) < 25 || len(b) != 25+32*int(b[24]) {
-		return 0, 0, 0, nil, fmt.Errorf("state of %d bytes: %w", len(b), events.ErrCorrupt)
-	}
-	size = binary.BigEndian.Uint64(b)
-	last = int64(binary.BigEndian.Uint64(b[8:]))
-	applied = binary.BigEndian.Uint64(b[16:])
-	for i := 0; i < int(b[24]); i++ {
-		hashes = append(hashes, bytes.Clone(b[25+32*i:57+32*i]))
-	}
-	return size, last, applied, hashes, nil
+// The keys of the store's single records (layout), as Pebble takes them.
+var (
+	metaFormat   = []byte(layout.MetaFormat)
+	metaLedgerID = []byte(layout.MetaLedgerID)
+	metaState    = []byte(layout.MetaState)
+	walSeqKey    = []byte(layout.WALSeq)
+)
+
+// spanOf bounds an iterator to a key space.
+func spanOf(sp layout.Space) *pebble.IterOptions {
+	lo, hi := sp.Bounds()
+	return &pebble.IterOptions{LowerBound: lo, UpperBound: hi}
 }
 
 // get reads a key; a missing key is events.ErrNotFound. The value is a copy.
@@ -761,11 +719,11 @@ func (s *Store) AppliedIndex() uint64 {
 	if err != nil {
 		return 0
 	}
-	_, _, applied, _, err := decodeState(raw)
+	st, err := decodeState(raw)
 	if err != nil {
 		return 0
 	}
-	return applied
+	return st.Applied
 }
 
 // Close stops group commit and the checkpoint signer, waits for them, and
@@ -793,19 +751,15 @@ func (s *Store) Close() error {
 // REQUIRES: dbMu held exclusively, or no other user (Open).
 func (s *Store) closeDB() error {
 	var errs []error
+	flushed := false
 	if s.failure() == nil {
 		if err := s.db.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
-		} else if s.wal != nil {
-			if err := s.wal.DropThrough(s.walApplied.Load(), true); err != nil {
-				errs = append(errs, err)
-			}
+		} else {
+			flushed = true
 		}
 	}
-	if s.wal != nil {
-		errs = append(errs, s.wal.Close())
-	}
-	errs = append(errs, s.db.Close())
+	errs = append(errs, s.log.close(flushed), s.db.Close())
 	return errors.Join(errs...)
 }
 

@@ -8,7 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // The stream index holds one key per run (the events one append writes to
@@ -43,7 +44,7 @@ func TestStore_StreamRunsReadLikeAnEventIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	in, err := inspect.Open(inspect.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +53,9 @@ func TestStore_StreamRunsReadLikeAnEventIndex(t *testing.T) {
 		Version, Pos, N uint64
 	}
 	var runs []run
-	err = in.Scan(ctx, pebblelog.SpaceStreams, func(e pebblelog.Entry) error {
-		stream, version, ok := pebblelog.ParseStreamKey(e.Key)
-		pos, n, okv := pebblelog.ParseStreamRun(e.Value)
+	err = in.Scan(ctx, layout.SpaceStreams, func(e inspect.Entry) error {
+		stream, version, ok := layout.ParseStreamKey(e.Key)
+		pos, n, okv := layout.ParseStreamRun(e.Value)
 		if !ok || !okv {
 			t.Fatalf("malformed stream-index entry %x -> %x", e.Key, e.Value)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // ListStreams returns, in name order, the streams whose name starts with
@@ -18,7 +19,7 @@ import (
 // events are all above the acknowledged head is not listed yet. The
 // returned slice belongs to the caller; safe for concurrent use.
 //
-// It walks the stream index (keys.go): one seek to a stream's last run and
+// It walks the stream index (layout): one seek to a stream's last run and
 // one to the next stream's first key, so a page costs 2·limit seeks
 // whatever the streams hold.
 func (s *Store) ListStreams(ctx context.Context, prefix, after string, limit int) (_ []events.StreamInfo, err error) {
@@ -31,10 +32,10 @@ func (s *Store) ListStreams(ctx context.Context, prefix, after string, limit int
 	}
 	limit = min(limit, events.MaxListStreams)
 	size := s.Head().Size
-	lower := append([]byte{prefixStream}, prefix...)
+	lower := append([]byte{byte(layout.SpaceStreams)}, prefix...)
 	upper := prefixSuccessor(lower)
 	if after != "" {
-		if _, afterHi := streamBounds(after); string(afterHi) > string(lower) {
+		if _, afterHi := layout.StreamBounds(after); string(afterHi) > string(lower) {
 			lower = afterHi
 		}
 	}
@@ -52,14 +53,14 @@ func (s *Store) ListStreams(ctx context.Context, prefix, after string, limit int
 			return nil, fmt.Errorf("stream index key %x: %w", k, events.ErrCorrupt)
 		}
 		name := string(k[1 : len(k)-9])
-		lo, hi := streamBounds(name)
+		lo, hi := layout.StreamBounds(name)
 		// The stream's last acknowledged event: its last run below the
 		// head (a run is written by one batch, so acknowledged whole, but
 		// the head may cut the newest ones off).
 		found := false
 		var info events.StreamInfo
 		for ok = it.SeekLT(hi); ok && bytes.HasPrefix(it.Key(), lo); ok = it.Prev() {
-			pos, n, valid := parseStreamRun(it.Value())
+			pos, n, valid := layout.ParseStreamRun(it.Value())
 			if !valid || len(it.Key()) != len(lo)+8 {
 				return nil, fmt.Errorf("stream index of %q: entry %x -> %x: %w", name, it.Key(), it.Value(), events.ErrCorrupt)
 			}

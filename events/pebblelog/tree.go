@@ -11,10 +11,11 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Reading the tree. The store keeps full leaf tiles and the nodes at levels
-// 8, 16, … (keys.go); any other node is folded from the tile beneath it, and
+// 8, 16, … (layout); any other node is folded from the tile beneath it, and
 // leaves of the partial tile at the right edge are hashed from the events.
 // Readers see only acknowledged leaves.
 
@@ -186,7 +187,7 @@ func (s *Store) ReadLevel(ctx context.Context, level uint, lo, hi uint64) ([][]b
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if level%tileHeight != 0 {
+	if level%layout.TileHeight != 0 {
 		return nil, fmt.Errorf("level %d is not a tile base", level)
 	}
 	size := s.Head().Size
@@ -239,23 +240,23 @@ func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
 			return h, nil
 		}
 	}
-	if id.Level >= tileHeight && id.Level%tileHeight == 0 {
-		h, err := r.get(hashKey(id.Level, id.Index))
+	if id.Level >= layout.TileHeight && id.Level%layout.TileHeight == 0 {
+		h, err := r.get(layout.NodeKey(id.Level, id.Index))
 		if err != nil {
 			return nil, fmt.Errorf("node %d/%d: %w", id.Level, id.Index, err)
 		}
 		r.cache.put(id, h)
 		return h, nil
 	}
-	if id.Level >= sumLevel && id.Level < tileHeight {
+	if id.Level >= sumLevel && id.Level < layout.TileHeight {
 		// Levels 4-7 inside a full tile: fold the tile's level-4 nodes.
 		first := id.Index << id.Level
-		if t := first / tileWidth; (t+1)*tileWidth <= r.size {
+		if t := first / layout.TileWidth; (t+1)*layout.TileWidth <= r.size {
 			sum, err := r.summary(t)
 			if err != nil {
 				return nil, err
 			}
-			j := first/(1<<sumLevel) - t*(tileWidth>>sumLevel)
+			j := first/(1<<sumLevel) - t*(layout.TileWidth>>sumLevel)
 			n := uint64(1) << (id.Level - sumLevel)
 			hs := make([][]byte, n)
 			for k := range hs {
@@ -264,7 +265,7 @@ func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
 			return fold(hs), nil
 		}
 	}
-	base := id.Level - id.Level%tileHeight
+	base := id.Level - id.Level%layout.TileHeight
 	shift := id.Level - base
 	hashes, err := r.base(base, id.Index<<shift, (id.Index+1)<<shift)
 	if err != nil {
@@ -308,7 +309,7 @@ func (r *treeReader) base(level uint, lo, hi uint64) ([][]byte, error) {
 	if level == 0 {
 		return r.leaves(lo, hi)
 	}
-	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: hashKey(level, lo), UpperBound: hashKey(level, hi)})
+	it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: layout.NodeKey(level, lo), UpperBound: layout.NodeKey(level, hi)})
 	if err != nil {
 		return nil, err
 	}
@@ -333,14 +334,14 @@ func (r *treeReader) base(level uint, lo, hi uint64) ([][]byte, error) {
 func (r *treeReader) leaves(lo, hi uint64) ([][]byte, error) {
 	out := make([][]byte, 0, hi-lo)
 	for pos := lo; pos < hi; {
-		t := pos / tileWidth
+		t := pos / layout.TileWidth
 		tile, err := r.leafTile(t)
 		if err != nil {
 			return nil, err
 		}
-		end := min(hi, (t+1)*tileWidth)
+		end := min(hi, (t+1)*layout.TileWidth)
 		for ; pos < end; pos++ {
-			off := (pos % tileWidth) * 32
+			off := (pos % layout.TileWidth) * 32
 			if off+32 > uint64(len(tile)) {
 				return nil, fmt.Errorf("leaf %d missing from tile %d: %w", pos, t, events.ErrCorrupt)
 			}
@@ -358,13 +359,13 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 		return tile, nil
 	}
 	var tile []byte
-	if (t+1)*tileWidth <= r.size {
+	if (t+1)*layout.TileWidth <= r.size {
 		if tile = r.cache.tile(r.db, t); tile == nil {
-			raw, err := r.get(leafTileKey(t))
+			raw, err := r.get(layout.LeafTileKey(t))
 			if err != nil {
 				return nil, fmt.Errorf("leaf tile %d: %w", t, err)
 			}
-			if len(raw) != tileWidth*32 {
+			if len(raw) != layout.TileWidth*32 {
 				return nil, fmt.Errorf("leaf tile %d of %d bytes: %w", t, len(raw), events.ErrCorrupt)
 			}
 			tile = raw
@@ -373,21 +374,21 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 			}
 		}
 	} else {
-		need := (r.size - t*tileWidth) * 32
+		need := (r.size - t*layout.TileWidth) * 32
 		cached := r.cache.edgeLeaves(r.db, t)
 		if uint64(len(cached)) >= need {
 			tile = cached[:need:need]
 		} else {
 			tile = make([]byte, len(cached), need)
 			copy(tile, cached)
-			it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(t*tileWidth + uint64(len(cached))/32), UpperBound: eventKey(r.size)})
+			it, err := r.db.NewIter(&pebble.IterOptions{LowerBound: layout.EventKey(t*layout.TileWidth + uint64(len(cached))/32), UpperBound: layout.EventKey(r.size)})
 			if err != nil {
 				return nil, err
 			}
 			for ok := it.First(); ok; ok = it.Next() {
-				if pos := binary.BigEndian.Uint64(it.Key()[1:]); pos != t*tileWidth+uint64(len(tile))/32 {
+				if pos := binary.BigEndian.Uint64(it.Key()[1:]); pos != t*layout.TileWidth+uint64(len(tile))/32 {
 					_ = it.Close()
-					return nil, fmt.Errorf("position %d missing: %w", t*tileWidth+uint64(len(tile))/32, events.ErrCorrupt)
+					return nil, fmt.Errorf("position %d missing: %w", t*layout.TileWidth+uint64(len(tile))/32, events.ErrCorrupt)
 				}
 				h := events.LeafHash(it.Value())
 				tile = append(tile, h[:]...)
@@ -396,7 +397,7 @@ func (r *treeReader) leafTile(t uint64) ([]byte, error) {
 				return nil, err
 			}
 			if uint64(len(tile)) != need {
-				return nil, fmt.Errorf("position %d missing: %w", t*tileWidth+uint64(len(tile))/32, events.ErrCorrupt)
+				return nil, fmt.Errorf("position %d missing: %w", t*layout.TileWidth+uint64(len(tile))/32, events.ErrCorrupt)
 			}
 			r.cache.putEdge(r.db, t, tile)
 		}

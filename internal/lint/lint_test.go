@@ -48,10 +48,26 @@ var rules = []rule{
 	},
 	{
 		pkg:      "events/pebblelog/...",
-		greffe:   []string{"events", "events/pebblelog/..."},
+		greffe:   []string{"events", "events/pebblelog/layout", "events/pebblelog/inspect", "events/pebblelog/internal/wal", "internal/pebbleslog"},
 		modules:  []string{"github.com/cockroachdb/pebble/v2"},
 		belowAPI: true,
-		why:      "the Pebble implementation of events.Log: events and Pebble (ARCHITECTURE.md, events/pebblelog/doc.go), and its own write-ahead log",
+		why: "the write path of events.Log on Pebble: events, layout and Pebble (ARCHITECTURE.md); events/pebblelog/doc.go adds its own " +
+			"write-ahead log (internal/wal), the one Pebble logger (internal/pebbleslog), and inspect, whose damage checks Open runs before " +
+			"Pebble opens a folder read-write (the inspector never imports the write path: its own rule)",
+	},
+	{
+		pkg:      "events/pebblelog/inspect",
+		greffe:   []string{"events", "events/pebblelog/layout", "events/pebblelog/internal/wal", "internal/pebbleslog"},
+		modules:  []string{"github.com/cockroachdb/pebble/v2"},
+		belowAPI: true,
+		why: "read-only access to a store's folder and its damage checks: layout and Pebble, never the write path (ARCHITECTURE.md); " +
+			"events/pebblelog/inspect/doc.go adds events (damage matches events.ErrCorrupt), the write-ahead log's reader (internal/wal) " +
+			"and the one Pebble logger",
+	},
+	{
+		pkg:      "events/pebblelog/layout",
+		belowAPI: true,
+		why:      "the on-disk format as code: the standard library only (ARCHITECTURE.md, events/pebblelog/layout/doc.go)",
 	},
 	{
 		pkg:      "aggregates",
@@ -77,14 +93,14 @@ var rules = []rule{
 	},
 	{
 		pkg:      "projections/pebblestore",
-		greffe:   []string{"projections"},
+		greffe:   []string{"projections", "internal/pebbleslog"},
 		modules:  []string{"github.com/cockroachdb/pebble/v2"},
 		belowAPI: true,
 		why:      "not in the table: the projections' Store on Pebble, which the node opens and hands to projections.Open (its doc)",
 	},
 	{
 		pkg:    "replicator",
-		greffe: []string{"events", "events/pebblelog", "internal/netpolicy", "wire"},
+		greffe: []string{"events", "events/pebblelog", "events/pebblelog/inspect", "internal/netpolicy", "internal/pebbleslog", "wire"},
 		modules: []string{
 			"github.com/hashicorp/raft",
 			"github.com/hashicorp/go-hclog",
@@ -92,9 +108,9 @@ var rules = []rule{
 		},
 		belowAPI: true,
 		why: "raft in front of the ledger: events and raft (ARCHITECTURE.md); replicator/doc.go adds events/pebblelog " +
-			"(the store's apply and snapshot types) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
+			"(the store's apply and snapshot types), events/pebblelog/inspect (a damaged snapshot file is an inspect.DamageError) and Pebble (the raft log and stable store the table's \"holds\" column names); " +
 			"hclog is the logger raft's Config takes; internal/netpolicy, the one copy of what counts as loopback (plain raft is refused beyond it); " +
-			"wire, the cluster's status body and codes it answers (wire/cluster.go)",
+			"the one Pebble logger (internal/pebbleslog); wire, the cluster's status body and codes it answers (wire/cluster.go)",
 	},
 	{
 		pkg:      "export",
@@ -184,29 +200,46 @@ var rules = []rule{
 			"wire for the cluster status, and the Prometheus client; never api, node or the replicator, which node wires in (metrics/doc.go)",
 	},
 	{
-		pkg:    "audit",
-		greffe: []string{"events", "events/pebblelog", "aggregates", "client", "wire", "witness", "internal/atomicfile"},
-		modules: []string{
-			"github.com/transparency-dev",
-			"golang.org/x/mod/sumdb/note",
-			"github.com/secure-systems-lab/go-securesystemslib",
-		},
-		why: "not in the table: verification only, never the code it audits (api, node, cmd) (audit/doc.go): " +
-			"events, the store's read-only Inspector, aggregates, client and the bodies it reads (wire), witness (its cosignature key parser), transparency-dev, x/mod's note and DSSE",
+		pkg:     "audit",
+		greffe:  []string{"events", "witness", "internal/atomicfile"},
+		modules: []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
+		why: "the auditor's core (replay, tree, checkpoints, proofs, trust state) with no storage engine: events (ARCHITECTURE.md); " +
+			"audit/doc.go adds witness (its cosignature key parser), internal/atomicfile (the state file), transparency-dev " +
+			"(ARCHITECTURE.md's events line) and x/mod's note; never the code it audits (api, node, cmd) nor a source's " +
+			"(layout, inspect, client: the sources beside it)",
+	},
+	{
+		pkg:     "audit/internal/verify",
+		greffe:  []string{"audit", "events"},
+		modules: []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note", "github.com/secure-systems-lab/go-securesystemslib"},
+		why: "the auditor's core, its engine (audit/internal/verify/doc.go): audit and events, as the core may (ARCHITECTURE.md); " +
+			"transparency-dev, x/mod's note and DSSE (the signatures an event carries); no storage engine, no source",
+	},
+	{
+		pkg:    "audit/offline",
+		greffe: []string{"audit", "audit/internal/verify", "events", "events/pebblelog/layout", "events/pebblelog/inspect"},
+		why: "the auditor's offline source: layout and inspect (ARCHITECTURE.md, \"offline source only\"), the core it feeds; " +
+			"never the store's write path (events/pebblelog)",
+	},
+	{
+		pkg:     "audit/online",
+		greffe:  []string{"audit", "audit/internal/verify", "events", "client", "wire"},
+		modules: []string{"github.com/transparency-dev", "golang.org/x/mod/sumdb/note"},
+		why: "the auditor's online source: client and the bodies it reads (wire) (ARCHITECTURE.md, \"online source only\"), the core it feeds, " +
+			"tessera's tlog-tiles layout and x/mod's note (the verifier keys it is given) (audit/online/doc.go)",
 	},
 	{
 		pkg:     "backup",
-		greffe:  []string{"events", "events/pebblelog", "audit", "client", "wire"},
+		greffe:  []string{"events", "events/pebblelog", "events/pebblelog/layout", "events/pebblelog/inspect", "audit", "audit/offline", "client", "wire"},
 		modules: []string{"github.com/cockroachdb/pebble/v2/vfs", "golang.org/x/mod/sumdb/note"},
-		why: "not in the table: events, the store, audit, client, wire (the backup route and its headers), Pebble's vfs and " +
-			"x/mod's note; never api, node or cmd (backup/doc.go)",
+		why:     "not in the table: events, the store, audit (and its offline source), client, wire (the backup route and its headers), Pebble's vfs and x/mod's note; never api, node or cmd (backup/doc.go)",
 	},
 	{
 		pkg:     "bench",
-		greffe:  []string{"events"},
+		greffe:  []string{"events", "internal/pebbleslog"},
 		modules: []string{"github.com/cockroachdb/pebble/v2", "golang.org/x/sys"},
 		why: "not in the table: the load generator drives any events.Log; it measures a bare Pebble and the disk's " +
-			"fdatasync as baselines (bench/bench.go)",
+			"fdatasync as baselines (bench/bench.go), with the one Pebble logger (internal/pebbleslog)",
 	},
 	{
 		pkg:    "client",
@@ -248,6 +281,11 @@ var rules = []rule{
 		pkg:      "internal/netpolicy",
 		belowAPI: true,
 		why:      "the network policies listeners share (what counts as loopback): the standard library only",
+	},
+	{
+		pkg:      "internal/pebbleslog",
+		belowAPI: true,
+		why:      "the one adapter from Pebble's Logger to slog (STYLE.md, \"One of each\"): the standard library only; it names no Pebble type",
 	},
 	{
 		pkg:      "internal/jsonscan",
@@ -334,6 +372,14 @@ var linksNot = []struct {
 		"the contract anything may import (wire/doc.go)"},
 	{"client", []string{"api", "events/pebblelog", "replicator", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
 		"a client talks to a node over HTTP: wire and events only (client/client.go)"},
+	{"audit", []string{"events/pebblelog", "client", "github.com/cockroachdb/pebble/v2"},
+		"the auditor's core (replay, tree, checkpoints, proofs, trust state) with no storage engine and no source (ARCHITECTURE.md, audit/doc.go)"},
+	{"audit/internal/verify", []string{"events/pebblelog", "client", "github.com/cockroachdb/pebble/v2"},
+		"the auditor's core, its engine: no storage engine, no source (audit/internal/verify/doc.go)"},
+	{"audit/online", []string{"events/pebblelog", "github.com/cockroachdb/pebble/v2"},
+		"the auditor's online source asks a node over HTTP: a client program links no storage engine (audit/online/doc.go)"},
+	{"client/verified", []string{"events/pebblelog", "github.com/cockroachdb/pebble/v2"},
+		"a client program that verifies links no storage engine (ARCHITECTURE.md; as events/pebblelog once came in through audit)"},
 	{"projections", []string{"events/pebblelog", "github.com/cockroachdb/pebble/v2"},
 		"api reads the read models' types: the runner's storage is the Store it is handed (projections/pebblestore)"},
 	{"export/...", []string{"events/pebblelog", "replicator", "api", "github.com/hashicorp/raft", "github.com/cockroachdb/pebble/v2"},
@@ -418,6 +464,9 @@ type module struct {
 	path     string          // the module path
 	pkgs     []*pkg          // the module's packages, in go list's order
 	standard map[string]bool // import paths of the standard library
+	// imports are the imports of every package outside the standard
+	// library, the module's and its dependencies', by import path.
+	imports map[string][]string
 }
 
 // rel returns p relative to the module ("events/pebblelog"), or "" for a
@@ -462,7 +511,7 @@ func load(t *testing.T) *module {
 	if err != nil {
 		t.Fatalf("go list -deps -json ./...: %v\n%s", err, stderr.Bytes())
 	}
-	m := &module{standard: map[string]bool{}}
+	m := &module{standard: map[string]bool{}, imports: map[string][]string{}}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		p := new(pkg)
@@ -476,7 +525,11 @@ func load(t *testing.T) *module {
 			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
 		case p.Standard:
 			m.standard[p.ImportPath] = true
-		case !p.DepOnly:
+		default:
+			m.imports[p.ImportPath] = p.Imports
+			if p.DepOnly {
+				break
+			}
 			m.pkgs = append(m.pkgs, p)
 			if m.path == "" && p.Module != nil {
 				m.path = p.Module.Path
@@ -636,15 +689,15 @@ func testLinksNot(t *testing.T, m *module) {
 				if !strings.Contains(strings.SplitN(l, "/", 2)[0], ".") {
 					full = m.path + "/" + l // a package of the module
 				}
-				dep := slices.IndexFunc(p.Deps, func(d string) bool { return under(full, d) })
-				if dep < 0 {
+				if !slices.ContainsFunc(p.Deps, func(d string) bool { return under(full, d) }) {
 					continue
 				}
 				if i := slices.IndexFunc(knownLinks, func(v violation) bool { return v.pkg == rel && v.imp == l }); i >= 0 {
 					seen[knownLinks[i]] = true
 					continue
 				}
-				t.Errorf("%s links %s (%s), which it must not, even through another package: %s", rel, l, p.Deps[dep], r.why)
+				chain := m.pathTo(p.ImportPath, func(imp string) bool { return under(full, imp) })
+				t.Errorf("%s links %s (%s), which it must not, even through another package: %s", rel, l, strings.Join(chain, " -> "), r.why)
 			}
 		}
 	}
@@ -658,6 +711,32 @@ func testLinksNot(t *testing.T, m *module) {
 			t.Errorf("known link %s -> %s no longer happens: delete it from knownLinks", v.pkg, v.imp)
 		}
 	}
+}
+
+// pathTo returns the shortest import chain from the package from to one
+// that match accepts (both included), or nil when none is reached.
+func (m *module) pathTo(from string, match func(string) bool) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		if match(cur) {
+			var chain []string
+			for p := cur; p != ""; p = prev[p] {
+				chain = append(chain, p)
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		for _, imp := range m.imports[cur] {
+			if _, seen := prev[imp]; !seen && !m.standard[imp] {
+				prev[imp] = cur
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
 }
 
 // parse parses the named files of p, only up to their imports when

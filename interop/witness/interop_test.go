@@ -33,6 +33,7 @@ import (
 
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/audit"
+	"github.com/greffe/greffe/audit/online"
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/client/verified"
 	"github.com/greffe/greffe/events"
@@ -189,7 +190,7 @@ func TestInterop_NodeCosignedByTransparencyDevWitness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := audit.VerifyServer(t.Context(), c, audit.Config{Witnesses: ws, WitnessQuorum: 1})
+	rep, err := online.VerifyServer(t.Context(), c, audit.Config{Witnesses: ws, WitnessQuorum: 1})
 	if err != nil || !rep.Verified {
 		t.Fatalf("verify --witness-quorum 1: %+v %v", rep, err)
 	}
@@ -228,7 +229,7 @@ func TestInterop_NodeCosignedByTransparencyDevWitness(t *testing.T) {
 	if strings.Contains(string(b), "witness.interop/td") {
 		t.Fatalf("the fork's checkpoint carries the witness's cosignature:\n%s", b)
 	}
-	rep, err = audit.VerifyServer(t.Context(), fc, audit.Config{Witnesses: ws, WitnessQuorum: 1})
+	rep, err = online.VerifyServer(t.Context(), fc, audit.Config{Witnesses: ws, WitnessQuorum: 1})
 	if err != nil || rep.Verified || rep.First == nil || rep.First.Kind != audit.KindCheckpointNotWitnessed {
 		t.Fatalf("verify --witness-quorum 1 of the fork: %+v %v, want %s", rep.First, err, audit.KindCheckpointNotWitnessed)
 	}

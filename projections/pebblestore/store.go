@@ -1,7 +1,7 @@
 // Package pebblestore is the projections' Store on Pebble: the folder
 // <data>/projections, where the runner keeps each read model's rows and
 // checkpoint. It imports projections (the interface it implements),
-// Pebble and the one Pebble logger; nothing imports it but the node, the
+// Pebble and the one Pebble logger (internal/pebbleslog); nothing imports it but the node, the
 // CLI and tests, which open it and hand it to projections.Open.
 package pebblestore
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/greffe/greffe/internal/pebbleslog"
 	"github.com/greffe/greffe/projections"
 )
 
@@ -24,15 +25,12 @@ type Store struct {
 var _ projections.Store = (*Store)(nil)
 
 // Open opens (or creates) the Pebble folder dir. Pebble's own messages go
-// to logger (its informational ones at debug level).
+// to logger (internal/pebbleslog; nil discards them).
 func Open(dir string, logger *slog.Logger) (*Store, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	cache := pebble.NewCache(16 << 20)
 	defer cache.Unref()
 	db, err := pebble.Open(dir, &pebble.Options{Cache: cache, MemTableSize: 16 << 20, FormatMajorVersion: pebble.FormatNewest,
-		Logger: quietLogger{logger}})
+		Logger: pebbleslog.Logger{L: logger, Prefix: "pebble (projections): "}})
 	if err != nil {
 		return nil, fmt.Errorf("open projections %s: %w", dir, err)
 	}
@@ -89,13 +87,4 @@ func (b batch) Commit(sync bool) error {
 		return b.b.Commit(pebble.Sync)
 	}
 	return b.b.Commit(pebble.NoSync)
-}
-
-type quietLogger struct{ l *slog.Logger }
-
-func (q quietLogger) Infof(format string, args ...any)  { q.l.Debug(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
-func (q quietLogger) Fatalf(format string, args ...any) {
-	q.l.Error(fmt.Sprintf(format, args...))
-	panic(fmt.Sprintf(format, args...))
 }

@@ -1,11 +1,14 @@
-package audit
+package verify
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/audit"
 )
 
 // Checking the indexes against the replayed events. Each index is scanned
@@ -33,9 +36,6 @@ func (b bitset) or(o bitset) {
 	}
 }
 
-// decoded reports whether position p holds a decodable event.
-func (r *replayed) decoded(p uint64) bool { return r.streamOf[p] < missingSlot }
-
 // noPos marks a (stream, version) that no event has.
 const noPos = ^uint64(0)
 
@@ -48,7 +48,7 @@ const versionSlack = 1024
 // counting sort: O(events), no per-stream allocation. Versions are the
 // events' own (checked contiguous by the replay), so one missing event
 // leaves one hole, not a shift of every later version.
-func (r *replayed) streamOrder() (start, order []uint64) {
+func (r *Replayed) streamOrder() (start, order []uint64) {
 	width := make([]uint64, len(r.names))
 	for s, n := range r.counts {
 		width[s] = n
@@ -79,20 +79,10 @@ func (r *replayed) streamOrder() (start, order []uint64) {
 	return start, order
 }
 
-// blamePos returns pos as a fault position (even beyond the log: an entry
-// pointing past the end is evidence that an event was there), or
-// NoPosition when it cannot be one.
-func blamePos(pos uint64) int64 {
-	if pos < 1<<62 {
-		return int64(pos)
-	}
-	return NoPosition
-}
-
-// streamEntries collects stream-index entries in key order (stream, then
-// version). Names are interned as they come: keys of one stream are
-// adjacent.
-type streamEntries struct {
+// StreamEntries collects stream-index entries in key order (stream, then
+// version), as a source scans them (Add), for CheckStreamIndex. Names are
+// interned as they come: keys of one stream are adjacent.
+type StreamEntries struct {
 	names []string
 	ents  []streamEntry
 }
@@ -103,17 +93,24 @@ type streamEntry struct {
 	pos     uint64
 }
 
-func (s *streamEntries) add(stream []byte, version, pos uint64) {
+// Grow makes room for n more entries (a source that knows how many to
+// expect: the recorded head).
+func (s *StreamEntries) Grow(n uint64) { s.ents = slices.Grow(s.ents, int(n)) }
+
+// Add records the entry mapping stream@version to position pos.
+func (s *StreamEntries) Add(stream []byte, version, pos uint64) {
 	if n := len(s.names); n == 0 || s.names[n-1] != string(stream) {
 		s.names = append(s.names, string(stream))
 	}
 	s.ents = append(s.ents, streamEntry{name: uint32(len(s.names) - 1), version: version, pos: pos})
 }
 
-// checkStreamIndex compares the collected stream-index entries with the
+// CheckStreamIndex compares the collected stream-index entries with the
 // replayed events: each entry must point to the event of its stream and
-// version, and every event must have an entry.
-func checkStreamIndex(r *replayed, fs *faults, se *streamEntries) {
+// version, and every event must have an entry. Safe to run beside
+// CheckIDIndex.
+func (run *Run) CheckStreamIndex(r *Replayed, se *StreamEntries) {
+	fs := run.faults
 	start, order := r.streamOrder()
 	covered := newBitset(uint64(len(order)))
 	sids := make([]int64, len(se.names))
@@ -127,7 +124,7 @@ func checkStreamIndex(r *replayed, fs *faults, se *streamEntries) {
 		name := se.names[e.name]
 		sid := sids[e.name]
 		if sid < 0 {
-			fs.add(Fault{Kind: KindStreamIndexMismatch, Position: blamePos(e.pos),
+			fs.add(audit.Fault{Kind: audit.KindStreamIndexMismatch, Position: BlamePosition(e.pos),
 				Detail: fmt.Sprintf("stream index entry %s@%d points to position %d, but no event of stream %q exists", name, e.version, e.pos, name)})
 			continue
 		}
@@ -139,52 +136,55 @@ func checkStreamIndex(r *replayed, fs *faults, se *streamEntries) {
 			want = order[k]
 		}
 		switch {
-		case want == noPos && e.pos < r.size() && r.streamOf[e.pos] == missingSlot:
+		case want == noPos && e.pos < r.Size() && r.streamOf[e.pos] == missingSlot:
 			// The entry points to an event that is missing: reported as such.
 		case want == noPos:
-			fs.add(Fault{Kind: KindStreamIndexMismatch, Position: blamePos(e.pos),
+			fs.add(audit.Fault{Kind: audit.KindStreamIndexMismatch, Position: BlamePosition(e.pos),
 				Detail: fmt.Sprintf("stream index entry %s@%d points to position %d, but no event %s@%d exists", name, e.version, e.pos, name, e.version)})
 		case e.pos != want:
-			fs.add(Fault{Kind: KindStreamIndexMismatch, Position: int64(want),
+			fs.add(audit.Fault{Kind: audit.KindStreamIndexMismatch, Position: int64(want),
 				Detail: fmt.Sprintf("stream index entry %s@%d points to position %d, but %s@%d is at position %d", name, e.version, e.pos, name, e.version, want)})
 		}
 	}
 	for s := range r.names {
 		for k := start[s]; k < start[s+1]; k++ {
 			if order[k] != noPos && !covered.has(k) {
-				fs.add(Fault{Kind: KindStreamIndexMissing, Position: int64(order[k]),
+				fs.add(audit.Fault{Kind: audit.KindStreamIndexMissing, Position: int64(order[k]),
 					Detail: fmt.Sprintf("no stream index entry for %s@%d", r.names[s], k-start[s])})
 			}
 		}
 	}
 }
 
-type idEntry struct {
-	id  [16]byte
-	pos uint64
+// IDEntry is an entry of the event-id index: the event with ID is at
+// position Pos.
+type IDEntry struct {
+	ID  [16]byte
+	Pos uint64
 }
 
 // idChecker compares event-id index entries with the replayed events.
 type idChecker struct {
-	r       *replayed
+	r       *Replayed
 	fs      *faults
 	locates atomic.Int32
 }
 
-// checkIDIndex compares the collected event-id index entries with the
+// CheckIDIndex compares the collected event-id index entries with the
 // replayed events, on two goroutines: each entry must point to the event
-// with its id, and every event must have an entry.
-func checkIDIndex(r *replayed, fs *faults, ents []idEntry) {
-	c := &idChecker{r: r, fs: fs}
-	halves := [2][]idEntry{ents[:len(ents)/2], ents[len(ents)/2:]}
-	covered := [2]bitset{newBitset(r.size()), newBitset(r.size())}
+// with its id, and every event must have an entry. Safe to run beside
+// CheckStreamIndex.
+func (run *Run) CheckIDIndex(r *Replayed, ents []IDEntry) {
+	c := &idChecker{r: r, fs: run.faults}
+	halves := [2][]IDEntry{ents[:len(ents)/2], ents[len(ents)/2:]}
+	covered := [2]bitset{newBitset(r.Size()), newBitset(r.Size())}
 	var wg sync.WaitGroup
 	for i := range halves {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for _, e := range halves[i] {
-				c.entry(e.id, e.pos, covered[i])
+				c.entry(e.ID, e.Pos, covered[i])
 			}
 		}()
 	}
@@ -194,20 +194,20 @@ func checkIDIndex(r *replayed, fs *faults, ents []idEntry) {
 }
 
 func (c *idChecker) entry(id [16]byte, pos uint64, covered bitset) {
-	if pos < c.r.size() && c.r.decoded(pos) && c.r.idOf[pos] == id {
+	if pos < c.r.Size() && c.r.Decoded(pos) && c.r.idOf[pos] == id {
 		covered.set(pos)
 		return
 	}
 	at, found := c.locate(id, -1)
 	switch {
 	case found:
-		c.fs.add(Fault{Kind: KindIDIndexMismatch, Position: int64(at),
+		c.fs.add(audit.Fault{Kind: audit.KindIDIndexMismatch, Position: int64(at),
 			Detail: fmt.Sprintf("event-id index entry %s points to position %d, but that event is at position %d", uuid.UUID(id), pos, at)})
-	case pos < c.r.size():
-		c.fs.add(Fault{Kind: KindIDIndexMismatch, Position: int64(pos),
+	case pos < c.r.Size():
+		c.fs.add(audit.Fault{Kind: audit.KindIDIndexMismatch, Position: int64(pos),
 			Detail: fmt.Sprintf("event-id index entry %s points to position %d, which holds another event", uuid.UUID(id), pos)})
 	default:
-		c.fs.add(Fault{Kind: KindIDIndexMismatch, Position: blamePos(pos),
+		c.fs.add(audit.Fault{Kind: audit.KindIDIndexMismatch, Position: BlamePosition(pos),
 			Detail: fmt.Sprintf("event-id index entry %s points to position %d, beyond the log", uuid.UUID(id), pos)})
 	}
 }
@@ -219,7 +219,7 @@ func (c *idChecker) locate(id [16]byte, skip int64) (uint64, bool) {
 		return 0, false
 	}
 	for p := range c.r.idOf {
-		if int64(p) != skip && c.r.decoded(uint64(p)) && c.r.idOf[p] == id {
+		if int64(p) != skip && c.r.Decoded(uint64(p)) && c.r.idOf[p] == id {
 			return uint64(p), true
 		}
 	}
@@ -230,17 +230,17 @@ func (c *idChecker) locate(id [16]byte, skip int64) (uint64, bool) {
 // another event has the same id (the later one is the duplicate), a
 // missing entry otherwise.
 func (c *idChecker) finish(covered bitset) {
-	for p := uint64(0); p < c.r.size(); p++ {
-		if !c.r.decoded(p) || covered.has(p) {
+	for p := uint64(0); p < c.r.Size(); p++ {
+		if !c.r.Decoded(p) || covered.has(p) {
 			continue
 		}
 		if q, found := c.locate(c.r.idOf[p], int64(p)); found {
 			first, dup := min(p, q), max(p, q)
-			c.fs.add(Fault{Kind: KindDuplicateEventID, Position: int64(dup),
+			c.fs.add(audit.Fault{Kind: audit.KindDuplicateEventID, Position: int64(dup),
 				Detail: fmt.Sprintf("event id %s is already the id of the event at position %d", uuid.UUID(c.r.idOf[p]), first)})
 			continue
 		}
-		c.fs.add(Fault{Kind: KindIDIndexMissing, Position: int64(p),
+		c.fs.add(audit.Fault{Kind: audit.KindIDIndexMissing, Position: int64(p),
 			Detail: fmt.Sprintf("no event-id index entry for %s", uuid.UUID(c.r.idOf[p]))})
 	}
 }

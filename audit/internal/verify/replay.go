@@ -1,4 +1,4 @@
-package audit
+package verify
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/greffe/greffe/audit"
 	"github.com/greffe/greffe/events"
 )
 
@@ -91,9 +92,10 @@ func (c *chunk) reset(first uint64) {
 	c.done = make(chan struct{})
 }
 
-// feeder turns a source's events into chunks. It is used by the source's
-// goroutine only.
-type feeder struct {
+// Feeder turns a source's events into chunks: a source's feed function
+// calls Event for each stored event, in key order. It is used by the
+// source's goroutine only.
+type Feeder struct {
 	ctx      context.Context
 	free     chan *chunk
 	work     chan *chunk
@@ -106,9 +108,9 @@ type feeder struct {
 	dropped  uint64 // events at or above maxSlots
 }
 
-// event feeds the stored bytes of the event keyed at pos. Keys must come in
+// Event feeds the stored bytes of the event keyed at pos. Keys must come in
 // increasing order; a gap is recorded as missing events.
-func (f *feeder) event(pos uint64, raw []byte) error {
+func (f *Feeder) Event(pos uint64, raw []byte) error {
 	if pos >= f.maxSlots {
 		f.dropped++
 		return nil
@@ -121,19 +123,19 @@ func (f *feeder) event(pos uint64, raw []byte) error {
 		// themselves are the fault (reported by the source).
 		if f.next < f.head {
 			end := min(pos, f.head)
-			f.faults.add(Fault{Kind: KindEventMissing, Position: int64(f.next), End: int64(end),
+			f.faults.add(audit.Fault{Kind: audit.KindEventMissing, Position: int64(f.next), End: int64(end),
 				Detail: fmt.Sprintf("no event stored at positions [%d, %d): deleted, while later positions exist", f.next, end)})
 		}
-		if err := f.placeholders(pos); err != nil {
+		if err := f.Placeholders(pos); err != nil {
 			return err
 		}
 	}
 	return f.slot(raw, false)
 }
 
-// placeholders fills positions [f.next, end) with nothing: they are
+// Placeholders fills the positions up to end with nothing: they are
 // replayed as missing (their fault is reported by the caller).
-func (f *feeder) placeholders(end uint64) error {
+func (f *Feeder) Placeholders(end uint64) error {
 	for f.next < min(end, f.maxSlots) {
 		if err := f.slot(nil, true); err != nil {
 			return err
@@ -142,18 +144,19 @@ func (f *feeder) placeholders(end uint64) error {
 	return nil
 }
 
-// missingTail records positions [f.next, size) as missing (a truncated log).
-func (f *feeder) missingTail(size uint64, why string) error {
+// MissingTail records the positions up to size not fed yet as missing (a
+// truncated log), why being the fault's reason.
+func (f *Feeder) MissingTail(size uint64, why string) error {
 	size = min(size, f.maxSlots)
 	if f.next >= size {
 		return nil
 	}
-	f.faults.add(Fault{Kind: KindEventMissing, Position: int64(f.next), End: int64(size),
+	f.faults.add(audit.Fault{Kind: audit.KindEventMissing, Position: int64(f.next), End: int64(size),
 		Detail: fmt.Sprintf("no event stored at positions [%d, %d): %s", f.next, size, why)})
-	return f.placeholders(size)
+	return f.Placeholders(size)
 }
 
-func (f *feeder) slot(raw []byte, missing bool) error {
+func (f *Feeder) slot(raw []byte, missing bool) error {
 	if f.cur == nil {
 		select {
 		case c := <-f.free:
@@ -179,7 +182,7 @@ func (f *feeder) slot(raw []byte, missing bool) error {
 	return nil
 }
 
-func (f *feeder) flush() error {
+func (f *Feeder) flush() error {
 	c := f.cur
 	if c == nil {
 		return nil
@@ -228,25 +231,6 @@ func hashChunk(c *chunk) {
 
 var errMissing = errors.New("missing")
 
-// replayed is what the replay leaves for the index, tree and checkpoint
-// checks: the recomputed tree and, per position, the stream, version and
-// event id.
-type replayed struct {
-	tree      *tree
-	streamOf  []uint32   // per position: stream number, or noStream
-	versionOf []uint64   // per position: the event's stream version
-	idOf      [][16]byte // per position
-	names     []string   // stream number -> name
-	byName    map[string]uint32
-	counts    []uint64 // per stream: events seen
-	lastAt    int64    // recorded_at of the last decodable event
-	sigs      int      // signatures checked
-	dropped   uint64   // events beyond maxSlots, not replayed
-}
-
-// size returns the number of positions replayed.
-func (r *replayed) size() uint64 { return uint64(len(r.streamOf)) }
-
 // sigJob is one signature to verify: the key was resolved against the ring
 // at the event's position by the consumer, in order.
 type sigJob struct {
@@ -257,20 +241,31 @@ type sigJob struct {
 	sig   []byte
 }
 
-// replayConfig parameterises replay.
-type replayConfig struct {
-	workers  int
-	sizeHint uint64
-	head     uint64
-	maxSlots uint64
-	progress func(done uint64)
+// ReplayConfig parameterises Replay.
+type ReplayConfig struct {
+	// Workers hash, decode and check signatures (0: GOMAXPROCS).
+	Workers int
+	// SizeHint is the number of positions expected, to size the arrays.
+	SizeHint uint64
+	// Head is the recorded head: gaps below it are missing events.
+	Head uint64
+	// MaxSlots: positions at or above are not replayed (counted as
+	// Replayed.Dropped), so that a tampered key cannot make the auditor
+	// allocate for it.
+	MaxSlots uint64
+	// Progress, when set, is called with the positions replayed so far.
+	Progress func(done uint64)
 }
 
-// replay runs the pipeline: feed is the source, run on its own goroutine;
-// it calls f.event for each stored event in key order and returns. Faults
-// go to fs; the returned error means the replay could not run.
-func replay(ctx context.Context, cfg replayConfig, fs *faults, feed func(ctx context.Context, f *feeder) error) (*replayed, error) {
-	workers := cfg.workers
+// Replay runs the pipeline: feed is the source, run on its own goroutine;
+// it calls f.Event for each stored event in key order and returns. Faults
+// go to the run; the returned error means the replay could not run.
+func (run *Run) Replay(ctx context.Context, cfg ReplayConfig, feed func(ctx context.Context, f *Feeder) error) (*Replayed, error) {
+	return replay(ctx, cfg, run.faults, feed)
+}
+
+func replay(ctx context.Context, cfg ReplayConfig, fs *faults, feed func(ctx context.Context, f *Feeder) error) (*Replayed, error) {
+	workers := cfg.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -282,7 +277,7 @@ func replay(ctx context.Context, cfg replayConfig, fs *faults, feed func(ctx con
 	work := make(chan *chunk, chunksInFlight)
 	ordered := make(chan *chunk, chunksInFlight)
 	jobs := make(chan sigJob, sigQueue)
-	fd := &feeder{ctx: ctx, free: free, work: work, ordered: ordered, maxSlots: cfg.maxSlots, head: cfg.head, faults: fs}
+	fd := &Feeder{ctx: ctx, free: free, work: work, ordered: ordered, maxSlots: cfg.MaxSlots, head: cfg.Head, faults: fs}
 
 	g.Go(func() error {
 		defer close(work)
@@ -308,7 +303,7 @@ func replay(ctx context.Context, cfg replayConfig, fs *faults, feed func(ctx con
 			for j := range jobs {
 				if len(j.pub) != ed25519.PublicKeySize || !ed25519.Verify(j.pub, j.pae, j.sig) {
 					sigFailures.Add(1)
-					fs.add(Fault{Kind: KindSignatureInvalid, Position: int64(j.pos), Reason: events.SigBadSignature, KeyID: j.keyID,
+					fs.add(audit.Fault{Kind: audit.KindSignatureInvalid, Position: int64(j.pos), Reason: events.SigBadSignature, KeyID: j.keyID,
 						Detail: fmt.Sprintf("the signature by %s over the event's data does not verify with the registered key", j.keyID)})
 				}
 			}
@@ -317,11 +312,11 @@ func replay(ctx context.Context, cfg replayConfig, fs *faults, feed func(ctx con
 	}
 	go func() { _ = sg.Wait(); close(sigDone) }()
 
-	r := &replayed{
-		tree:      newTree(cfg.sizeHint),
-		streamOf:  make([]uint32, 0, cfg.sizeHint),
-		versionOf: make([]uint64, 0, cfg.sizeHint),
-		idOf:      make([][16]byte, 0, cfg.sizeHint),
+	r := &Replayed{
+		tree:      newTree(cfg.SizeHint),
+		streamOf:  make([]uint32, 0, cfg.SizeHint),
+		versionOf: make([]uint64, 0, cfg.SizeHint),
+		idOf:      make([][16]byte, 0, cfg.SizeHint),
 		byName:    map[string]uint32{},
 	}
 	g.Go(func() error {
@@ -336,8 +331,8 @@ func replay(ctx context.Context, cfg replayConfig, fs *faults, feed func(ctx con
 			if err := c.chunk(ch); err != nil {
 				return err
 			}
-			if cfg.progress != nil {
-				cfg.progress(r.size())
+			if cfg.Progress != nil {
+				cfg.Progress(r.Size())
 			}
 			free <- ch
 		}
@@ -356,7 +351,7 @@ func replay(ctx context.Context, cfg replayConfig, fs *faults, feed func(ctx con
 // consumer checks events in position order. It runs on one goroutine.
 type consumer struct {
 	ctx  context.Context
-	r    *replayed
+	r    *Replayed
 	fs   *faults
 	ring *events.KeyRing
 	jobs chan<- sigJob
@@ -393,16 +388,16 @@ func (c *consumer) event(pos uint64, s *slim) error {
 		r.versionOf = append(r.versionOf, 0)
 		r.idOf = append(r.idOf, [16]byte{})
 		if s.err != errMissing {
-			c.fs.add(Fault{Kind: KindEventUndecodable, Position: int64(pos), Detail: fmt.Sprintf("the stored bytes are not a canonical event: %v", s.err)})
+			c.fs.add(audit.Fault{Kind: audit.KindEventUndecodable, Position: int64(pos), Detail: fmt.Sprintf("the stored bytes are not a canonical event: %v", s.err)})
 		}
 		return nil
 	}
 	if s.position != pos {
-		c.fs.add(Fault{Kind: KindPositionMismatch, Position: int64(pos),
+		c.fs.add(audit.Fault{Kind: audit.KindPositionMismatch, Position: int64(pos),
 			Detail: fmt.Sprintf("the event stored at position %d encodes position %d (events moved or swapped)", pos, s.position)})
 	}
 	if s.recordedAt < r.lastAt {
-		c.fs.add(Fault{Kind: KindRecordedAtBackwards, Position: int64(pos),
+		c.fs.add(audit.Fault{Kind: audit.KindRecordedAtBackwards, Position: int64(pos),
 			Detail: fmt.Sprintf("recorded_at %d ns is before the previous event's %d ns", s.recordedAt, r.lastAt)})
 	}
 	r.lastAt = max(r.lastAt, s.recordedAt)
@@ -416,7 +411,7 @@ func (c *consumer) event(pos uint64, s *slim) error {
 		c.next = append(c.next, 0)
 	}
 	if want := c.next[sid]; s.version != want {
-		c.fs.add(Fault{Kind: KindStreamVersion, Position: int64(pos),
+		c.fs.add(audit.Fault{Kind: audit.KindStreamVersion, Position: int64(pos),
 			Detail: fmt.Sprintf("stream %q: version %d, but the stream's next version is %d", s.stream, s.version, want)})
 	}
 	// Resynchronise on the event's own version, so that one missing or
@@ -449,11 +444,11 @@ func (c *consumer) signatures(pos uint64, s *slim) error {
 		pub, revoked, ok := c.ring.Lookup(sg.KeyID)
 		switch {
 		case !ok:
-			c.fs.add(Fault{Kind: KindSignatureInvalid, Position: int64(pos), Reason: events.SigUnknownKey, KeyID: sg.KeyID,
+			c.fs.add(audit.Fault{Kind: audit.KindSignatureInvalid, Position: int64(pos), Reason: events.SigUnknownKey, KeyID: sg.KeyID,
 				Detail: fmt.Sprintf("signed by %s, which no ExecutorKeyRegistered event before this position registers", sg.KeyID)})
 			continue
 		case revoked:
-			c.fs.add(Fault{Kind: KindSignatureInvalid, Position: int64(pos), Reason: events.SigRevokedKey, KeyID: sg.KeyID,
+			c.fs.add(audit.Fault{Kind: audit.KindSignatureInvalid, Position: int64(pos), Reason: events.SigRevokedKey, KeyID: sg.KeyID,
 				Detail: fmt.Sprintf("signed by %s, revoked before this position", sg.KeyID)})
 			continue
 		}

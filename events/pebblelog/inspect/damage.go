@@ -1,4 +1,4 @@
-package pebblelog
+package inspect
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/atomicfs"
 
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/events/pebblelog/internal/wal"
+	"github.com/greffe/greffe/events/pebblelog/layout"
 )
 
 // Damaged storage. A file of the store that does not read back as it was
@@ -43,7 +43,7 @@ type DamageError struct {
 	Offset int64
 	// Space is the key space a scan was reading when the damage showed; 0
 	// when it showed outside a scan.
-	Space Space
+	Space layout.Space
 	// Key is the key whose value did not read back; nil when it was the
 	// keys themselves (a block of them) that did not.
 	Key []byte
@@ -79,27 +79,6 @@ func (e *DamageError) Unwrap() error { return e.Err }
 
 // Is makes every DamageError match events.ErrCorrupt.
 func (e *DamageError) Is(target error) bool { return target == events.ErrCorrupt }
-
-// String names the key space, for messages.
-func (s Space) String() string {
-	switch s {
-	case SpaceEvents:
-		return "event"
-	case SpaceLeafTiles:
-		return "leaf tile"
-	case SpaceNodes:
-		return "tree node"
-	case SpaceStreams:
-		return "stream index"
-	case SpaceIDs:
-		return "event-id index"
-	case SpaceCheckpoints:
-		return "checkpoint"
-	case SpaceMeta:
-		return "meta"
-	}
-	return fmt.Sprintf("%q", byte(s))
-}
 
 // openFailure says why Pebble could not open dir: a folder that holds no
 // store (events.ErrNotFound), an error of the operating system (the
@@ -181,19 +160,8 @@ func (in *Inspector) checkStorage() error {
 		return err
 	}
 	if err := in.guard(func() error { return in.overlayWAL(in.fs, in.dir) }); err != nil {
-		if errors.Is(err, wal.ErrCorrupt) || errors.Is(err, events.ErrCorrupt) {
-			var de *DamageError
-			if errors.As(err, &de) {
-				return de
-			}
-			var wd *wal.DamageError
-			if errors.As(err, &wd) {
-				// The file and the offset are the DamageError's own; its
-				// error says only what is wrong there (as walstore.go's
-				// does), or the path and offset would be said twice.
-				return &DamageError{File: wd.File, Offset: int64(wd.Offset), Err: fmt.Errorf("%w: %s", wal.ErrCorrupt, wd.What)}
-			}
-			return &DamageError{File: walDir(in.fs, in.dir), Offset: -1, Err: err}
+		if de, ok := walDamage(in.fs, in.dir, err); ok {
+			return de
 		}
 		return fmt.Errorf("open store %s read-only: %w", in.dir, err)
 	}
@@ -275,7 +243,7 @@ func pebbleDamage(fs vfs.FS, dir string, err error) error {
 // pebblePanic is a recovered panic of Pebble's read path, as damage:
 // Pebble panics on some damaged files (a blob file whose footer fails its
 // checksum reaches a type switch that does not expect it), and its Logger's
-// Fatalf panics (quietLogger) where Pebble gives up on what it read.
+// Fatalf panics (pebbleslog.Logger) where Pebble gives up on what it read.
 func pebblePanic(dir string, r any) *DamageError {
 	return &DamageError{File: dir, Offset: -1, Err: fmt.Errorf("pebble panicked reading the store: %v: %w", r, pebble.ErrCorruption)}
 }
@@ -298,7 +266,7 @@ func storeFile(fs vfs.FS, dir, num string) string {
 // (CheckManifest), the latest OPTIONS file (it must parse), and every table
 // and blob file (every block against its checksum, footers and indexes
 // included). The write-ahead log in greffe-wal/ is checked by
-// OpenInspector, which knows where its records must start.
+// Open and CheckWAL, which know where its records must start.
 //
 // It is read-only and reads every table and blob file in full: an auditor
 // calls it once damage has shown, to name every damaged file, not on every

@@ -1,4 +1,4 @@
-package pebblelog_test
+package inspect_test
 
 import (
 	"errors"
@@ -13,6 +13,9 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/events/pebblelog/inspect"
+	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
 // TestInspector_ScanEventsSeesEveryKey: the windowed scan of the event key
@@ -21,25 +24,23 @@ import (
 // inside them.
 func TestInspector_ScanEventsSeesEveryKey(t *testing.T) {
 	dir := t.TempDir()
-	s, _ := openStore(t, dir)
+	s := openStore(t, dir)
 	for i := range 10 {
-		if _, err := s.Append(t.Context(), one("w", events.ExpectAny, ev("W", fmt.Sprintf(`{"i":%d}`, i)))); err != nil {
-			t.Fatal(err)
-		}
+		appendData(t, s, "w", "W", fmt.Sprintf(`{"i":%d}`, i))
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: silent{}})
+	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: pebbleslog.Logger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range [][]byte{
-		[]byte("e"),                        // before position 0
-		append(pebblelog.EventKey(5), 'x'), // inside a window
-		[]byte("e\x00\x01"),                // between windows, after every small position
-		pebblelog.EventKey(1 << 40),        // far away
-		pebblelog.EventKey(^uint64(0)),     // the last window of the space
+		[]byte("e"),                     // before position 0
+		append(layout.EventKey(5), 'x'), // inside a window
+		[]byte("e\x00\x01"),             // between windows, after every small position
+		layout.EventKey(1 << 40),        // far away
+		layout.EventKey(^uint64(0)),     // the last window of the space
 	} {
 		if err := db.Set(k, []byte("v"), pebble.Sync); err != nil {
 			t.Fatal(err)
@@ -49,14 +50,14 @@ func TestInspector_ScanEventsSeesEveryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+	in, err := inspect.Open(inspect.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	collect := func(scan func(fn func(pebblelog.Entry) error) error) []string {
+	collect := func(scan func(fn func(inspect.Entry) error) error) []string {
 		var keys []string
-		if err := scan(func(e pebblelog.Entry) error {
+		if err := scan(func(e inspect.Entry) error {
 			keys = append(keys, fmt.Sprintf("%x", e.Key))
 			return nil
 		}); err != nil {
@@ -64,12 +65,12 @@ func TestInspector_ScanEventsSeesEveryKey(t *testing.T) {
 		}
 		return keys
 	}
-	want := collect(func(fn func(pebblelog.Entry) error) error { return in.Scan(t.Context(), pebblelog.SpaceEvents, fn) })
+	want := collect(func(fn func(inspect.Entry) error) error { return in.Scan(t.Context(), layout.SpaceEvents, fn) })
 	if len(want) != 15 {
 		t.Fatalf("plain scan found %d keys, want 15", len(want))
 	}
 	for _, window := range []uint64{1, 3, 4, 1 << 16} {
-		got := collect(func(fn func(pebblelog.Entry) error) error { return in.ScanEvents(t.Context(), window, fn) })
+		got := collect(func(fn func(inspect.Entry) error) error { return in.ScanEvents(t.Context(), window, fn) })
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("window %d (-want +got):\n%s", window, diff)
 		}
@@ -81,21 +82,14 @@ func TestInspector_ScanEventsSeesEveryKey(t *testing.T) {
 func TestInspector_Refusals(t *testing.T) {
 	dir := t.TempDir()
 	openStore(t, dir) // held until the test ends
-	if _, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir}); !errors.Is(err, pebblelog.ErrLocked) {
+	if _, err := inspect.Open(inspect.Config{Dir: dir}); !errors.Is(err, inspect.ErrLocked) {
 		t.Errorf("store held by a node: %v, want ErrLocked", err)
 	}
-	if _, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: t.TempDir() + "/none"}); !errors.Is(err, events.ErrNotFound) {
+	if _, err := inspect.Open(inspect.Config{Dir: t.TempDir() + "/none"}); !errors.Is(err, events.ErrNotFound) {
 		t.Errorf("no store: %v, want ErrNotFound", err)
 	}
 
 }
-
-// silent drops Pebble's logs.
-type silent struct{}
-
-func (silent) Infof(string, ...any)           {}
-func (silent) Errorf(string, ...any)          {}
-func (silent) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
 
 // TestInspector_DamageIsAnError: a flipped byte in a table or a blob file of
 // a closed store ends the scan that reads it with a *DamageError naming the
@@ -110,9 +104,7 @@ func TestInspector_DamageIsAnError(t *testing.T) {
 	}
 	for i := range 20 {
 		pad := strings.Repeat("x", 400) // above the value-separation threshold: in a blob file
-		if _, err := s.Append(t.Context(), one("d", events.ExpectAny, ev("D", fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad)))); err != nil {
-			t.Fatal(err)
-		}
+		appendData(t, s, "d", "D", fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad))
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -134,8 +126,8 @@ func TestInspector_DamageIsAnError(t *testing.T) {
 	if len(tests) < 8 {
 		t.Fatalf("%d flips: the store holds too few tables and blob files", len(tests))
 	}
-	spaces := []pebblelog.Space{pebblelog.SpaceEvents, pebblelog.SpaceLeafTiles, pebblelog.SpaceNodes,
-		pebblelog.SpaceStreams, pebblelog.SpaceIDs, pebblelog.SpaceCheckpoints}
+	spaces := []layout.Space{layout.SpaceEvents, layout.SpaceLeafTiles, layout.SpaceNodes,
+		layout.SpaceStreams, layout.SpaceIDs, layout.SpaceCheckpoints}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			orig, err := os.ReadFile(tc.file)
@@ -150,23 +142,23 @@ func TestInspector_DamageIsAnError(t *testing.T) {
 			defer os.WriteFile(tc.file, orig, 0o600)
 			// Whatever reads the damaged file first says so: the open (the
 			// meta records, the log's seq) or the scan of its key space.
-			in, err := pebblelog.OpenInspector(pebblelog.InspectConfig{Dir: dir})
+			in, err := inspect.Open(inspect.Config{Dir: dir})
 			if err == nil {
 				defer in.Close()
 				for _, sp := range spaces {
-					if err = in.Scan(t.Context(), sp, func(pebblelog.Entry) error { return nil }); err != nil {
+					if err = in.Scan(t.Context(), sp, func(inspect.Entry) error { return nil }); err != nil {
 						break
 					}
 				}
 			}
-			var de *pebblelog.DamageError
+			var de *inspect.DamageError
 			if !errors.As(err, &de) || !errors.Is(err, events.ErrCorrupt) {
 				t.Fatalf("open and scans: %v, want a DamageError", err)
 			}
 			if de.File != dir && de.File != tc.file {
 				t.Errorf("the damage names %s, want %s", de.File, tc.file)
 			}
-			found, err := pebblelog.CheckFiles(t.Context(), nil, dir)
+			found, err := inspect.CheckFiles(t.Context(), nil, dir)
 			if err != nil {
 				t.Fatal(err)
 			}

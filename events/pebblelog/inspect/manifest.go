@@ -1,4 +1,4 @@
-package pebblelog
+package inspect
 
 import (
 	"encoding/binary"
@@ -34,13 +34,27 @@ import (
 // byte and the payload; type is 1 full, 2 first, 3 middle, 4 last. Pebble
 // syncs the file after each record (one version edit) before it writes the
 // next, so only the last record can be torn by a crash.
+//
+// # Mirrors of Pebble's unexported format
+//
+// The constants below and pebbleCRC restate what cockroachdb/pebble
+// v2.1.7 keeps unexported (record/record.go: blockSize, legacyHeaderSize,
+// recyclableHeaderSize, walSyncHeaderSize, the legacy chunk types;
+// internal/crc: the masked CRC-32C): Pebble's reader says that a record
+// does not read back, never where or why, and telling a torn tail from
+// damage needs the chunks themselves. This package is the only one that
+// mirrors them. TestPebbleFormatMirrors (pebble_format_test.go) writes
+// records with Pebble's own writers and fails when one of them no longer
+// holds: after a Pebble upgrade, re-read its record package and update
+// them together with the version named here.
 
 const (
-	manifestBlockSize    = 32 << 10 // record.blockSize
-	chunkHeaderSize      = 7        // record.legacyHeaderSize
-	recyclableHeader     = 11       // record.recyclableHeaderSize
-	walSyncHeader        = 19       // record.walSyncHeaderSize
-	chunkFull, chunkLast = 1, 4
+	manifestBlockSize = 32 << 10 // record.blockSize
+	chunkHeaderSize   = 7        // record.legacyHeaderSize
+	recyclableHeader  = 11       // record.recyclableHeaderSize
+	walSyncHeader     = 19       // record.walSyncHeaderSize
+	// The legacy chunk types (record.fullChunkEncoding, …).
+	chunkFull, chunkFirst, chunkLast = 1, 2, 4
 	// sectorSize is the granularity of a write that does not reach the
 	// disk: a torn write leaves whole sectors (or pages, which are whole
 	// sectors) of zeros where a new file's data did not land.
@@ -49,8 +63,8 @@ const (
 
 var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 
-// pebbleCRC is Pebble's checksum (internal/crc): CRC-32C, rotated, plus a
-// delta.
+// pebbleCRC is Pebble's checksum (internal/crc, crc.CRC.Value): CRC-32C,
+// rotated, plus a delta.
 func pebbleCRC(b []byte) uint32 {
 	c := crc32.Update(0, castagnoliTable, b)
 	return (c>>15 | c<<17) + 0xa282ead8
@@ -250,7 +264,7 @@ func intactRecordAfter(tail []byte, base, p int64) (int64, bool) {
 		h := tail[q-base:]
 		n := int64(binary.LittleEndian.Uint16(h[4:]))
 		typ := h[6]
-		if typ != chunkFull && typ != 2 {
+		if typ != chunkFull && typ != chunkFirst {
 			continue
 		}
 		end := q + chunkHeaderSize + n
