@@ -161,11 +161,6 @@ func toAPIError(err error) *wire.Error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return sentinel(events.CodeOutcomeUnknown, events.KindUncertain, "timed out: "+err.Error())
 	}
-	// A coded error that is not events.Coded (a client's, an exporter's).
-	var coded interface{ ErrorCode() string }
-	if errors.As(err, &coded) {
-		return sentinel(coded.ErrorCode(), events.KindRefused, err.Error())
-	}
 	return sentinel(wire.CodeInternal, events.KindFailed, err.Error())
 }
 

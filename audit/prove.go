@@ -26,8 +26,11 @@ type ProofError struct {
 
 func (e *ProofError) Error() string { return e.Kind + ": " + e.Detail }
 
-// ErrorCode returns the kind, so that callers can map it like any coded error.
-func (e *ProofError) ErrorCode() string { return e.Kind }
+// CodedError describes the finding as any coded error: the fault kind is
+// its code, and its kind is corrupt (what the node served does not verify).
+func (e *ProofError) CodedError() *events.Error {
+	return &events.Error{Code: e.Kind, Kind: events.KindCorrupt, Message: e.Detail, Err: e}
+}
 
 // VerifyConsistencyProof checks an RFC 6962 consistency proof between two
 // signed roots with transparency-dev/merkle, handling the empty tree

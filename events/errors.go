@@ -148,10 +148,6 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// ErrorCode returns the stable code, so that callers outside this package can
-// map any coded error without knowing its type.
-func (e *Error) ErrorCode() string { return e.Code }
-
 // CodedError returns e itself: an *Error is Coded.
 func (e *Error) CodedError() *Error { return e }
 
@@ -219,9 +215,6 @@ func (e *ConditionError) message() string {
 	return fmt.Sprintf("stream %q expected %s, actual version %d", e.Stream, e.Expected, e.Actual)
 }
 
-// ErrorCode returns wrong_expected_version.
-func (e *ConditionError) ErrorCode() string { return CodeWrongExpectedVersion }
-
 // CodedError describes the refusal: wrong_expected_version, with the
 // stream, the expected version and the actual one (-1: no stream) in
 // Details.
@@ -234,10 +227,6 @@ func (e *ConditionError) CodedError() *Error {
 func CodeOf(err error) string {
 	if c, ok := AsCoded(err); ok {
 		return c.Code
-	}
-	var c interface{ ErrorCode() string }
-	if errors.As(err, &c) {
-		return c.ErrorCode()
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):

@@ -126,9 +126,6 @@ func (e *UnknownError) Error() string {
 	return fmt.Sprintf("no projection %q; known projections are %s", e.Name, strings.Join(Names(), ", "))
 }
 
-// ErrorCode returns unknown_projection.
-func (e *UnknownError) ErrorCode() string { return CodeUnknownProjection }
-
 // CodedError describes the error: unknown_projection, a refusal.
 func (e *UnknownError) CodedError() *events.Error {
 	return &events.Error{Code: CodeUnknownProjection, Kind: events.KindRefused, Message: e.Error(), Err: e}

@@ -141,9 +141,6 @@ func (e *PositionError) Error() string {
 	return fmt.Sprintf("position %d is beyond the log's head %d", e.Position, e.Head)
 }
 
-// ErrorCode returns position_beyond_head.
-func (e *PositionError) ErrorCode() string { return CodePositionBeyondHead }
-
 // CodedError describes the error: position_beyond_head, a refusal.
 func (e *PositionError) CodedError() *events.Error {
 	return &events.Error{Code: CodePositionBeyondHead, Kind: events.KindRefused, Message: e.Error(), Err: e}

@@ -469,9 +469,6 @@ type FailedError struct {
 // Error says which projection stopped and why.
 func (e *FailedError) Error() string { return fmt.Sprintf("projection %s stopped: %v", e.Name, e.Err) }
 
-// ErrorCode returns projection_failed.
-func (e *FailedError) ErrorCode() string { return CodeProjectionFailed }
-
 // CodedError describes the error: projection_failed, a failure of the
 // node (its rows stay at the last good position).
 func (e *FailedError) CodedError() *events.Error {
@@ -511,9 +508,6 @@ type LaggingError struct {
 func (e *LaggingError) Error() string {
 	return fmt.Sprintf("projection %s has folded %d events, not yet %d; retry", e.Name, e.Position, e.Wanted)
 }
-
-// ErrorCode returns projection_lagging.
-func (e *LaggingError) ErrorCode() string { return CodeProjectionLagging }
 
 // CodedError describes the error: projection_lagging, a failure that a
 // retry may not meet.

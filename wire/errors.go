@@ -3,13 +3,15 @@ package wire
 import (
 	"fmt"
 	"time"
+
+	"github.com/greffe/greffe/events"
 )
 
 // Error is an API error: a status, a stable code, a sentence saying what to
 // fix, and optionally the JSON path of the bad field and details.
 type Error struct {
 	Status int `json:"-"`
-	// Code is the stable error code (ErrorCode): never renamed, never reused.
+	// Code is the stable error code: never renamed, never reused.
 	Code string `json:"code"`
 	// Message says what is wrong and what to fix, in words; its text may
 	// change, match on code.
@@ -27,8 +29,19 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
-// ErrorCode returns the stable code.
-func (e *Error) ErrorCode() string { return e.Code }
+// CodedError describes the node's answer as any coded error (events.Coded):
+// its code, field and details, of kind failed for a 5xx, uncertain for
+// outcome_unknown, refused otherwise (a 4xx is the request's fault).
+func (e *Error) CodedError() *events.Error {
+	k := events.KindRefused
+	switch {
+	case e.Code == events.CodeOutcomeUnknown:
+		k = events.KindUncertain
+	case e.Status >= 500:
+		k = events.KindFailed
+	}
+	return &events.Error{Code: e.Code, Kind: k, Field: e.Field, Message: e.Message, Details: e.Details, Err: e}
+}
 
 // ErrorBody is the JSON envelope of every error response.
 type ErrorBody struct {
