@@ -132,21 +132,6 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []wire.Stre
 		if multi {
 			entry.Path = fmt.Sprintf("appends[%d]", i)
 		}
-		streamField := entry.FieldPath("stream")
-		if err := events.ValidateStreamName(streamField, sa.Stream); err != nil {
-			writeError(w, err)
-			return
-		}
-		if events.IsSystemStream(sa.Stream) {
-			writeError(w, &wire.Error{Code: events.CodeReservedStreamName, Field: streamField,
-				Message: fmt.Sprintf("stream names starting with \"$\" are reserved (KurrentDB's $all and system streams); %q cannot be appended to, choose a name without the leading \"$\"", sa.Stream)})
-			return
-		}
-		if events.IsReserved(sa.Stream) {
-			writeError(w, &wire.Error{Code: events.CodeReservedStream, Field: streamField,
-				Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", sa.Stream)})
-			return
-		}
 		ps, err := ToProposed(entry.FieldPath("events"), sa.Events, actor)
 		if err != nil {
 			writeError(w, err)
@@ -154,11 +139,24 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []wire.Stre
 		}
 		entry.Stream, entry.Expected, entry.Events = sa.Stream, sa.ExpectedVersion, ps
 	}
+	// The log's bounds, checked once: the store takes the checked append
+	// as it is (events.Validated).
+	checked, err := events.Check(req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for i := range req.Streams {
+		if err := rawAppendable(&req.Streams[i]); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	if err := s.checkEnvelopes(r, &req); err != nil { // api/signed.go
 		writeError(w, err)
 		return
 	}
-	o, err := s.ledger.Append(r.Context(), req)
+	o, err := s.ledger.AppendChecked(r.Context(), checked)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -167,6 +165,21 @@ func (s *Server) doAppend(w http.ResponseWriter, r *http.Request, in []wire.Stre
 		return
 	}
 	writeAppendOut(w, o) // api/appendout.go: writeJSON(w, http.StatusOK, appendOut(o)), by hand
+}
+
+// rawAppendable refuses an entry whose stream a raw append may not write:
+// KurrentDB's system streams, and the domain aggregates' (written by
+// commands only). Its name is valid (events.Check ran).
+func rawAppendable(entry *events.StreamAppend) error {
+	switch {
+	case events.IsSystemStream(entry.Stream):
+		return &wire.Error{Code: events.CodeReservedStreamName, Field: entry.FieldPath("stream"),
+			Message: fmt.Sprintf("stream names starting with \"$\" are reserved (KurrentDB's $all and system streams); %q cannot be appended to, choose a name without the leading \"$\"", entry.Stream)}
+	case events.IsReserved(entry.Stream):
+		return &wire.Error{Code: events.CodeReservedStream, Field: entry.FieldPath("stream"),
+			Message: fmt.Sprintf("stream %q belongs to a domain aggregate; change it with POST /v1/commands", entry.Stream)}
+	}
+	return nil
 }
 
 func appendOut(o events.Outcome) wire.AppendOut {

@@ -232,12 +232,34 @@ func isJSONObject(b []byte) bool {
 	return false
 }
 
+// Validated is an append whose bounds hold: the form the log's write path
+// takes (Appender.AppendChecked), which checks nothing again. Only Check
+// makes one, so that the edge checks an append once (issue #21: the API
+// checked stream names, and the store checked them again with everything
+// else). The request it holds shares its slices with the one checked:
+// neither may change after Check.
+type Validated struct {
+	r AppendRequest
+}
+
+// Check validates r (Validate) and returns it as Validated.
+func Check(r AppendRequest) (Validated, error) {
+	if err := r.Validate(); err != nil {
+		return Validated{}, err
+	}
+	return Validated{r: r}, nil
+}
+
+// Request returns the checked request; it must not be changed.
+func (v Validated) Request() AppendRequest { return v.r }
+
 // Validate checks every bound of an append before anything is written: stream
 // names, event types and text fields, JSON objects, the per-event encoded
 // size, the per-append count and bytes, duplicate streams and duplicate ids.
-// It is the one check of the log's bounds: the store runs it on every
-// append, and nothing else re-checks them. It does not check reserved
-// streams (the raw API does, commands do not).
+// It is the one check of the log's bounds: Check runs it, once per append
+// (at the edge, or in Append for a caller that did not), and nothing
+// re-checks what it passed. It does not check reserved streams (the raw
+// API does, commands do not).
 //
 // Field paths are those of the body the request came in: each entry's
 // fields are named under its Path ("appends[0].events[3].data", or

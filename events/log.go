@@ -105,14 +105,17 @@ type Head struct {
 	RecordedAt int64 // Unix nanoseconds of the last event, 0 for an empty log
 }
 
-// Appender appends atomically. Append validates r (Validate), fixes nothing
-// non-deterministic itself beyond the batch time, and returns once the events
-// are durable (fsynced, or committed by a quorum). On a *ConditionError or an
-// *Error nothing was written. ErrOutcomeUnknown means the append may have
-// been written; retrying with the same ids is safe. Safe for concurrent use;
-// concurrent appends are coalesced into one commit.
+// Appender appends atomically. AppendChecked takes an append whose bounds
+// were checked (Check) and checks nothing again; Append is Check then
+// AppendChecked, for a caller that did not check. Both fix nothing
+// non-deterministic themselves beyond the batch time, and return once the
+// events are durable (fsynced, or committed by a quorum). On a
+// *ConditionError or an *Error nothing was written. ErrOutcomeUnknown means
+// the append may have been written; retrying with the same ids is safe.
+// Safe for concurrent use; concurrent appends are coalesced into one commit.
 type Appender interface {
 	Append(ctx context.Context, r AppendRequest) (Outcome, error)
+	AppendChecked(ctx context.Context, v Validated) (Outcome, error)
 }
 
 // Reader reads acknowledged events. Reads never return an event above the

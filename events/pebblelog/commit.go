@@ -123,12 +123,21 @@ func (s *Store) SetProposer(p Proposer) {
 	}
 }
 
-// Append validates r and commits it with other concurrent appends. It returns
-// once the events are durable. See events.Appender.
+// Append checks r (events.Check) and commits it: AppendChecked. See
+// events.Appender.
 func (s *Store) Append(ctx context.Context, r events.AppendRequest) (events.Outcome, error) {
-	if err := r.Validate(); err != nil {
+	v, err := events.Check(r)
+	if err != nil {
 		return events.Outcome{}, err
 	}
+	return s.AppendChecked(ctx, v)
+}
+
+// AppendChecked commits v with other concurrent appends, checking nothing
+// again: v's bounds were checked where it was made (events.Check). It
+// returns once the events are durable. See events.Appender.
+func (s *Store) AppendChecked(ctx context.Context, v events.Validated) (events.Outcome, error) {
+	r := v.Request()
 	if s.closed.Load() {
 		return events.Outcome{}, events.ErrClosed
 	}
