@@ -1,10 +1,6 @@
 package aggregates
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -253,39 +249,23 @@ const (
 	InvalidatedRuntimeRestart  = "runtime_restart"
 )
 
-// BindingIdentity returns the identity digest of a binding: "sha256:" and
-// the hex SHA-256 of the JSON object
-//
-//	{"config_sha256":…,"source_commit":…,"template_sha256":…,
-//	 "model_metadata":{…keys sorted…},
-//	 "artifacts":[{"path":…,"size":…,"sha256":…,"role":…},…]}
-//
-// written without spaces and without HTML escaping, fields in that order,
-// artifacts in the binding's order. Mtimes and verifier names are left out:
-// the identity is what serves, not when or by whom it was hashed. The
-// format never changes; a new one would get a new prefix.
-func BindingIdentity(configSHA256, sourceCommit, templateSHA256 string, metadata map[string]string, artifacts []BindingArtifact) string {
-	if metadata == nil {
-		metadata = map[string]string{}
+// identityContent returns what a binding's identity covers
+// (events.BindingIdentity) from its fields.
+func identityContent(configSHA256, sourceCommit, templateSHA256 string, metadata map[string]string, artifacts []BindingArtifact) events.BindingContent {
+	c := events.BindingContent{ConfigSHA256: configSHA256, SourceCommit: sourceCommit, TemplateSHA256: templateSHA256, ModelMetadata: metadata}
+	if artifacts != nil {
+		c.Artifacts = make([]events.BindingArtifact, len(artifacts))
+		for i, a := range artifacts {
+			c.Artifacts[i] = events.BindingArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Role: a.Role}
+		}
 	}
-	if artifacts == nil {
-		artifacts = []BindingArtifact{}
-	}
-	in := struct {
-		ConfigSHA256   string            `json:"config_sha256"`
-		SourceCommit   string            `json:"source_commit"`
-		TemplateSHA256 string            `json:"template_sha256"`
-		ModelMetadata  map[string]string `json:"model_metadata"`
-		Artifacts      []BindingArtifact `json:"artifacts"`
-	}{configSHA256, sourceCommit, templateSHA256, metadata, artifacts}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(in); err != nil {
-		panic(err) // strings, ints and a string map always encode
-	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return c
+}
+
+// BindingContent returns what the proposed binding's identity covers:
+// events.BindingIdentity of it is the Identity the proposal must carry.
+func (c *ProposeBinding) BindingContent() events.BindingContent {
+	return identityContent(c.ConfigSHA256, c.SourceCommit, c.TemplateSHA256, c.ModelMetadata, c.Artifacts)
 }
 
 // Evolve folds one event of the binding stream.
@@ -633,7 +613,7 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 			}, "artifact %s as the executor hashed it differs from the proposal", a.Path)
 		}
 	}
-	id := BindingIdentity(b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256, b.ModelMetadata, b.Artifacts)
+	id := events.BindingIdentity(identityContent(b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256, b.ModelMetadata, b.Artifacts))
 	if id != b.ClaimedIdentity {
 		return nil, refuse(CodeIdentityMismatch, map[string]any{"binding_id": b.ID, "claimed": b.ClaimedIdentity, "recomputed": id},
 			"binding %s claims identity %s but its fields recompute to %s", b.ID, b.ClaimedIdentity, id)

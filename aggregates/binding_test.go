@@ -165,18 +165,3 @@ func TestBinding_Decide(t *testing.T) {
 		},
 	})
 }
-
-// TestBindingIdentity pins the identity format: a change to it breaks every
-// stored binding, so it is a test vector, reproducible with
-//
-//	printf '%s' '{"config_sha256":"c","source_commit":"s","template_sha256":"t","model_metadata":{"a":"1","b":"<2>"},"artifacts":[{"path":"/w","size":1,"sha256":"x","role":"weights"}]}' | sha256sum
-func TestBindingIdentity(t *testing.T) {
-	got := BindingIdentity("c", "s", "t", map[string]string{"b": "<2>", "a": "1"}, []BindingArtifact{{Path: "/w", Size: 1, SHA256: "x", Role: "weights"}})
-	const want = "sha256:2e5293067a2942815639636f2d1047a8dfae8f90d1a943c16a3c6436cd4fdca2"
-	if got != want {
-		t.Fatalf("identity = %s, want %s", got, want)
-	}
-	if got != BindingIdentity("c", "s", "t", map[string]string{"a": "1", "b": "<2>"}, []BindingArtifact{{Path: "/w", Size: 1, SHA256: "x", Role: "weights"}}) {
-		t.Fatal("identity depends on map order")
-	}
-}

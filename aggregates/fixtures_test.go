@@ -161,10 +161,11 @@ func artifacts() []BindingArtifact {
 
 func propose(id, provider, tag string, arts []BindingArtifact) *ProposeBinding {
 	meta := map[string]string{"architecture": "qwen35", "quantization": "Q4_K_M"}
-	return &ProposeBinding{BindingID: id, Provider: provider, ModelTag: tag, Family: "coder",
+	p := &ProposeBinding{BindingID: id, Provider: provider, ModelTag: tag, Family: "coder",
 		ConfigSHA256: hexOf("config"), SourceCommit: "7695859aa13afb248bdb4d36f9b2e95707db079d", TemplateSHA256: hexOf("template"),
-		ContextTokens: 65536, ModelMetadata: meta, Artifacts: arts,
-		Identity: BindingIdentity(hexOf("config"), "7695859aa13afb248bdb4d36f9b2e95707db079d", hexOf("template"), meta, arts)}
+		ContextTokens: 65536, ModelMetadata: meta, Artifacts: arts}
+	p.Identity = events.BindingIdentity(p.BindingContent())
+	return p
 }
 
 // hashArtifact is a hash as a writer states it (RecordArtifactHash):
@@ -227,13 +228,13 @@ func candidate(id, name string) *RecordCandidate {
 // same run as a writer states it.
 func check(id, cand, checkID, outcome string) *runnerCheck {
 	return &runnerCheck{CheckRun: CheckRun{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
-		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
+		ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
 		RunnerID: runner, Duration: D(2 * time.Second), OutputBytes: 512}}
 }
 
 func statedCheck(id, cand, checkID, outcome string) *RecordCheck {
 	return &RecordCheck{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
-		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
+		ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
 		Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512}
 }
 

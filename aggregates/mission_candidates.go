@@ -3,6 +3,8 @@ package aggregates
 import (
 	"path"
 	"slices"
+
+	"github.com/greffe/greffe/events"
 )
 
 // Mission candidates: what the worker produced, the independent runs of
@@ -197,7 +199,7 @@ func recordCheck(in Inputs, rec CheckRecorded, signed *NewEvent) ([]NewEvent, er
 	if j < 0 {
 		return nil, refuse(CodeCheckUnknown, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID}, "%q is not an acceptance check of mission %s", rec.CheckID, m.ID)
 	}
-	if want := ArgvHash(m.Checks[j].Argv); rec.ArgvHash != want {
+	if want := events.ArgvHash(m.Checks[j].Argv); rec.ArgvHash != want {
 		return nil, refuse(CodeArgvMismatch, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID, "argv_hash": rec.ArgvHash, "approved_argv_hash": want, "approved_argv": m.Checks[j].Argv},
 			"check %s ran another command line than the approved argv", rec.CheckID)
 	}

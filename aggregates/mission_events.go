@@ -1,10 +1,6 @@
 package aggregates
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"time"
 )
 
@@ -494,21 +490,4 @@ type PatchIntegrated struct {
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
-}
-
-// ArgvHash returns "sha256:" and the hex SHA-256 of argv written as a JSON
-// array of strings without spaces or HTML escaping: the identity of an
-// exact command line.
-func ArgvHash(argv []string) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if argv == nil {
-		argv = []string{}
-	}
-	if err := enc.Encode(argv); err != nil {
-		panic(err) // a string slice always encodes
-	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -2,6 +2,8 @@ package aggregates
 
 import (
 	"path"
+
+	"github.com/greffe/greffe/events"
 )
 
 // Mission lifecycle: submitting a mission under the node's policy, and
@@ -90,7 +92,7 @@ func (c *SubmitMission) Validate() error {
 				return err
 			}
 		}
-		if ac.ArgvHash != "" && ac.ArgvHash != ArgvHash(ac.Argv) {
+		if ac.ArgvHash != "" && ac.ArgvHash != events.ArgvHash(ac.Argv) {
 			return invalid(p+".argv_hash", "is not the hash of argv; leave it out, the node computes it")
 		}
 	}
@@ -111,7 +113,7 @@ func (c *SubmitMission) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	checks := make([]AcceptanceCheck, len(c.AcceptanceChecks))
 	for i, ac := range c.AcceptanceChecks {
-		checks[i] = AcceptanceCheck{ID: ac.ID, Argv: ac.Argv, ArgvHash: ArgvHash(ac.Argv)}
+		checks[i] = AcceptanceCheck{ID: ac.ID, Argv: ac.Argv, ArgvHash: events.ArgvHash(ac.Argv)}
 	}
 	return []NewEvent{{Stream: MissionStream(c.MissionID), Type: TypeMissionSubmitted, Data: MissionSubmitted{
 		MissionID: c.MissionID, TaskClass: c.TaskClass, Mode: c.Mode, Confidential: c.Confidential,

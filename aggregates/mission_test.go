@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/greffe/greffe/events"
 )
 
 const m1 = "m1"
@@ -23,8 +24,8 @@ func TestMission_Submit(t *testing.T) {
 		return []NewEvent{{Stream: "mission-m1", Type: TypeMissionSubmitted, Data: MissionSubmitted{
 			MissionID: m1, TaskClass: "code", Mode: ModeProposal, DeclaredProvider: glm, AllowedFiles: []string{"bin/*.sh"},
 			AcceptanceChecks: []AcceptanceCheck{
-				{ID: "c01", Argv: []string{"bash", "tests/run_case.sh", "c01"}, ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"})},
-				{ID: "c02", Argv: []string{"bash", "tests/run_case.sh", "c02"}, ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c02"})},
+				{ID: "c01", Argv: []string{"bash", "tests/run_case.sh", "c01"}, ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", "c01"})},
+				{ID: "c02", Argv: []string{"bash", "tests/run_case.sh", "c02"}, ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", "c02"})},
 			},
 			Budgets: b, At: t0}}}
 	}
@@ -417,7 +418,7 @@ func TestMission_Candidates(t *testing.T) {
 	outside := candidate(m1, "v1")
 	outside.FilesChanged = []string{"bin/tool.sh", "tests/run_case.sh"}
 	wrongArgv := check(m1, "v1", "c01", CheckPass)
-	wrongArgv.ArgvHash = ArgvHash([]string{"bash", "tests/run_case.sh", "c01", "--skip-slow"})
+	wrongArgv.ArgvHash = events.ArgvHash([]string{"bash", "tests/run_case.sh", "c01", "--skip-slow"})
 	slowPass := check(m1, "v1", "c01", CheckPass)
 	slowPass.Duration = D(16 * time.Second)
 	bigPass := check(m1, "v1", "c01", CheckPass)
@@ -458,7 +459,7 @@ func TestMission_Candidates(t *testing.T) {
 				return []NewEvent{
 					{Stream: "mission-m1", Type: TypeCheckRunSigned, Data: json.RawMessage(sc.Payload), Envelope: &sc.Envelope},
 					{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{
-						MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
+						MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
 						Outcome: CheckPass, Runner: runner, RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512,
 						SignedBy: runner, KeyIDs: []string{keyIDOf(runnerSeed)}, Principal: AnonymousName, At: t0}},
 				}
@@ -467,7 +468,7 @@ func TestMission_Candidates(t *testing.T) {
 		{
 			name: "a check a writer states", given: []step{started(m1, 2), candidate(m1, "v1")}, when: statedCheck(m1, "v1", "c01", CheckPass),
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{
-				MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
+				MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01", ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}),
 				Outcome: CheckPass, Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Principal: AnonymousName, Stated: true, At: t0}}},
 		},
 		{name: "a pass with exit code 1", given: []step{started(m1, 2), candidate(m1, "v1")}, when: exitOne, code: CodeCheckOutcomeIncoherent},
@@ -606,16 +607,6 @@ func TestMission_DeliveryAndIntegration(t *testing.T) {
 		{name: "stop a stopped mission for another reason", given: []step{started(m1, 2), &StopMission{MissionID: m1, Reason: StopCancelled}}, when: &StopMission{MissionID: m1, Reason: StopChecksFailed}, code: CodeMissionStopped},
 		{name: "stop an unknown mission", when: &StopMission{MissionID: m1, Reason: StopCancelled}, code: CodeMissionUnknown},
 	})
-}
-
-// TestArgvHash pins the argv identity, reproducible with
-//
-//	printf '%s' '["bash","tests/run_case.sh","<c01>"]' | sha256sum
-func TestArgvHash(t *testing.T) {
-	want := "sha256:" + "15b9e33b81d4a36ee7182bf4d0f28dde42339e55e39c41891f3fa60ad3288175"
-	if got := ArgvHash([]string{"bash", "tests/run_case.sh", "<c01>"}); got != want {
-		t.Fatalf("ArgvHash = %s, want %s", got, want)
-	}
 }
 
 func TestMission_Verification(t *testing.T) {

@@ -247,7 +247,7 @@ func TestPrincipals_StatedNamesBesideThePrincipal(t *testing.T) {
 				ExpectedTag: glmTag, ExactTagListed: true, Stated: true, At: t0}}}},
 		{name: "a stated check", given: []step{started(m1, 2), candidate(m1, "v1"), as(alice)}, when: statedCheck(m1, "v1", "c01", CheckPass),
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01",
-				ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}), Outcome: CheckPass, Runner: "elora-supervisor", Principal: "alice",
+				ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}), Outcome: CheckPass, Runner: "elora-supervisor", Principal: "alice",
 				RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Stated: true, At: t0}}}},
 	})
 

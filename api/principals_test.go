@@ -355,7 +355,7 @@ func (n *principalsNode) missionWithCandidate(m string, checks ...string) string
 }
 
 func checkOf(m, hash, c, outcome string, exit int) aggregates.RecordCheck {
-	return aggregates.RecordCheck{MissionID: m, CandidateHash: hash, CheckID: c, ArgvHash: aggregates.ArgvHash([]string{"bash", "tests/" + c + ".sh"}),
+	return aggregates.RecordCheck{MissionID: m, CandidateHash: hash, CheckID: c, ArgvHash: events.ArgvHash([]string{"bash", "tests/" + c + ".sh"}),
 		Outcome: outcome, Runner: "supervisor", RunnerKind: aggregates.RunnerIndependent, ExitCode: exit, Duration: aggregates.D(time.Second)}
 }
 
@@ -393,7 +393,7 @@ func TestAttack_WriterIndependentCheck(t *testing.T) {
 	n.grant(carolToken, "reg-ci", "carol", aggregates.ExecutorStream("ci"))
 	n.must(rootToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "ci", Host: "ci-host",
 		PublicKey: runnerKey.Public().(ed25519.PublicKey), ApprovalID: "reg-ci", Role: aggregates.KeyRoleCheckRunner})
-	run := aggregates.CheckRun{MissionID: "m1", CandidateHash: hash, CheckID: "c01", ArgvHash: aggregates.ArgvHash([]string{"bash", "tests/c01.sh"}),
+	run := aggregates.CheckRun{MissionID: "m1", CandidateHash: hash, CheckID: "c01", ArgvHash: events.ArgvHash([]string{"bash", "tests/c01.sh"}),
 		Outcome: aggregates.CheckPass, RunnerID: "ci", Duration: aggregates.D(time.Second)}
 	payload, err := json.Marshal(run)
 	if err != nil {
@@ -442,9 +442,10 @@ func TestAttack_WriterSupervisorHash(t *testing.T) {
 		{Path: "/m/template.jinja", Size: 50, SHA256: fmt.Sprintf("%064x", 15), Role: aggregates.RoleTemplate},
 	}
 	cfg, tmpl := fmt.Sprintf("%064x", 21), fmt.Sprintf("%064x", 22)
-	n.must(aliceToken, "ProposeBinding", aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: principalsTag, Family: "qwen",
-		ConfigSHA256: cfg, SourceCommit: "abc", TemplateSHA256: tmpl, ContextTokens: 32768, Artifacts: arts,
-		Identity: aggregates.BindingIdentity(cfg, "abc", tmpl, nil, arts)})
+	propose := aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: principalsTag, Family: "qwen",
+		ConfigSHA256: cfg, SourceCommit: "abc", TemplateSHA256: tmpl, ContextTokens: 32768, Artifacts: arts}
+	propose.Identity = events.BindingIdentity(propose.BindingContent())
+	n.must(aliceToken, "ProposeBinding", propose)
 	for _, a := range arts {
 		n.must(aliceToken, "RecordArtifactHash", aggregates.RecordArtifactHash{BindingID: "b1", Path: a.Path, Size: a.Size, SHA256: a.SHA256,
 			Role: a.Role, VerifiedBy: "supervisor", VerifierRole: aggregates.VerifierSupervisor})

@@ -24,43 +24,6 @@ import (
 
 func hexOf(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 
-// TestDigest_ClientIsTheNode: the client's digests, written from their
-// published definitions, are the ones the node recomputes (aggregates'
-// BindingIdentity and ArgvHash, events.KeyID), on inputs that tell the
-// spellings apart: HTML characters, non-ASCII text, metadata keys out of
-// order, empty and absent lists.
-func TestDigest_ClientIsTheNode(t *testing.T) {
-	arts := []aggregates.BindingArtifact{
-		{Path: "/models/q/weights <1>.gguf", Size: 16 << 30, SHA256: hexOf("w"), Role: aggregates.RoleWeights},
-		{Path: "/opt/llama/llama-server&co", Size: 9 << 20, SHA256: hexOf("s"), Role: aggregates.RoleServer},
-	}
-	cArts := make([]client.BindingArtifact, len(arts))
-	for i, a := range arts {
-		cArts[i] = client.BindingArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Role: a.Role}
-	}
-	for _, meta := range []map[string]string{nil, {}, {"z": "1", "a": "é", "m": "<x>"}} {
-		for _, as := range [][2]int{{0, 0}, {0, 2}, {1, 2}} {
-			want := aggregates.BindingIdentity(hexOf("c"), "abc123", hexOf("t"), meta, arts[as[0]:as[1]])
-			got := client.BindingIdentity(client.Binding{ConfigSHA256: hexOf("c"), SourceCommit: "abc123", TemplateSHA256: hexOf("t"), ModelMetadata: meta, Artifacts: cArts[as[0]:as[1]]})
-			if got != want {
-				t.Errorf("binding identity (meta %v, artifacts %v): client %s, node %s", meta, as, got, want)
-			}
-		}
-	}
-	for _, argv := range [][]string{nil, {}, {"bash", "t.sh"}, {"python3", "-c", "print('<&>')", "é"}} {
-		if got, want := client.ArgvHash(argv), aggregates.ArgvHash(argv); got != want {
-			t.Errorf("argv_hash of %q: client %s, node %s", argv, got, want)
-		}
-	}
-	pub, _, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := client.ExecutorKeyID(pub), events.KeyID(pub); got != want {
-		t.Errorf("key id: client %s, node %s", got, want)
-	}
-}
-
 // TestCLI_Digest: greffe digest prints what the node recomputes, so that
 // a binding proposed with the identity it prints verifies (no
 // identity_mismatch), an executor key registered on a node gets the key id
@@ -150,7 +113,7 @@ func TestCLI_Digest(t *testing.T) {
 	// argv: the hash of the exact command line.
 	code, out, _ = runCLI(t, "", "digest", "argv", "--json", "--", "bash", "-c", "test -x t.sh")
 	var d struct{ Kind, Digest string }
-	if err := json.Unmarshal([]byte(out), &d); code != exitOK || err != nil || d.Digest != aggregates.ArgvHash([]string{"bash", "-c", "test -x t.sh"}) || d.Kind != "argv_hash" {
+	if err := json.Unmarshal([]byte(out), &d); code != exitOK || err != nil || d.Digest != events.ArgvHash([]string{"bash", "-c", "test -x t.sh"}) || d.Kind != "argv_hash" {
 		t.Fatalf("digest argv: %d %q %v", code, out, err)
 	}
 
