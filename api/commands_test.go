@@ -76,7 +76,7 @@ func send(t *testing.T, base, token, body string) (int, client.ErrorBody, http.H
 }
 
 func grantBody(id, approvalID string) string {
-	d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: approvalID, Approver: "owner", Action: aggregates.ActionStartup,
+	d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: aggregates.ID(approvalID), Approver: "owner", Action: aggregates.ActionStartup,
 		Subject: "provider-p", Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
 	b, _ := json.Marshal(client.CommandIn{Command: "GrantApproval", ID: id, Data: d})
 	return string(b)
@@ -216,7 +216,7 @@ func TestProjections_Routes(t *testing.T) {
 	var last client.CommandOut
 	for _, a := range []string{"a1", "a2"} {
 		var err error
-		d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: a, Approver: "owner", Action: aggregates.ActionStartup, Subject: "provider-p",
+		d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: aggregates.ID(a), Approver: "owner", Action: aggregates.ActionStartup, Subject: "provider-p",
 			Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
 		if last, err = c.Command(t.Context(), client.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Data: d}); err != nil {
 			t.Fatal(err)

@@ -42,14 +42,14 @@ func TestCLI_Digest(t *testing.T) {
 
 	// A binding: identity by the CLI, then hashed by an executor and verified.
 	arts := []aggregates.BindingArtifact{
-		{Path: "/m/weights.gguf", Size: 1 << 30, SHA256: hexOf("weights"), Role: aggregates.RoleWeights},
-		{Path: "/o/llama-server", Size: 9 << 20, SHA256: hexOf("server"), Role: aggregates.RoleServer},
-		{Path: "/o/libggml-cuda.so", Size: 80 << 20, SHA256: hexOf("engine"), Role: aggregates.RoleEngine},
-		{Path: "/m/tokenizer.json", Size: 7 << 20, SHA256: hexOf("tokenizer"), Role: aggregates.RoleTokenizer},
-		{Path: "/m/template.jinja", Size: 4 << 10, SHA256: hexOf("template"), Role: aggregates.RoleTemplate},
+		{Path: "/m/weights.gguf", Size: 1 << 30, SHA256: aggregates.Hex64(hexOf("weights")), Role: aggregates.RoleWeights},
+		{Path: "/o/llama-server", Size: 9 << 20, SHA256: aggregates.Hex64(hexOf("server")), Role: aggregates.RoleServer},
+		{Path: "/o/libggml-cuda.so", Size: 80 << 20, SHA256: aggregates.Hex64(hexOf("engine")), Role: aggregates.RoleEngine},
+		{Path: "/m/tokenizer.json", Size: 7 << 20, SHA256: aggregates.Hex64(hexOf("tokenizer")), Role: aggregates.RoleTokenizer},
+		{Path: "/m/template.jinja", Size: 4 << 10, SHA256: aggregates.Hex64(hexOf("template")), Role: aggregates.RoleTemplate},
 	}
 	pb := aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: "qwen:27b", Family: "coder",
-		ConfigSHA256: hexOf("config"), SourceCommit: "7695859a", TemplateSHA256: hexOf("template"), ContextTokens: 65536,
+		ConfigSHA256: aggregates.Hex64(hexOf("config")), SourceCommit: "7695859a", TemplateSHA256: aggregates.Hex64(hexOf("template")), ContextTokens: 65536,
 		ModelMetadata: map[string]string{"quantization": "Q4_K_M", "architecture": "qwen35"}, Artifacts: arts}
 	file := filepath.Join(dir, "binding.json")
 	b, _ := json.MarshalIndent(pb, "", "  ")
@@ -62,13 +62,13 @@ func TestCLI_Digest(t *testing.T) {
 		t.Fatalf("digest binding: %d %q %q", code, out, errs)
 	}
 	// The bare-hex spelling of the same digest is refused, naming the one it wants.
-	pb.Identity = strings.TrimPrefix(identity, "sha256:")
+	pb.Identity = aggregates.Digest(strings.TrimPrefix(identity, "sha256:"))
 	_, err := send("ProposeBinding", pb)
 	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Field != "data.identity" || !strings.Contains(ae.Message, `"sha256:" and 64 lowercase hex`) {
 		t.Fatalf("bare-hex identity: %v", err)
 	}
-	pb.Identity = identity
+	pb.Identity = aggregates.Digest(identity)
 	if _, err := send("ProposeBinding", pb); err != nil {
 		t.Fatal(err)
 	}
@@ -77,18 +77,18 @@ func TestCLI_Digest(t *testing.T) {
 	var argv []string
 	var readings []aggregates.ArtifactReading
 	for _, a := range arts {
-		argv = append(argv, a.Role+"="+a.Path)
-		readings = append(readings, aggregates.ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: 1_772_000_000_000_000_000, SHA256: a.SHA256})
+		argv = append(argv, string(a.Role)+"="+string(a.Path))
+		readings = append(readings, aggregates.ArtifactReading{Path: string(a.Path), Role: string(a.Role), Size: int64(a.Size), MtimeNS: 1_772_000_000_000_000_000, SHA256: string(a.SHA256)})
 	}
 	for _, cmd := range []struct {
 		name string
 		data any
 	}{
 		{"GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-hasher", Approver: "owner", Action: aggregates.ActionActivation,
-			Subject: aggregates.ExecutorStream("hasher"), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)}},
-		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "hasher", Host: "h1", PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: "reg-hasher"}},
+			Subject: aggregates.ShortText(aggregates.ExecutorStream("hasher")), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)}},
+		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "hasher", Host: "h1", PublicKey: aggregates.Ed25519PublicKey(key.Public().(ed25519.PublicKey)), ApprovalID: "reg-hasher"}},
 		{"RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "hash-b1", Host: "h1", Argv: argv, Kind: aggregates.MeasurementHash, BindingID: "b1",
-			Timeout: aggregates.D(time.Minute), OutputCapBytes: 4096}},
+			Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 4096}},
 		{"ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: "hash-b1", ExecutorID: "hasher", LeaseUntil: time.Now().Add(time.Minute)}},
 	} {
 		if _, err := send(cmd.name, cmd.data); err != nil {
@@ -144,10 +144,10 @@ func TestCLI_Digest(t *testing.T) {
 		keyID = strings.TrimSpace(out)
 	}
 	if _, err := send("GrantApproval", aggregates.GrantApproval{ApprovalID: "reg", Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("gpu1"), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)}); err != nil {
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("gpu1")), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err = send("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: "spark-1", PublicKey: pub, ApprovalID: "reg"})
+	res, err = send("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: "spark-1", PublicKey: aggregates.Ed25519PublicKey(pub), ApprovalID: "reg"})
 	if err != nil {
 		t.Fatal(err)
 	}
