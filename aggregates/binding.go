@@ -2,8 +2,8 @@ package aggregates
 
 import (
 	"maps"
-	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/greffe/greffe/events"
@@ -110,18 +110,8 @@ func (l BindingArtifacts) check(path string) error {
 	if len(l) == 0 || len(l) > maxListLen {
 		return invalid(path, "has %d entries; a binding lists 1 to %d artifacts", len(l), maxListLen)
 	}
-	seen := make(map[LongText]bool, len(l))
-	for i := range l {
-		p := indexPath(path, i)
-		if err := checkValue(p, reflect.ValueOf(l[i])); err != nil {
-			return err
-		}
-		if seen[l[i].Path] {
-			return invalid(p+".path", "%q is listed twice", l[i].Path)
-		}
-		seen[l[i].Path] = true
-	}
-	return nil
+	return checkStructs(path, l, "path", func(a BindingArtifact) LongText { return a.Path },
+		func(a BindingArtifact) string { return strconv.Quote(string(a.Path)) })
 }
 func (BindingArtifacts) jsonSchema() map[string]any {
 	return structListSchema("BindingArtifact", 1, maxListLen, false)

@@ -3,7 +3,6 @@ package aggregates
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"slices"
 	"time"
 )
@@ -77,16 +76,8 @@ func (l ClaimSubjects) check(path string) error {
 	if len(l) > MaxClaimEvidence {
 		return invalid(path, "has %d subjects; the limit is %d", len(l), MaxClaimEvidence)
 	}
-	for i, sub := range l {
-		p := indexPath(path, i)
-		if err := checkValue(p, reflect.ValueOf(sub)); err != nil {
-			return err
-		}
-		if slices.Contains(l[:i], sub) {
-			return invalid(p, "%s %s is listed twice", sub.Kind, sub.ID)
-		}
-	}
-	return nil
+	return checkStructs(path, l, "", func(s ClaimSubject) ClaimSubject { return s },
+		func(s ClaimSubject) string { return string(s.Kind) + " " + string(s.ID) })
 }
 func (ClaimSubjects) jsonSchema() map[string]any {
 	return structListSchema("ClaimSubject", 0, MaxClaimEvidence, true)

@@ -2,6 +2,7 @@ package aggregates
 
 import (
 	"path"
+	"reflect"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -57,18 +58,48 @@ func (ClaimCases) jsonSchema() map[string]any {
 // checkTexts checks a list of at most max distinct, non-blank short texts;
 // what names its entries in the message ("entries", "cases").
 func checkTexts(path string, l []string, max int, what string) error {
+	return checkList(path, l, max, what, true, func(p, s string) error { return checkText(p, s, true, maxShortText) })
+}
+
+// checkList checks a list of strings: at most max entries (what names
+// them in the message), each by each, and each listed once when distinct.
+func checkList(path string, l []string, max int, what string, distinct bool, each func(path, s string) error) error {
 	if len(l) > max {
 		return invalid(path, "has %d %s; the limit is %d", len(l), what, max)
 	}
 	seen := make(map[string]bool, len(l))
 	for i, s := range l {
-		if err := checkText(indexPath(path, i), s, true, maxShortText); err != nil {
+		p := indexPath(path, i)
+		if err := each(p, s); err != nil {
 			return err
 		}
-		if seen[s] {
-			return invalid(indexPath(path, i), "%q is listed twice", s)
+		if distinct && seen[s] {
+			return invalid(p, "%q is listed twice", s)
 		}
 		seen[s] = true
+	}
+	return nil
+}
+
+// checkStructs checks a list of structs of this package: each element by
+// its fields' types, then that its key is not an earlier element's. A
+// repeat is reported at the element's path and keyField (its JSON name;
+// "" for the element itself), spelled by name.
+func checkStructs[T any, K comparable](path string, l []T, keyField string, key func(T) K, name func(T) string) error {
+	seen := make(map[K]bool, len(l))
+	for i := range l {
+		p := indexPath(path, i)
+		if err := checkValue(p, reflect.ValueOf(l[i])); err != nil {
+			return err
+		}
+		k := key(l[i])
+		if seen[k] {
+			if keyField != "" {
+				p += "." + keyField
+			}
+			return invalid(p, "%s is listed twice", name(l[i]))
+		}
+		seen[k] = true
 	}
 	return nil
 }
@@ -78,20 +109,7 @@ func checkTexts(path string, l []string, max int, what string) error {
 type IDs []string
 
 func (l IDs) check(path string) error {
-	if len(l) > maxListLen {
-		return invalid(path, "has %d entries; the limit is %d", len(l), maxListLen)
-	}
-	seen := make(map[string]bool, len(l))
-	for i, s := range l {
-		if err := checkID(indexPath(path, i), s); err != nil {
-			return err
-		}
-		if seen[s] {
-			return invalid(indexPath(path, i), "%q is listed twice", s)
-		}
-		seen[s] = true
-	}
-	return nil
+	return checkList(path, l, maxListLen, "entries", true, checkID)
 }
 func (IDs) jsonSchema() map[string]any { return listSchema(ID("").jsonSchema(), 0, maxListLen, true) }
 
@@ -103,15 +121,7 @@ type ModelTags []string
 const maxModelTags = 4 * maxListLen
 
 func (l ModelTags) check(path string) error {
-	if len(l) > maxModelTags {
-		return invalid(path, "has %d entries; the limit is %d", len(l), maxModelTags)
-	}
-	for i, m := range l {
-		if err := checkText(indexPath(path, i), m, true, maxShortText); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkList(path, l, maxModelTags, "entries", false, func(p, m string) error { return checkText(p, m, true, maxShortText) })
 }
 func (ModelTags) jsonSchema() map[string]any {
 	return listSchema(ShortText("").jsonSchema(), 0, maxModelTags, false)
@@ -122,15 +132,7 @@ func (ModelTags) jsonSchema() map[string]any {
 type Conditions []string
 
 func (l Conditions) check(path string) error {
-	if len(l) > maxListLen {
-		return invalid(path, "has %d entries; the limit is %d", len(l), maxListLen)
-	}
-	for i, s := range l {
-		if err := checkText(indexPath(path, i), s, true, maxLongText); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checkList(path, l, maxListLen, "entries", false, func(p, c string) error { return checkText(p, c, true, maxLongText) })
 }
 func (Conditions) jsonSchema() map[string]any {
 	return listSchema(LongText("").jsonSchema(), 0, maxListLen, false)

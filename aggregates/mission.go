@@ -1,9 +1,9 @@
 package aggregates
 
 import (
-	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -92,18 +92,8 @@ func (l AcceptanceChecks) check(path string) error {
 	if len(l) > maxListLen {
 		return invalid(path, "has %d entries; the limit is %d", len(l), maxListLen)
 	}
-	ids := make(map[ID]bool, len(l))
-	for i := range l {
-		p := indexPath(path, i)
-		if err := checkValue(p, reflect.ValueOf(l[i])); err != nil {
-			return err
-		}
-		if ids[l[i].ID] {
-			return invalid(p+".id", "%q is listed twice", l[i].ID)
-		}
-		ids[l[i].ID] = true
-	}
-	return nil
+	return checkStructs(path, l, "id", func(c AcceptanceCheck) ID { return c.ID },
+		func(c AcceptanceCheck) string { return strconv.Quote(string(c.ID)) })
 }
 func (AcceptanceChecks) jsonSchema() map[string]any {
 	return structListSchema("AcceptanceCheck", 0, maxListLen, false)

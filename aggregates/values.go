@@ -166,34 +166,19 @@ func (OptionalDigest) jsonSchema() map[string]any {
 // Count is a number of things: 0 or more.
 type Count int
 
-func (v Count) check(path string) error {
-	if v < 0 {
-		return invalid(path, "is %d; must be >= 0", v)
-	}
-	return nil
-}
+func (v Count) check(path string) error  { return checkAtLeast(path, int64(v), 0) }
 func (Count) jsonSchema() map[string]any { return map[string]any{"type": "integer", "minimum": 0} }
 
 // Size is a number of bytes: 0 or more.
 type Size int64
 
-func (v Size) check(path string) error {
-	if v < 0 {
-		return invalid(path, "is %d; must be >= 0", v)
-	}
-	return nil
-}
+func (v Size) check(path string) error  { return checkAtLeast(path, int64(v), 0) }
 func (Size) jsonSchema() map[string]any { return map[string]any{"type": "integer", "minimum": 0} }
 
 // PositiveSize is a number of bytes allowed (an output cap): 1 or more.
 type PositiveSize int64
 
-func (v PositiveSize) check(path string) error {
-	if v <= 0 {
-		return invalid(path, "is %d; must be positive", v)
-	}
-	return nil
-}
+func (v PositiveSize) check(path string) error { return checkAtLeast(path, int64(v), 1) }
 func (PositiveSize) jsonSchema() map[string]any {
 	return map[string]any{"type": "integer", "minimum": 1}
 }
@@ -202,12 +187,7 @@ func (PositiveSize) jsonSchema() map[string]any {
 // output limit): 1 or more.
 type TokenLimit int
 
-func (v TokenLimit) check(path string) error {
-	if v <= 0 {
-		return invalid(path, "is %d; must be positive", v)
-	}
-	return nil
-}
+func (v TokenLimit) check(path string) error  { return checkAtLeast(path, int64(v), 1) }
 func (TokenLimit) jsonSchema() map[string]any { return map[string]any{"type": "integer", "minimum": 1} }
 
 // MaxApprovalUses bounds the uses of one grant.
@@ -241,6 +221,18 @@ func (Ed25519PublicKey) jsonSchema() map[string]any {
 }
 
 // The rules the types above share.
+
+// checkAtLeast validates a number of at least min (0 for a count or a
+// size, 1 for a positive bound).
+func checkAtLeast(path string, v, min int64) error {
+	switch {
+	case v >= min:
+		return nil
+	case min == 1:
+		return invalid(path, "is %d; must be positive", v)
+	}
+	return invalid(path, "is %d; must be >= %d", v, min)
+}
 
 // checkID validates an aggregate id (a provider name, a mission id, …):
 // 1 to MaxIDLen bytes of printable UTF-8 without spaces.
