@@ -128,21 +128,13 @@ type AdmissionDecided struct {
 // measurement.
 type DecideAdmission struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 }
 
 // CommandName implements Command.
 func (*DecideAdmission) CommandName() string { return "DecideAdmission" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *DecideAdmission) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	return checkID("measurement_id", c.MeasurementID)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *DecideAdmission) Streams(States) []string {
@@ -151,7 +143,7 @@ func (c *DecideAdmission) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *DecideAdmission) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(false); err != nil {
 		return nil, err
 	}
@@ -161,7 +153,7 @@ func (c *DecideAdmission) Decide(in Inputs) ([]NewEvent, error) {
 	if a := m.activeAttempt(); a != nil {
 		return nil, refuse(CodeAttemptInProgress, map[string]any{"mission_id": m.ID, "attempt": a.N}, "attempt %d of mission %s is running", a.N, m.ID)
 	}
-	meas := in.States.Measurement(c.MeasurementID)
+	meas := in.States.Measurement(string(c.MeasurementID))
 	if st := meas.Status(); st != MeasurementStatusRecorded {
 		return nil, refuse(CodeMeasurementMissing, map[string]any{"measurement_id": c.MeasurementID, "status": st},
 			"measurement %s is %s, not a recorded signed result; admission is never decided on missing data", c.MeasurementID, st)
@@ -187,7 +179,7 @@ func (c *DecideAdmission) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeAdmissionDecided, Data: AdmissionDecided{
 		MissionID: m.ID, Attempt: m.Attempts + 1, Provider: m.Route.Selected, ModelTag: m.Route.ModelTag,
-		Decision: decision, Screens: screens, MeasurementID: c.MeasurementID, Measurement: meas.ResultRef,
+		Decision: decision, Screens: screens, MeasurementID: string(c.MeasurementID), Measurement: meas.ResultRef,
 		Host: res.Host, MeasuredAt: res.EndedAt, ReadPosition: in.Position, At: in.At,
 	}}}, nil
 }

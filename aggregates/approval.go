@@ -58,7 +58,14 @@ const (
 	ActionNetworkBoundary = "network_boundary"
 )
 
-var approvalActions = []string{ActionStartup, ActionPreparation, ActionQualification, ActionActivation, ActionPatchApply, ActionRelease, ActionNetworkBoundary}
+// ApprovalAction is the action an approval permits: one of the Action…
+// constants.
+type ApprovalAction string
+
+// Values lists the approval actions.
+func (ApprovalAction) Values() []string {
+	return []string{ActionStartup, ActionPreparation, ActionQualification, ActionActivation, ActionPatchApply, ActionRelease, ActionNetworkBoundary}
+}
 
 // Approval event types.
 const (
@@ -251,56 +258,30 @@ func (a Approval) Authorize(action, subject, by string, at time.Time) (NewEvent,
 // anonymous principal states is recorded as stated.
 type GrantApproval struct {
 	// ApprovalID is the approval's id (its stream is approval-<id>).
-	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ApprovalID ID `json:"approval_id"`
 	// Approver is who approves it: the sending principal's own name.
-	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Approver ShortText `json:"approver"`
 	// Action is the action the approval permits: one of the values its schema lists.
-	Action string `json:"action" jsonschema:"enum=startup,enum=preparation,enum=qualification,enum=activation,enum=patch_apply,enum=release,enum=network_boundary"`
+	Action ApprovalAction `json:"action"`
 	// Subject is the stream the approval is for (e.g. "provider-glm",
 	// "mission-m1").
-	Subject string `json:"subject" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Subject ShortText `json:"subject"`
 	// Uses is how many times the approval may be spent, 1 to 1000.
-	Uses int `json:"uses" jsonschema:"minimum=1,maximum=1000"`
+	Uses ApprovalUses `json:"uses"`
 	// ExpiresAt is when the approval stops being valid (RFC 3339).
 	ExpiresAt time.Time `json:"expires_at"`
 	// Conditions are conditions of the approval, in words; recorded, not
 	// judged.
-	Conditions []string `json:"conditions,omitempty"`
+	Conditions Conditions `json:"conditions,omitempty"`
 }
-
-// MaxApprovalUses bounds the uses of one grant.
-const MaxApprovalUses = 1000
 
 // CommandName implements Command.
 func (*GrantApproval) CommandName() string { return "GrantApproval" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: every grant expires (a time has no zero JSON Schema can refuse).
 func (c *GrantApproval) Validate() error {
-	if err := checkID("approval_id", c.ApprovalID); err != nil {
-		return err
-	}
-	if err := checkText("approver", c.Approver, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkOneOf("action", c.Action, approvalActions...); err != nil {
-		return err
-	}
-	if err := checkText("subject", c.Subject, true, maxShortText); err != nil {
-		return err
-	}
-	if c.Uses < 1 || c.Uses > MaxApprovalUses {
-		return invalid("uses", "is %d; a grant has 1 to %d uses", c.Uses, MaxApprovalUses)
-	}
 	if c.ExpiresAt.IsZero() {
 		return invalid("expires_at", "is required: every grant expires")
-	}
-	if len(c.Conditions) > maxListLen {
-		return invalid("conditions", "has %d entries; the limit is %d", len(c.Conditions), maxListLen)
-	}
-	for i, s := range c.Conditions {
-		if err := checkText(indexPath("conditions", i), s, true, maxLongText); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -310,10 +291,10 @@ func (c *GrantApproval) Streams(States) []string { return []string{ApprovalStrea
 
 // Decide implements Command: the gates.
 func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
-	if err := checkApprover(in.Principal, c.Approver); err != nil {
+	if err := checkApprover(in.Principal, string(c.Approver)); err != nil {
 		return nil, err
 	}
-	a := in.States.Approval(c.ApprovalID)
+	a := in.States.Approval(string(c.ApprovalID))
 	if a.Granted {
 		return nil, refuse(CodeApprovalExists, map[string]any{"approval_id": c.ApprovalID},
 			"approval %s was already granted; grants are never renewed in place, grant a new id", c.ApprovalID)
@@ -323,36 +304,28 @@ func (c *GrantApproval) Decide(in Inputs) ([]NewEvent, error) {
 			"the grant would expire at %s, not after its own time", c.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return []NewEvent{{Stream: ApprovalStream(c.ApprovalID), Type: TypeApprovalGranted, Data: ApprovalGranted{
-		ApprovalID: c.ApprovalID, Approver: c.Approver, Principal: in.Principal.Name, Action: c.Action, Subject: c.Subject,
-		Uses: c.Uses, ExpiresAt: c.ExpiresAt.UTC(), Conditions: c.Conditions, At: in.At,
+		ApprovalID: string(c.ApprovalID), Approver: string(c.Approver), Principal: in.Principal.Name, Action: string(c.Action), Subject: string(c.Subject),
+		Uses: int(c.Uses), ExpiresAt: c.ExpiresAt.UTC(), Conditions: c.Conditions, At: in.At,
 	}}}, nil
 }
 
 // RevokeApproval revokes a grant. Revoking twice appends nothing.
 type RevokeApproval struct {
 	// ApprovalID is the approval's id (its stream is approval-<id>).
-	ApprovalID string `json:"approval_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ApprovalID ID `json:"approval_id"`
 	// Reason says why the approval is revoked.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Reason LongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*RevokeApproval) CommandName() string { return "RevokeApproval" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RevokeApproval) Validate() error {
-	if err := checkID("approval_id", c.ApprovalID); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RevokeApproval) Streams(States) []string { return []string{ApprovalStream(c.ApprovalID)} }
 
 // Decide implements Command: the gates.
 func (c *RevokeApproval) Decide(in Inputs) ([]NewEvent, error) {
-	a := in.States.Approval(c.ApprovalID)
+	a := in.States.Approval(string(c.ApprovalID))
 	if !a.Granted {
 		return nil, refuse(CodeApprovalMissing, map[string]any{"approval_id": c.ApprovalID}, "approval %s was never granted", c.ApprovalID)
 	}
@@ -360,6 +333,6 @@ func (c *RevokeApproval) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: ApprovalStream(c.ApprovalID), Type: TypeApprovalRevoked, Data: ApprovalRevoked{
-		ApprovalID: c.ApprovalID, Reason: c.Reason, At: in.At,
+		ApprovalID: string(c.ApprovalID), Reason: string(c.Reason), At: in.At,
 	}}}, nil
 }

@@ -1,12 +1,9 @@
 package aggregates
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/greffe/greffe/events"
@@ -73,12 +70,18 @@ const (
 	RoleSource    = "source"
 )
 
-var (
-	artifactRoles = []string{RoleWeights, RoleEngine, RoleServer, RoleTokenizer, RoleTemplate, RoleConfig, RoleSource}
-	// RequiredRoles must each appear at least once among a binding's
-	// artifacts.
-	requiredRoles = []string{RoleWeights, RoleEngine, RoleServer, RoleTokenizer, RoleTemplate}
-)
+// ArtifactRole is an artifact's role in a binding: one of the Role…
+// constants.
+type ArtifactRole string
+
+// Values lists the artifact roles.
+func (ArtifactRole) Values() []string {
+	return []string{RoleWeights, RoleEngine, RoleServer, RoleTokenizer, RoleTemplate, RoleConfig, RoleSource}
+}
+
+// requiredRoles must each appear at least once among a binding's
+// artifacts.
+var requiredRoles = []string{RoleWeights, RoleEngine, RoleServer, RoleTokenizer, RoleTemplate}
 
 // RequiredRoles returns the roles a binding needs to be verified.
 func RequiredRoles() []string { return slices.Clone(requiredRoles) }
@@ -91,19 +94,42 @@ const (
 	VerifierOperator   = "operator"
 )
 
+// VerifierRole is the stated role of who hashed an artifact.
+type VerifierRole string
+
+// Values lists the verifier roles.
+func (VerifierRole) Values() []string {
+	return []string{VerifierSupervisor, VerifierWorker, VerifierOperator}
+}
+
+// BindingArtifacts are a binding's artifacts: 1 to 256, each path listed
+// once, in the order that enters the identity.
+type BindingArtifacts []BindingArtifact
+
+func (l BindingArtifacts) check(path string) error {
+	if len(l) == 0 || len(l) > maxListLen {
+		return invalid(path, "has %d entries; a binding lists 1 to %d artifacts", len(l), maxListLen)
+	}
+	return checkStructs(path, l, "path", func(a BindingArtifact) LongText { return a.Path },
+		func(a BindingArtifact) string { return strconv.Quote(string(a.Path)) })
+}
+func (BindingArtifacts) jsonSchema() map[string]any {
+	return structListSchema("BindingArtifact", 1, maxListLen, false)
+}
+
 // BindingArtifact is one artifact of a binding, in the order that enters
 // the identity.
 type BindingArtifact struct {
 	// Path is the artifact's absolute path on the host.
-	Path string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Path LongText `json:"path"`
 	// Size is the file's size, in bytes.
-	Size int64 `json:"size" jsonschema:"optional,minimum=0"`
+	Size Size `json:"size"`
 	// SHA256 is the file's content hash: 64 lowercase hex characters, as
 	// sha256sum prints it.
-	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	SHA256 Hex64 `json:"sha256"`
 	// Role is the artifact's role in the binding: weights, engine, server,
 	// tokenizer, template, config or source.
-	Role string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
+	Role ArtifactRole `json:"role"`
 }
 
 // Binding event types.
@@ -188,7 +214,7 @@ type BindingProposed struct {
 	ModelMetadata map[string]string `json:"model_metadata"`
 	// Artifacts are the binding's files, each with its path, size, content
 	// hash and role.
-	Artifacts []BindingArtifact `json:"artifacts"`
+	Artifacts BindingArtifacts `json:"artifacts"`
 	// Identity is the binding's identity: "sha256:" and the hex SHA-256 of its
 	// canonical JSON (docs/DOMAIN.md; greffe digest binding).
 	Identity string `json:"identity"`
@@ -253,39 +279,23 @@ const (
 	InvalidatedRuntimeRestart  = "runtime_restart"
 )
 
-// BindingIdentity returns the identity digest of a binding: "sha256:" and
-// the hex SHA-256 of the JSON object
-//
-//	{"config_sha256":…,"source_commit":…,"template_sha256":…,
-//	 "model_metadata":{…keys sorted…},
-//	 "artifacts":[{"path":…,"size":…,"sha256":…,"role":…},…]}
-//
-// written without spaces and without HTML escaping, fields in that order,
-// artifacts in the binding's order. Mtimes and verifier names are left out:
-// the identity is what serves, not when or by whom it was hashed. The
-// format never changes; a new one would get a new prefix.
-func BindingIdentity(configSHA256, sourceCommit, templateSHA256 string, metadata map[string]string, artifacts []BindingArtifact) string {
-	if metadata == nil {
-		metadata = map[string]string{}
+// identityContent returns what a binding's identity covers
+// (events.BindingIdentity) from its fields.
+func identityContent(configSHA256, sourceCommit, templateSHA256 string, metadata map[string]string, artifacts []BindingArtifact) events.BindingContent {
+	c := events.BindingContent{ConfigSHA256: configSHA256, SourceCommit: sourceCommit, TemplateSHA256: templateSHA256, ModelMetadata: metadata}
+	if artifacts != nil {
+		c.Artifacts = make([]events.BindingArtifact, len(artifacts))
+		for i, a := range artifacts {
+			c.Artifacts[i] = events.BindingArtifact{Path: string(a.Path), Size: int64(a.Size), SHA256: string(a.SHA256), Role: string(a.Role)}
+		}
 	}
-	if artifacts == nil {
-		artifacts = []BindingArtifact{}
-	}
-	in := struct {
-		ConfigSHA256   string            `json:"config_sha256"`
-		SourceCommit   string            `json:"source_commit"`
-		TemplateSHA256 string            `json:"template_sha256"`
-		ModelMetadata  map[string]string `json:"model_metadata"`
-		Artifacts      []BindingArtifact `json:"artifacts"`
-	}{configSHA256, sourceCommit, templateSHA256, metadata, artifacts}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(in); err != nil {
-		panic(err) // strings, ints and a string map always encode
-	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return c
+}
+
+// BindingContent returns what the proposed binding's identity covers:
+// events.BindingIdentity of it is the Identity the proposal must carry.
+func (c *ProposeBinding) BindingContent() events.BindingContent {
+	return identityContent(string(c.ConfigSHA256), string(c.SourceCommit), string(c.TemplateSHA256), c.ModelMetadata, c.Artifacts)
 }
 
 // Evolve folds one event of the binding stream.
@@ -320,8 +330,8 @@ func (b Binding) Evolve(e *events.Event) (Binding, error) {
 		b.Verified, b.Identity = true, d.Identity
 		bound := make(map[string]ArtifactHashed, len(b.Artifacts))
 		for _, a := range b.Artifacts {
-			if h, ok := b.Hashes[a.Path]; ok {
-				bound[a.Path] = h
+			if h, ok := b.Hashes[string(a.Path)]; ok {
+				bound[string(a.Path)] = h
 			}
 		}
 		b.VerifiedHashes = bound
@@ -382,63 +392,40 @@ const (
 // of kind hash).
 type RecordArtifactHash struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
-	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	BindingID ID `json:"binding_id"`
 	// Path is the artifact's absolute path on the host.
-	Path string `json:"path" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Path LongText `json:"path"`
 	// Size is the file's size, in bytes.
-	Size int64 `json:"size" jsonschema:"optional,minimum=0"`
+	Size Size `json:"size"`
 	// MtimeNS is the file's modification time, in nanoseconds since the Unix
 	// epoch.
 	MtimeNS int64 `json:"mtime_ns" jsonschema:"optional"`
 	// SHA256 is the file's content hash: 64 lowercase hex characters, as
 	// sha256sum prints it.
-	SHA256 string `json:"sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	SHA256 Hex64 `json:"sha256"`
 	// Role is the artifact's role in the binding: weights, engine, server,
 	// tokenizer, template, config or source.
-	Role string `json:"role" jsonschema:"enum=weights,enum=engine,enum=server,enum=tokenizer,enum=template,enum=config,enum=source"`
+	Role ArtifactRole `json:"role"`
 	// VerifiedBy is who verified it, as stated: an accountable person or
 	// role. Recorded beside the authenticated principal, never checked.
-	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	VerifiedBy ShortText `json:"verified_by"`
 	// VerifierRole is the role of who hashed it, as stated: supervisor,
 	// worker or operator (a stated hash verifies no binding, whatever its
 	// role).
-	VerifierRole string `json:"verifier_role" jsonschema:"enum=supervisor,enum=worker,enum=operator"`
+	VerifierRole VerifierRole `json:"verifier_role"`
 }
 
 // CommandName implements Command.
 func (*RecordArtifactHash) CommandName() string { return "RecordArtifactHash" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RecordArtifactHash) Validate() error {
-	if err := checkID("binding_id", c.BindingID); err != nil {
-		return err
-	}
-	if err := checkText("path", c.Path, true, maxLongText); err != nil {
-		return err
-	}
-	if c.Size < 0 {
-		return invalid("size", "is %d; must be >= 0", c.Size)
-	}
-	if err := checkSHA256("sha256", c.SHA256, true); err != nil {
-		return err
-	}
-	if err := checkOneOf("role", c.Role, artifactRoles...); err != nil {
-		return err
-	}
-	if err := checkText("verified_by", c.VerifiedBy, true, maxShortText); err != nil {
-		return err
-	}
-	return checkOneOf("verifier_role", c.VerifierRole, VerifierSupervisor, VerifierWorker, VerifierOperator)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RecordArtifactHash) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
 
 // Decide implements Command: the gates.
 func (c *RecordArtifactHash) Decide(in Inputs) ([]NewEvent, error) {
-	b := in.States.Binding(c.BindingID)
-	h := ArtifactHashed{BindingID: c.BindingID, Path: c.Path, Size: c.Size, MtimeNS: c.MtimeNS, SHA256: c.SHA256,
-		Role: c.Role, VerifiedBy: c.VerifiedBy, Principal: in.Principal.Name, VerifierRole: c.VerifierRole, Stated: true, At: in.At}
+	b := in.States.Binding(string(c.BindingID))
+	h := ArtifactHashed{BindingID: string(c.BindingID), Path: string(c.Path), Size: int64(c.Size), MtimeNS: c.MtimeNS, SHA256: string(c.SHA256),
+		Role: string(c.Role), VerifiedBy: string(c.VerifiedBy), Principal: in.Principal.Name, VerifierRole: string(c.VerifierRole), Stated: true, At: in.At}
 	return b.hashed([]ArtifactHashed{h}, in.At), nil
 }
 
@@ -468,107 +455,52 @@ func (b Binding) hashed(hs []ArtifactHashed, at time.Time) []NewEvent {
 // ProposeBinding proposes the identity of what serves a provider's model.
 type ProposeBinding struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
-	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	BindingID ID `json:"binding_id"`
 	// Provider is the provider's name (its stream is provider-<name>).
-	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Provider ID `json:"provider"`
 	// ModelTag is the exact model tag the provider serves (no alias).
-	ModelTag string `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	ModelTag ShortText `json:"model_tag"`
 	// Family is the model's family (e.g. "glm").
-	Family string `json:"family" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Family ShortText `json:"family"`
 	// ConfigSHA256 is the hex SHA-256 of the server's configuration; empty
 	// when it has none.
-	ConfigSHA256 string `json:"config_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	ConfigSHA256 Hex64 `json:"config_sha256"`
 	// SourceCommit is the commit of the server's or engine's source that was
 	// built; empty when not built from source.
-	SourceCommit string `json:"source_commit" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	SourceCommit ShortText `json:"source_commit"`
 	// TemplateSHA256 is the hex SHA-256 of the chat template in use.
-	TemplateSHA256 string `json:"template_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	TemplateSHA256 Hex64 `json:"template_sha256"`
 	// ContextTokens is the model's context window, in tokens.
-	ContextTokens int `json:"context_tokens" jsonschema:"minimum=1"`
+	ContextTokens TokenLimit `json:"context_tokens"`
 	// ModelMetadata are other facts about the model (quantisation,
 	// parameters), as key-value strings; part of the identity, sorted by key.
-	ModelMetadata map[string]string `json:"model_metadata" jsonschema:"optional"`
+	ModelMetadata Metadata `json:"model_metadata"`
 	// Artifacts are the binding's files, each with its path, size, content
 	// hash and role.
-	Artifacts []BindingArtifact `json:"artifacts"`
+	Artifacts BindingArtifacts `json:"artifacts"`
 	// Identity is the binding's identity: "sha256:" and the hex SHA-256 of its
 	// canonical JSON (docs/DOMAIN.md; greffe digest binding).
-	Identity string `json:"identity" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	Identity Digest `json:"identity"`
 }
 
 // CommandName implements Command.
 func (*ProposeBinding) CommandName() string { return "ProposeBinding" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *ProposeBinding) Validate() error {
-	if err := checkID("binding_id", c.BindingID); err != nil {
-		return err
-	}
-	if err := checkID("provider", c.Provider); err != nil {
-		return err
-	}
-	if err := checkText("model_tag", c.ModelTag, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkText("family", c.Family, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkSHA256("config_sha256", c.ConfigSHA256, true); err != nil {
-		return err
-	}
-	if err := checkText("source_commit", c.SourceCommit, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkSHA256("template_sha256", c.TemplateSHA256, true); err != nil {
-		return err
-	}
-	if c.ContextTokens <= 0 {
-		return invalid("context_tokens", "is %d; must be positive", c.ContextTokens)
-	}
-	if len(c.ModelMetadata) > maxListLen {
-		return invalid("model_metadata", "has %d entries; the limit is %d", len(c.ModelMetadata), maxListLen)
-	}
-	if len(c.Artifacts) == 0 || len(c.Artifacts) > maxListLen {
-		return invalid("artifacts", "has %d entries; a binding lists 1 to %d artifacts", len(c.Artifacts), maxListLen)
-	}
-	seen := map[string]bool{}
-	for i, a := range c.Artifacts {
-		p := indexPath("artifacts", i)
-		if err := checkText(p+".path", a.Path, true, maxLongText); err != nil {
-			return err
-		}
-		if seen[a.Path] {
-			return invalid(p+".path", "%q is listed twice", a.Path)
-		}
-		seen[a.Path] = true
-		if a.Size < 0 {
-			return invalid(p+".size", "is %d; must be >= 0", a.Size)
-		}
-		if err := checkSHA256(p+".sha256", a.SHA256, true); err != nil {
-			return err
-		}
-		if err := checkOneOf(p+".role", a.Role, artifactRoles...); err != nil {
-			return err
-		}
-	}
-	return checkDigest("identity", c.Identity, true)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *ProposeBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
 
 // Decide implements Command: the gates.
 func (c *ProposeBinding) Decide(in Inputs) ([]NewEvent, error) {
-	b := in.States.Binding(c.BindingID)
+	b := in.States.Binding(string(c.BindingID))
 	if b.Proposed {
 		return nil, refuse(CodeBindingExists, map[string]any{"binding_id": c.BindingID},
 			"binding %s was already proposed; a changed identity is a new binding", c.BindingID)
 	}
 	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingProposed, Data: BindingProposed{
-		BindingID: c.BindingID, Provider: c.Provider, ModelTag: c.ModelTag, Family: c.Family,
-		ConfigSHA256: c.ConfigSHA256, SourceCommit: c.SourceCommit, TemplateSHA256: c.TemplateSHA256,
-		ContextTokens: c.ContextTokens, ModelMetadata: c.ModelMetadata, Artifacts: c.Artifacts,
-		Identity: c.Identity, At: in.At,
+		BindingID: string(c.BindingID), Provider: string(c.Provider), ModelTag: string(c.ModelTag), Family: string(c.Family),
+		ConfigSHA256: string(c.ConfigSHA256), SourceCommit: string(c.SourceCommit), TemplateSHA256: string(c.TemplateSHA256),
+		ContextTokens: int(c.ContextTokens), ModelMetadata: c.ModelMetadata, Artifacts: c.Artifacts,
+		Identity: string(c.Identity), At: in.At,
 	}}}, nil
 }
 
@@ -576,29 +508,21 @@ func (c *ProposeBinding) Decide(in Inputs) ([]NewEvent, error) {
 // appends nothing.
 type VerifyBinding struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
-	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	BindingID ID `json:"binding_id"`
 	// VerifiedBy is who verifies it, as stated: a supervisor, not the
 	// worker. Recorded beside the authenticated principal, never checked.
-	VerifiedBy string `json:"verified_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	VerifiedBy ShortText `json:"verified_by"`
 }
 
 // CommandName implements Command.
 func (*VerifyBinding) CommandName() string { return "VerifyBinding" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *VerifyBinding) Validate() error {
-	if err := checkID("binding_id", c.BindingID); err != nil {
-		return err
-	}
-	return checkText("verified_by", c.VerifiedBy, true, maxShortText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *VerifyBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
 
 // Decide implements Command: the gates.
 func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
-	b := in.States.Binding(c.BindingID)
+	b := in.States.Binding(string(c.BindingID))
 	if err := b.usableForVerification(); err != nil {
 		return nil, err
 	}
@@ -607,7 +531,7 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	var missing []string
 	for _, r := range requiredRoles {
-		if !slices.ContainsFunc(b.Artifacts, func(a BindingArtifact) bool { return a.Role == r }) {
+		if !slices.ContainsFunc(b.Artifacts, func(a BindingArtifact) bool { return string(a.Role) == r }) {
 			missing = append(missing, r)
 		}
 	}
@@ -616,7 +540,7 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 			"binding %s has no artifact for the required role(s) %v", b.ID, missing)
 	}
 	for _, a := range b.Artifacts {
-		h, ok := b.Hashes[a.Path]
+		h, ok := b.Hashes[string(a.Path)]
 		if !ok || !h.Signed() {
 			det := map[string]any{"binding_id": b.ID, "path": a.Path, "role": a.Role}
 			if ok {
@@ -625,7 +549,7 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 			return nil, refuse(CodeArtifactNotVerified, det,
 				"artifact %s (%s) has no signed hash as its newest hash: request a hash measurement of it from an executor (a hash a writer records verifies nothing)", a.Path, a.Role)
 		}
-		if h.Size != a.Size || h.SHA256 != a.SHA256 || h.Role != a.Role {
+		if h.Size != int64(a.Size) || h.SHA256 != string(a.SHA256) || h.Role != string(a.Role) {
 			return nil, refuse(CodeArtifactMismatch, map[string]any{
 				"binding_id": b.ID, "path": a.Path,
 				"proposed": map[string]any{"size": a.Size, "sha256": a.SHA256, "role": a.Role},
@@ -633,13 +557,13 @@ func (c *VerifyBinding) Decide(in Inputs) ([]NewEvent, error) {
 			}, "artifact %s as the executor hashed it differs from the proposal", a.Path)
 		}
 	}
-	id := BindingIdentity(b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256, b.ModelMetadata, b.Artifacts)
+	id := events.BindingIdentity(identityContent(b.ConfigSHA256, b.SourceCommit, b.TemplateSHA256, b.ModelMetadata, b.Artifacts))
 	if id != b.ClaimedIdentity {
 		return nil, refuse(CodeIdentityMismatch, map[string]any{"binding_id": b.ID, "claimed": b.ClaimedIdentity, "recomputed": id},
 			"binding %s claims identity %s but its fields recompute to %s", b.ID, b.ClaimedIdentity, id)
 	}
 	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingVerified, Data: BindingVerified{
-		BindingID: c.BindingID, Identity: id, VerifiedBy: c.VerifiedBy, Principal: in.Principal.Name, At: in.At,
+		BindingID: string(c.BindingID), Identity: id, VerifiedBy: string(c.VerifiedBy), Principal: in.Principal.Name, At: in.At,
 	}}}, nil
 }
 
@@ -661,28 +585,20 @@ func (b Binding) usableForVerification() error {
 // appends nothing.
 type RejectBinding struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
-	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	BindingID ID `json:"binding_id"`
 	// Reason says why the binding is rejected.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Reason LongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*RejectBinding) CommandName() string { return "RejectBinding" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RejectBinding) Validate() error {
-	if err := checkID("binding_id", c.BindingID); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RejectBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
 
 // Decide implements Command: the gates.
 func (c *RejectBinding) Decide(in Inputs) ([]NewEvent, error) {
-	b := in.States.Binding(c.BindingID)
+	b := in.States.Binding(string(c.BindingID))
 	switch {
 	case !b.Proposed:
 		return nil, refuse(CodeBindingUnknown, map[string]any{"binding_id": c.BindingID}, "no binding was proposed under this id")
@@ -693,7 +609,7 @@ func (c *RejectBinding) Decide(in Inputs) ([]NewEvent, error) {
 			"binding %s is verified; invalidate it instead of rejecting it", c.BindingID)
 	}
 	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingRejected, Data: BindingRejected{
-		BindingID: c.BindingID, Reason: c.Reason, At: in.At,
+		BindingID: string(c.BindingID), Reason: string(c.Reason), At: in.At,
 	}}}, nil
 }
 
@@ -701,28 +617,20 @@ func (c *RejectBinding) Decide(in Inputs) ([]NewEvent, error) {
 // (reason "runtime_restart"). Invalidating twice appends nothing.
 type InvalidateBinding struct {
 	// BindingID is the model binding's id (its stream is binding-<id>).
-	BindingID string `json:"binding_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	BindingID ID `json:"binding_id"`
 	// Reason says why the binding no longer holds.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Reason ShortText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*InvalidateBinding) CommandName() string { return "InvalidateBinding" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *InvalidateBinding) Validate() error {
-	if err := checkID("binding_id", c.BindingID); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxShortText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *InvalidateBinding) Streams(States) []string { return []string{BindingStream(c.BindingID)} }
 
 // Decide implements Command: the gates.
 func (c *InvalidateBinding) Decide(in Inputs) ([]NewEvent, error) {
-	b := in.States.Binding(c.BindingID)
+	b := in.States.Binding(string(c.BindingID))
 	switch {
 	case !b.Proposed:
 		return nil, refuse(CodeBindingUnknown, map[string]any{"binding_id": c.BindingID}, "no binding was proposed under this id")
@@ -730,6 +638,6 @@ func (c *InvalidateBinding) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: BindingStream(c.BindingID), Type: TypeBindingInvalidated, Data: BindingInvalidated{
-		BindingID: c.BindingID, Reason: c.Reason, At: in.At,
+		BindingID: string(c.BindingID), Reason: string(c.Reason), At: in.At,
 	}}}, nil
 }

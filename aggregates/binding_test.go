@@ -15,11 +15,11 @@ func TestBinding_Decide(t *testing.T) {
 		return s
 	}
 	mismatched := append([]BindingArtifact(nil), arts...)
-	mismatched[0].SHA256 = hexOf("other weights")
+	mismatched[0].SHA256 = Hex64(hexOf("other weights"))
 	badID := propose("b1", "qwen", "qwen3.8:27b", arts)
-	badID.Identity = "sha256:" + hexOf("not the identity")
+	badID.Identity = Digest("sha256:" + hexOf("not the identity"))
 	changed := hashArtifact("b1", arts[0], VerifierSupervisor)
-	changed.SHA256 = hexOf("other weights")
+	changed.SHA256 = Hex64(hexOf("other weights"))
 
 	runGWT(t, []gwt{
 		{
@@ -29,7 +29,7 @@ func TestBinding_Decide(t *testing.T) {
 				BindingID: "b1", Provider: "qwen", ModelTag: "qwen3.8:27b", Family: "coder", ConfigSHA256: hexOf("config"),
 				SourceCommit: "7695859aa13afb248bdb4d36f9b2e95707db079d", TemplateSHA256: hexOf("template"), ContextTokens: 65536,
 				ModelMetadata: map[string]string{"architecture": "qwen35", "quantization": "Q4_K_M"}, Artifacts: arts[:1],
-				Identity: propose("b1", "qwen", "qwen3.8:27b", arts[:1]).Identity, At: t0}}},
+				Identity: string(propose("b1", "qwen", "qwen3.8:27b", arts[:1]).Identity), At: t0}}},
 		},
 		{
 			name:  "propose twice",
@@ -91,7 +91,7 @@ func TestBinding_Decide(t *testing.T) {
 			given: []step{propose("b1", "qwen", "qwen3.8:27b", arts), signedHashes("b1", arts)},
 			when:  &VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"},
 			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{
-				BindingID: "b1", Identity: propose("b1", "qwen", "qwen3.8:27b", arts).Identity, VerifiedBy: "supervisor-1", Principal: AnonymousName, At: t0}}},
+				BindingID: "b1", Identity: string(propose("b1", "qwen", "qwen3.8:27b", arts).Identity), VerifiedBy: "supervisor-1", Principal: AnonymousName, At: t0}}},
 		},
 		{
 			name:  "verify twice appends nothing",
@@ -105,8 +105,8 @@ func TestBinding_Decide(t *testing.T) {
 			when:  changed,
 			// A writer's changed hash still invalidates (fail closed).
 			wantFn: func(l *ledger) []NewEvent {
-				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[arts[0].Path]
-				now := ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: changed.MtimeNS, SHA256: hexOf("other weights"),
+				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[string(arts[0].Path)]
+				now := ArtifactHashed{BindingID: "b1", Path: string(arts[0].Path), Size: int64(arts[0].Size), MtimeNS: changed.MtimeNS, SHA256: hexOf("other weights"),
 					Role: RoleWeights, VerifiedBy: "supervisor-1", Principal: AnonymousName, VerifierRole: VerifierSupervisor, Stated: true, At: t0}
 				if !was.Signed() {
 					t.Fatalf("the binding was verified on %+v", was)
@@ -114,7 +114,7 @@ func TestBinding_Decide(t *testing.T) {
 				return []NewEvent{
 					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: now},
 					{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{
-						BindingID: "b1", Reason: InvalidatedArtifactChanged, Path: arts[0].Path, Was: &was, Now: &now, At: t0}},
+						BindingID: "b1", Reason: InvalidatedArtifactChanged, Path: string(arts[0].Path), Was: &was, Now: &now, At: t0}},
 				}
 			},
 		},
@@ -123,7 +123,7 @@ func TestBinding_Decide(t *testing.T) {
 			given: verifiedBinding("b1", "qwen", "qwen3.8:27b", arts),
 			when:  hashArtifact("b1", arts[0], VerifierSupervisor),
 			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{
-				BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size, MtimeNS: 1_757_000_000_000_000_000, SHA256: arts[0].SHA256,
+				BindingID: "b1", Path: string(arts[0].Path), Size: int64(arts[0].Size), MtimeNS: 1_757_000_000_000_000_000, SHA256: string(arts[0].SHA256),
 				Role: RoleWeights, VerifiedBy: "supervisor-1", Principal: AnonymousName, VerifierRole: VerifierSupervisor, Stated: true, At: t0}}},
 		},
 		{
@@ -164,19 +164,4 @@ func TestBinding_Decide(t *testing.T) {
 			code: CodeBindingUnknown,
 		},
 	})
-}
-
-// TestBindingIdentity pins the identity format: a change to it breaks every
-// stored binding, so it is a test vector, reproducible with
-//
-//	printf '%s' '{"config_sha256":"c","source_commit":"s","template_sha256":"t","model_metadata":{"a":"1","b":"<2>"},"artifacts":[{"path":"/w","size":1,"sha256":"x","role":"weights"}]}' | sha256sum
-func TestBindingIdentity(t *testing.T) {
-	got := BindingIdentity("c", "s", "t", map[string]string{"b": "<2>", "a": "1"}, []BindingArtifact{{Path: "/w", Size: 1, SHA256: "x", Role: "weights"}})
-	const want = "sha256:2e5293067a2942815639636f2d1047a8dfae8f90d1a943c16a3c6436cd4fdca2"
-	if got != want {
-		t.Fatalf("identity = %s, want %s", got, want)
-	}
-	if got != BindingIdentity("c", "s", "t", map[string]string{"a": "1", "b": "<2>"}, []BindingArtifact{{Path: "/w", Size: 1, SHA256: "x", Role: "weights"}}) {
-		t.Fatal("identity depends on map order")
-	}
 }

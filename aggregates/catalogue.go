@@ -122,7 +122,8 @@ var catalogueIndex = sync.OnceValue(func() map[string]CommandSpec {
 
 // DecodeCommand decodes a command's JSON data strictly (unknown and
 // duplicate fields refused, exact key case, types checked) and validates
-// its shape, once: Decide does not validate again. Errors:
+// its shape (Validate: each field by its type, then the rules between
+// fields), once: Decide does not validate again. Errors:
 // *UnknownCommandError for a name not in the catalogue,
 // *InvalidCommandError (with the JSON path, from "data") otherwise; both
 // are refusals of a malformed command. Absent or empty data decodes as {}.
@@ -134,7 +135,7 @@ func DecodeCommand(name string, data []byte) (Command, error) {
 	if err := decodeStrict(data, cmd); err != nil {
 		return nil, withCommand(name, err)
 	}
-	if err := cmd.Validate(); err != nil {
+	if err := Validate(cmd); err != nil {
 		return nil, withCommand(name, err)
 	}
 	return cmd, nil

@@ -107,7 +107,7 @@ func TestDecodeCommand_Values(t *testing.T) {
 	zero := 0
 	want := &SubmitMission{MissionID: "m1", TaskClass: "code", Mode: ModeProposal, AllowedFiles: []string{"bin/*.sh"},
 		AcceptanceChecks: []AcceptanceCheck{{ID: "c01", Argv: []string{"bash", "t.sh"}}},
-		Budgets:          BudgetRequest{Corrections: &zero, CommandTimeout: &Duration{10 * time.Second}}}
+		Budgets:          BudgetRequest{Corrections: (*Count)(&zero), CommandTimeout: &PositiveDuration{10 * time.Second}}}
 	if diff := cmp.Diff(want, cmd); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -2,7 +2,6 @@ package aggregates
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"time"
 
@@ -156,14 +155,14 @@ const (
 // ProposeClaim proposes a claim.
 type ProposeClaim struct {
 	// ClaimID is the claim's id (its stream is claim-<id>).
-	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ClaimID ID `json:"claim_id"`
 	// Statement is what the claim says, in words.
-	Statement string `json:"statement" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Statement LongText `json:"statement"`
 	// Scope is what the claim covers; AcceptClaim judges it against the
 	// evidence.
 	Scope ClaimScope `json:"scope" jsonschema:"optional"`
 	// Evidence are the ids of the events the claim rests on.
-	Evidence []uuid.UUID `json:"evidence" jsonschema:"optional"`
+	Evidence EvidenceRefs `json:"evidence"`
 }
 
 // MaxClaimEvidence bounds the evidence references of one claim.
@@ -172,41 +171,16 @@ const MaxClaimEvidence = 64
 // CommandName implements Command.
 func (*ProposeClaim) CommandName() string { return "ProposeClaim" }
 
-// Validate implements Command: the shape checks, field by field.
-func (c *ProposeClaim) Validate() error {
-	if err := checkID("claim_id", c.ClaimID); err != nil {
-		return err
-	}
-	if err := checkText("statement", c.Statement, true, maxLongText); err != nil {
-		return err
-	}
-	if err := c.Scope.validate(); err != nil {
-		return err
-	}
-	if len(c.Evidence) > MaxClaimEvidence {
-		return invalid("evidence", "has %d references; the limit is %d", len(c.Evidence), MaxClaimEvidence)
-	}
-	for i, id := range c.Evidence {
-		if id == uuid.Nil {
-			return invalid(indexPath("evidence", i), "is the nil UUID")
-		}
-		if slices.Contains(c.Evidence[:i], id) {
-			return invalid(indexPath("evidence", i), "%s is cited twice", id)
-		}
-	}
-	return nil
-}
-
 // Streams implements Command: the streams this command reads.
 func (c *ProposeClaim) Streams(States) []string { return []string{ClaimStream(c.ClaimID)} }
 
 // Decide implements Command: the gates.
 func (c *ProposeClaim) Decide(in Inputs) ([]NewEvent, error) {
-	if in.States.Claim(c.ClaimID).Proposed {
+	if in.States.Claim(string(c.ClaimID)).Proposed {
 		return nil, refuse(CodeClaimExists, map[string]any{"claim_id": c.ClaimID}, "claim %s was already proposed", c.ClaimID)
 	}
 	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimProposed, Data: ClaimProposed{
-		ClaimID: c.ClaimID, Statement: c.Statement, Scope: c.Scope, Evidence: c.Evidence, At: in.At,
+		ClaimID: string(c.ClaimID), Statement: string(c.Statement), Scope: c.Scope, Evidence: c.Evidence, At: in.At,
 	}}}, nil
 }
 
@@ -215,23 +189,15 @@ func (c *ProposeClaim) Decide(in Inputs) ([]NewEvent, error) {
 // references into Inputs.Evidence. Accepting it again appends nothing.
 type AcceptClaim struct {
 	// ClaimID is the claim's id (its stream is claim-<id>).
-	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ClaimID ID `json:"claim_id"`
 	// Reviewer is who reviewed it, as stated: an accountable person or
 	// role, not the worker. Recorded beside the authenticated principal,
 	// never checked against it.
-	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Reviewer ShortText `json:"reviewer"`
 }
 
 // CommandName implements Command.
 func (*AcceptClaim) CommandName() string { return "AcceptClaim" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *AcceptClaim) Validate() error {
-	if err := checkID("claim_id", c.ClaimID); err != nil {
-		return err
-	}
-	return checkText("reviewer", c.Reviewer, true, maxShortText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *AcceptClaim) Streams(States) []string { return []string{ClaimStream(c.ClaimID)} }
@@ -239,12 +205,12 @@ func (c *AcceptClaim) Streams(States) []string { return []string{ClaimStream(c.C
 // EvidenceRefs returns the claim's evidence references once its stream is
 // loaded.
 func (c *AcceptClaim) EvidenceRefs(loaded States) []uuid.UUID {
-	return loaded.Claim(c.ClaimID).Evidence
+	return loaded.Claim(string(c.ClaimID)).Evidence
 }
 
 // Decide implements Command: the gates.
 func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
-	cl := in.States.Claim(c.ClaimID)
+	cl := in.States.Claim(string(c.ClaimID))
 	det := map[string]any{"claim_id": c.ClaimID}
 	switch {
 	case !cl.Proposed:
@@ -295,35 +261,27 @@ func (c *AcceptClaim) Decide(in Inputs) ([]NewEvent, error) {
 			"claim %s covers more than its evidence: %s covered by none of it", c.ClaimID, strings.Join(out, ", "))
 	}
 	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimAccepted, Data: ClaimAccepted{
-		ClaimID: c.ClaimID, Reviewer: c.Reviewer, Principal: in.Principal.Name, Evidence: resolved, At: in.At,
+		ClaimID: string(c.ClaimID), Reviewer: string(c.Reviewer), Principal: in.Principal.Name, Evidence: resolved, At: in.At,
 	}}}, nil
 }
 
 // RefuseClaim refuses a claim. Refusing it again appends nothing.
 type RefuseClaim struct {
 	// ClaimID is the claim's id (its stream is claim-<id>).
-	ClaimID string `json:"claim_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ClaimID ID `json:"claim_id"`
 	// Reason says why the claim is refused.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Reason LongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*RefuseClaim) CommandName() string { return "RefuseClaim" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RefuseClaim) Validate() error {
-	if err := checkID("claim_id", c.ClaimID); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RefuseClaim) Streams(States) []string { return []string{ClaimStream(c.ClaimID)} }
 
 // Decide implements Command: the gates.
 func (c *RefuseClaim) Decide(in Inputs) ([]NewEvent, error) {
-	cl := in.States.Claim(c.ClaimID)
+	cl := in.States.Claim(string(c.ClaimID))
 	det := map[string]any{"claim_id": c.ClaimID}
 	switch {
 	case !cl.Proposed:
@@ -334,6 +292,6 @@ func (c *RefuseClaim) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeClaimClosed, det, "claim %s was accepted", c.ClaimID)
 	}
 	return []NewEvent{{Stream: ClaimStream(c.ClaimID), Type: TypeClaimRefused, Data: ClaimRefused{
-		ClaimID: c.ClaimID, Reason: c.Reason, At: in.At,
+		ClaimID: string(c.ClaimID), Reason: string(c.Reason), At: in.At,
 	}}}, nil
 }

@@ -34,24 +34,24 @@ type ClaimScope struct {
 	// Subjects are what the claim is about: providers, missions or hosts,
 	// each of which some evidence must cover. A proposal may name none;
 	// accepting it then is refused (claim_scope_missing, recorded).
-	Subjects []ClaimSubject `json:"subjects" jsonschema:"maxItems=64,optional"`
+	Subjects ClaimSubjects `json:"subjects"`
 	// ModelTag, when set, is the exact model tag the claim is about; an ok
 	// probe that listed exactly that tag must be among the evidence.
-	ModelTag string `json:"model_tag,omitempty" jsonschema:"maxLength=256"`
+	ModelTag OptionalShortText `json:"model_tag,omitempty"`
 	// Cases, when set, are the cases or inputs the claim covers: check ids
 	// (of a passing check) or measurement ids (of a signed measurement).
-	Cases []string `json:"cases,omitempty" jsonschema:"maxItems=64,uniqueItems=true,minLength=1,maxLength=256,pattern=\\S"`
+	Cases ClaimCases `json:"cases,omitempty"`
 	// Conditions are the conditions the claim was observed under, in
 	// words (a repository, a load, a date); recorded, not judged.
-	Conditions string `json:"conditions,omitempty" jsonschema:"maxLength=4096"`
+	Conditions OptionalLongText `json:"conditions,omitempty"`
 }
 
 // ClaimSubject is one thing a claim is about.
 type ClaimSubject struct {
 	// Kind is provider, mission or host.
-	Kind string `json:"kind" jsonschema:"required,enum=provider,enum=mission,enum=host"`
+	Kind SubjectKind `json:"kind"`
 	// ID is the provider's name, the mission's id or the host's name.
-	ID string `json:"id" jsonschema:"required,minLength=1,maxLength=128,pattern=^\\S+$"`
+	ID ID `json:"id"`
 }
 
 // Claim subject kinds.
@@ -60,6 +60,28 @@ const (
 	SubjectMission  = "mission"
 	SubjectHost     = "host"
 )
+
+// SubjectKind is what a claim's subject is: a provider, a mission or a
+// host.
+type SubjectKind string
+
+// Values lists the subject kinds.
+func (SubjectKind) Values() []string { return []string{SubjectProvider, SubjectMission, SubjectHost} }
+
+// ClaimSubjects are up to MaxClaimEvidence subjects of a claim, each
+// listed once.
+type ClaimSubjects []ClaimSubject
+
+func (l ClaimSubjects) check(path string) error {
+	if len(l) > MaxClaimEvidence {
+		return invalid(path, "has %d subjects; the limit is %d", len(l), MaxClaimEvidence)
+	}
+	return checkStructs(path, l, "", func(s ClaimSubject) ClaimSubject { return s },
+		func(s ClaimSubject) string { return string(s.Kind) + " " + string(s.ID) })
+}
+func (ClaimSubjects) jsonSchema() map[string]any {
+	return structListSchema("ClaimSubject", 0, MaxClaimEvidence, true)
+}
 
 // Coverage is what one verified evidence event covers.
 type Coverage struct {
@@ -79,45 +101,17 @@ type Coverage struct {
 // model tag or a case that none of its verified evidence covers.
 const CodeClaimScopeExceedsEvidence = "claim_scope_exceeds_evidence"
 
-func (s ClaimScope) validate() error {
-	if len(s.Subjects) > MaxClaimEvidence {
-		return invalid("scope.subjects", "has %d subjects; the limit is %d", len(s.Subjects), MaxClaimEvidence)
-	}
-	for i, sub := range s.Subjects {
-		p := indexPath("scope.subjects", i)
-		if err := checkOneOf(p+".kind", sub.Kind, SubjectProvider, SubjectMission, SubjectHost); err != nil {
-			return err
-		}
-		if err := checkID(p+".id", sub.ID); err != nil {
-			return err
-		}
-		if slices.Contains(s.Subjects[:i], sub) {
-			return invalid(p, "%s %s is listed twice", sub.Kind, sub.ID)
-		}
-	}
-	if err := checkText("scope.model_tag", s.ModelTag, false, maxShortText); err != nil {
-		return err
-	}
-	if len(s.Cases) > MaxClaimEvidence {
-		return invalid("scope.cases", "has %d cases; the limit is %d", len(s.Cases), MaxClaimEvidence)
-	}
-	if err := checkList("scope.cases", s.Cases); err != nil {
-		return err
-	}
-	return checkText("scope.conditions", s.Conditions, false, maxLongText)
-}
-
 // uncovered returns what the scope names that no coverage covers, as
 // "provider/glm", "model_tag/…", "case/c01".
 func (s ClaimScope) uncovered(cov []Coverage) []string {
 	var out []string
 	for _, sub := range s.Subjects {
 		if !slices.ContainsFunc(cov, func(c Coverage) bool { return c.Subject == sub }) {
-			out = append(out, sub.Kind+"/"+sub.ID)
+			out = append(out, string(sub.Kind)+"/"+string(sub.ID))
 		}
 	}
-	if s.ModelTag != "" && !slices.ContainsFunc(cov, func(c Coverage) bool { return c.ModelTag == s.ModelTag }) {
-		out = append(out, "model_tag/"+s.ModelTag)
+	if s.ModelTag != "" && !slices.ContainsFunc(cov, func(c Coverage) bool { return c.ModelTag == string(s.ModelTag) }) {
+		out = append(out, "model_tag/"+string(s.ModelTag))
 	}
 	for _, k := range s.Cases {
 		if !slices.ContainsFunc(cov, func(c Coverage) bool { return c.Case == k }) {

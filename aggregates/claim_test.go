@@ -103,7 +103,7 @@ func TestClaim_Decide(t *testing.T) {
 		{name: "a measurement its host refused is no evidence", claim: propose(ClaimScope{Subjects: []ClaimSubject{{Kind: SubjectHost, ID: host}}}, "refused"),
 			when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "a measurement whose key was revoked since", claim: propose(thisCase, "measurement"),
-			before: []step{&RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "compromised"}}, when: acceptK1, code: CodeClaimEvidenceUnverified},
+			before: []step{&RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(keyIDOf(1)), Reason: "compromised"}}, when: acceptK1, code: CodeClaimEvidenceUnverified},
 		{name: "accepted after being refused", claim: propose(thisCase, "pass"), before: []step{&RefuseClaim{ClaimID: "k1", Reason: "r"}}, when: acceptK1, code: CodeClaimClosed},
 		{name: "refused after being accepted", claim: propose(thisCase, "pass"), before: []step{acceptK1}, when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimClosed},
 		{name: "refuse an unknown claim", when: &RefuseClaim{ClaimID: "k1", Reason: "r"}, code: CodeClaimUnknown},
@@ -135,7 +135,7 @@ func TestClaim_Decide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimProposed, Data: ClaimProposed{ClaimID: "k1", Statement: c.Statement, Scope: thisCase, Evidence: []uuid.UUID{ids["pass"]}, At: t0}}}
+		want := []NewEvent{{Stream: "claim-k1", Type: TypeClaimProposed, Data: ClaimProposed{ClaimID: "k1", Statement: string(c.Statement), Scope: thisCase, Evidence: []uuid.UUID{ids["pass"]}, At: t0}}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}

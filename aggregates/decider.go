@@ -148,14 +148,12 @@ type Inputs struct {
 }
 
 // Command is one command of the catalogue: a struct decoded from the
-// command's JSON data.
+// command's JSON data. Its shape is its fields' types (values.go), which
+// Validate checks, with a Validate method of its own for the rules between
+// its fields, if it has any.
 type Command interface {
 	// CommandName returns the catalogue name, e.g. "GrantApproval".
 	CommandName() string
-	// Validate checks the command's shape (required fields, enumerations,
-	// bounds) and returns an *InvalidCommandError naming the field. It reads
-	// no state. DecodeCommand calls it; Decide requires it passed.
-	Validate() error
 	// Streams returns every stream Decide reads, given the states loaded so
 	// far. The caller loads the streams it returns, then calls it again
 	// with them, until it names no stream that is not loaded (at most a few
@@ -195,7 +193,7 @@ const maxStreamRounds = 4
 // checks that every event targets a stream it read. The gates refuse with
 // a *Refusal; a caller bug (a stream not loaded) wraps ErrStreamNotLoaded.
 //
-// REQUIRES: cmd is valid: it came from DecodeCommand, or cmd.Validate()
+// REQUIRES: cmd is valid: it came from DecodeCommand, or Validate(cmd)
 // returned nil. Decide does not validate again: a command's shape is
 // checked once, where it is decoded (ARCHITECTURE.md, "Decode once"), and
 // before Streams names what to load from it.

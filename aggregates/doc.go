@@ -35,6 +35,15 @@
 //     command read, so appending with an exact expected version on each read
 //     stream makes the check and the write one atomic step.
 //
+// # A field's type carries its rule
+//
+// A command's bounded field is declared with a value type (values.go,
+// lists.go, duration.go: ID, ShortText, Hex64, Digest, Count, …, and enum
+// types whose Values list their values once). Validate (fields.go) walks a
+// decoded command and holds each field to its type's rule; SchemaOf gives
+// the same types' JSON Schema to the OpenAPI generator (api/openapi.go).
+// A command's own Validate method keeps only the rules between its fields.
+//
 // Refusals are *Refusal values whose Code is declared next to the gate that
 // returns it; docs/GATES.md lists every code, its rule, its aggregate, the
 // commands that can hit it and the test that shows it.

@@ -75,7 +75,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			ev.Reason = "the check was stated by a writer, not signed by an independent check runner's registered key"
 		default:
 			ev.Verified, ev.Reason = true, "independent pass of check "+d.CheckID+" on candidate "+d.CandidateHash
-			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectMission, ID: d.MissionID}, Case: d.CheckID, At: d.At}}
+			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectMission, ID: ID(d.MissionID)}, Case: d.CheckID, At: d.At}}
 		}
 	case e.Type == TypeMeasurementRecorded && strings.HasPrefix(e.Stream, MeasurementPrefix):
 		ev.Kind = EvidenceMeasurement
@@ -96,7 +96,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 				ev.Reason = "the measurement was refused by its host's policy (" + ResultRefusedByHost + "): nothing was measured"
 			} else {
 				ev.Verified, ev.Reason = true, "signed measurement"
-				ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectHost, ID: r.Host}, Case: r.MeasurementID, At: r.EndedAt.UTC()}}
+				ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectHost, ID: ID(r.Host)}, Case: r.MeasurementID, At: r.EndedAt.UTC()}}
 			}
 		}
 	case e.Type == TypeProbeRecorded && strings.HasPrefix(e.Stream, ProviderPrefix):
@@ -115,7 +115,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			ev.Reason = "the probe did not list the configured tag exactly"
 		default:
 			ev.Verified, ev.Reason = true, d.Kind+" probe listed "+d.ExpectedTag+" exactly"
-			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectProvider, ID: d.Provider}, ModelTag: d.ExpectedTag, At: d.ObservedAt.UTC()}}
+			ev.Covers = []Coverage{{Subject: ClaimSubject{Kind: SubjectProvider, ID: ID(d.Provider)}, ModelTag: d.ExpectedTag, At: d.ObservedAt.UTC()}}
 		}
 	default:
 		ev.Reason = "a " + e.Type + " event is not evidence a claim can rest on"

@@ -55,7 +55,12 @@ const (
 	KeyRoleCheckRunner = "check_runner"
 )
 
-var keyRoles = []string{KeyRoleExecutor, KeyRoleCheckRunner}
+// KeyRole is what a registered key signs; empty is an executor key, as
+// registrations before issue #20 are.
+type KeyRole string
+
+// Values lists the key roles, empty included.
+func (KeyRole) Values() []string { return []string{"", KeyRoleExecutor, KeyRoleCheckRunner} }
 
 // Exists reports whether the executor stream has events.
 func (x Executor) Exists() bool { return x.Events > 0 }
@@ -147,44 +152,22 @@ const (
 // ed25519 public key under an "activation" approval for "executor-<id>".
 type RegisterExecutorKey struct {
 	// ExecutorID is the executor's id, as registered with its key.
-	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID ID `json:"executor_id"`
 	// Host is the host's name: where the executor runs and the work is done.
-	Host string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Host ID `json:"host"`
 	// PublicKey is the executor's ed25519 public key: 32 bytes, base64 in
 	// JSON.
-	PublicKey []byte `json:"public_key" jsonschema:"pattern=^[A-Za-z0-9+/]{43}=$"`
+	PublicKey Ed25519PublicKey `json:"public_key"`
 	// ApprovalID is the approval to spend for registering the key (subject
 	// executor-<id>); a gate refuses when it is missing.
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	ApprovalID OptionalID `json:"approval_id"`
 	// Role is what the key signs: executor (the default: measurements) or
 	// check_runner (an independent runner's signed checks).
-	Role string `json:"role,omitempty" jsonschema:"enum=executor,enum=check_runner,optional"`
+	Role KeyRole `json:"role,omitempty"`
 }
 
 // CommandName implements Command.
 func (*RegisterExecutorKey) CommandName() string { return "RegisterExecutorKey" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RegisterExecutorKey) Validate() error {
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
-	if err := checkID("host", c.Host); err != nil {
-		return err
-	}
-	if len(c.PublicKey) != ed25519.PublicKeySize {
-		return invalid("public_key", "is %d bytes; an ed25519 public key is %d (base64 in JSON)", len(c.PublicKey), ed25519.PublicKeySize)
-	}
-	if c.Role != "" {
-		if err := checkOneOf("role", c.Role, keyRoles...); err != nil {
-			return err
-		}
-	}
-	if c.ApprovalID != "" {
-		return checkID("approval_id", c.ApprovalID)
-	}
-	return nil
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RegisterExecutorKey) Streams(States) []string {
@@ -197,17 +180,17 @@ func (c *RegisterExecutorKey) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
-	x := in.States.Executor(c.ExecutorID)
-	if x.Exists() && x.Host != c.Host {
+	x := in.States.Executor(string(c.ExecutorID))
+	if x.Exists() && x.Host != string(c.Host) {
 		return nil, refuse(CodeExecutorHostMismatch, map[string]any{"executor_id": c.ExecutorID, "host": c.Host, "registered_host": x.Host},
 			"executor %s is registered on host %s, not %s", c.ExecutorID, x.Host, c.Host)
 	}
-	keyID := events.KeyID(c.PublicKey)
+	keyID := events.KeyID(ed25519.PublicKey(c.PublicKey))
 	if _, ok := x.Keys[keyID]; ok {
 		return nil, refuse(CodeKeyAlreadyRegistered, map[string]any{"executor_id": c.ExecutorID, "key_id": keyID},
 			"key %s is already registered; a key id is registered once and revocation is final", keyID)
 	}
-	consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionActivation, ExecutorStream(c.ExecutorID), c.CommandName(), in.At)
+	consume, err := in.States.Approval(string(c.ApprovalID)).Authorize(ActionActivation, ExecutorStream(c.ExecutorID), c.CommandName(), in.At)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +202,7 @@ func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
 	}
 	return []NewEvent{
 		{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRegistered, Data: events.KeyRegisteredData{
-			ExecutorID: c.ExecutorID, Host: c.Host, KeyID: keyID, PublicKey: c.PublicKey, ApprovalID: c.ApprovalID, Role: role,
+			ExecutorID: string(c.ExecutorID), Host: string(c.Host), KeyID: keyID, PublicKey: c.PublicKey, ApprovalID: string(c.ApprovalID), Role: string(role),
 		}},
 		consume,
 	}, nil
@@ -228,34 +211,23 @@ func (c *RegisterExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
 // RevokeExecutorKey revokes a key; revoking it again appends nothing.
 type RevokeExecutorKey struct {
 	// ExecutorID is the executor's id, as registered with its key.
-	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID ID `json:"executor_id"`
 	// KeyID is the key to revoke; empty revokes every key of the executor.
-	KeyID string `json:"key_id" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	KeyID ShortText `json:"key_id"`
 	// Reason says why the key is revoked.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Reason LongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*RevokeExecutorKey) CommandName() string { return "RevokeExecutorKey" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RevokeExecutorKey) Validate() error {
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
-	if err := checkText("key_id", c.KeyID, true, maxShortText); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RevokeExecutorKey) Streams(States) []string { return []string{ExecutorStream(c.ExecutorID)} }
 
 // Decide implements Command: the gates.
 func (c *RevokeExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
-	x := in.States.Executor(c.ExecutorID)
-	k, ok := x.Keys[c.KeyID]
+	x := in.States.Executor(string(c.ExecutorID))
+	k, ok := x.Keys[string(c.KeyID)]
 	if !ok {
 		return nil, refuse(CodeKeyUnknown, map[string]any{"executor_id": c.ExecutorID, "key_id": c.KeyID}, "executor %s has no key %s", c.ExecutorID, c.KeyID)
 	}
@@ -263,6 +235,6 @@ func (c *RevokeExecutorKey) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: ExecutorStream(c.ExecutorID), Type: events.TypeExecutorKeyRevoked, Data: events.KeyRevokedData{
-		ExecutorID: c.ExecutorID, KeyID: c.KeyID, Reason: c.Reason,
+		ExecutorID: string(c.ExecutorID), KeyID: string(c.KeyID), Reason: string(c.Reason),
 	}}}, nil
 }

@@ -20,29 +20,29 @@ const (
 )
 
 func declare(name, kind, profile, tag string) *DeclareProvider {
-	return &DeclareProvider{Name: name, Kind: kind, Profile: profile, Endpoint: "http://127.0.0.1:11434/v1",
-		ModelTag: tag, Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code"}}
+	return &DeclareProvider{Name: ID(name), Kind: ProviderKind(kind), Profile: ShortText(profile), Endpoint: "http://127.0.0.1:11434/v1",
+		ModelTag: OptionalShortText(tag), Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code"}}
 }
 
 func limits(name string) *DeclareProviderLimits {
-	return &DeclareProviderLimits{Name: name, ContextTokens: 32768, OutputTokens: 8192}
+	return &DeclareProviderLimits{Name: ID(name), ContextTokens: 32768, OutputTokens: 8192}
 }
 
 func grant(id, action, subject string, uses int) *GrantApproval {
-	return &GrantApproval{ApprovalID: id, Approver: "owner", Action: action, Subject: subject, Uses: uses, ExpiresAt: t0.Add(30 * 24 * time.Hour)}
+	return &GrantApproval{ApprovalID: ID(id), Approver: "owner", Action: ApprovalAction(action), Subject: ShortText(subject), Uses: ApprovalUses(uses), ExpiresAt: t0.Add(30 * 24 * time.Hour)}
 }
 
 func activate(name, binding string) []step {
 	return []step{
 		grant("act-"+name, ActionActivation, ProviderStream(name), 1),
-		&ActivateProvider{Name: name, ApprovalID: "act-" + name, BindingID: binding},
+		&ActivateProvider{Name: ID(name), ApprovalID: OptionalID("act-" + name), BindingID: OptionalID(binding)},
 	}
 }
 
 // probe is a probe as a writer states it (RecordProbe): recorded, never
 // proof. signedProbe is the executor's.
 func probe(name, kind, outcome string, models ...string) *RecordProbe {
-	return &RecordProbe{Name: name, Kind: kind, Outcome: outcome, Models: models, Latency: D(40 * time.Millisecond), ObservedBy: "supervisor"}
+	return &RecordProbe{Name: ID(name), Kind: ProbeKind(kind), Outcome: ProbeOutcome(outcome), Models: models, Latency: NonNegativeDuration(D(40 * time.Millisecond)), ObservedBy: "supervisor"}
 }
 
 // The principals of the role tests (a node without tokens sends as
@@ -73,7 +73,7 @@ func ensureKey(id string, seed byte, role string) ledgerStep {
 		approval := "reg-" + id
 		return []step{
 			grant(approval, ActionActivation, ExecutorStream(id), 1),
-			&RegisterExecutorKey{ExecutorID: id, Host: host, PublicKey: pubOf(executorKey(seed)), ApprovalID: approval, Role: role},
+			&RegisterExecutorKey{ExecutorID: ID(id), Host: host, PublicKey: pubOf(executorKey(seed)), ApprovalID: OptionalID(approval), Role: KeyRole(role)},
 		}
 	}
 }
@@ -91,15 +91,15 @@ func signedProbe(name, kind, outcome string, models ...string) ledgerStep {
 		}
 		id := fmt.Sprintf("probe-%d", len(l.log))
 		r := MeasurementResult{MeasurementID: id, ExecutorID: prober, Host: host, Argv: argv, StartedAt: l.at, EndedAt: l.at, Outcome: ResultCompleted,
-			Probe: &ProbeReading{Kind: kind, Endpoint: p.Endpoint, Outcome: outcome, Models: models, Latency: D(40 * time.Millisecond)}}
+			Probe: &ProbeReading{Kind: LiveProbeKind(kind), Endpoint: p.Endpoint, Outcome: ReadingOutcome(outcome), Models: models, Latency: NonNegativeDuration(D(40 * time.Millisecond))}}
 		if outcome == ProbeRefused { // the prober's host policy refused it (issue #20)
 			const refusal = "probe_host_not_allowed: the endpoint is not one of the host's probe_hosts; nothing was dialled (host policy: probe_hosts)"
-			r.Outcome, r.ExitCode, r.Error, r.Probe.Error, r.Probe.Latency = ResultRefusedByHost, -1, refusal, refusal, Duration{}
+			r.Outcome, r.ExitCode, r.Error, r.Probe.Error, r.Probe.Latency = ResultRefusedByHost, -1, refusal, refusal, NonNegativeDuration(Duration{})
 		}
 		return []step{
 			ensureKey(prober, proberSeed, KeyRoleExecutor),
-			&RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: MeasurementProbe, Provider: name, Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10},
-			&ClaimMeasurement{MeasurementID: id, ExecutorID: prober, LeaseUntil: l.at.Add(time.Minute)},
+			&RequestMeasurement{MeasurementID: ID(id), Host: host, Argv: argv, Kind: MeasurementProbe, Provider: OptionalID(name), Timeout: PositiveDuration(D(15 * time.Second)), OutputCapBytes: 16 << 10},
+			&ClaimMeasurement{MeasurementID: ID(id), ExecutorID: prober, LeaseUntil: l.at.Add(time.Minute)},
 			signed(r, proberSeed),
 		}
 	}
@@ -114,14 +114,14 @@ func signedHashes(binding string, arts []BindingArtifact) ledgerStep {
 		var argv []string
 		r := MeasurementResult{MeasurementID: id, ExecutorID: prober, Host: host, StartedAt: l.at, EndedAt: l.at, Outcome: ResultCompleted}
 		for _, a := range arts {
-			argv = append(argv, a.Role+"="+a.Path)
-			r.Artifacts = append(r.Artifacts, ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: hashMtime, SHA256: a.SHA256})
+			argv = append(argv, string(a.Role)+"="+string(a.Path))
+			r.Artifacts = append(r.Artifacts, ArtifactReading{Path: string(a.Path), Role: string(a.Role), Size: int64(a.Size), MtimeNS: hashMtime, SHA256: string(a.SHA256)})
 		}
 		r.Argv = argv
 		return []step{
 			ensureKey(prober, proberSeed, KeyRoleExecutor),
-			&RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: MeasurementHash, BindingID: binding, Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10},
-			&ClaimMeasurement{MeasurementID: id, ExecutorID: prober, LeaseUntil: l.at.Add(time.Minute)},
+			&RequestMeasurement{MeasurementID: ID(id), Host: host, Argv: argv, Kind: MeasurementHash, BindingID: OptionalID(binding), Timeout: PositiveDuration(D(15 * time.Second)), OutputCapBytes: 16 << 10},
+			&ClaimMeasurement{MeasurementID: ID(id), ExecutorID: prober, LeaseUntil: l.at.Add(time.Minute)},
 			signed(r, proberSeed),
 		}
 	}
@@ -151,33 +151,34 @@ func readyConnected(name, tag string) []step {
 // artifacts is a complete binding's artifact list for a llama.cpp server.
 func artifacts() []BindingArtifact {
 	return []BindingArtifact{
-		{Path: "/models/qwen/weights.gguf", Size: 16 << 30, SHA256: hexOf("weights"), Role: RoleWeights},
-		{Path: "/opt/llama/llama-server", Size: 9 << 20, SHA256: hexOf("server"), Role: RoleServer},
-		{Path: "/opt/llama/libggml-cuda.so", Size: 80 << 20, SHA256: hexOf("engine"), Role: RoleEngine},
-		{Path: "/models/qwen/tokenizer.json", Size: 7 << 20, SHA256: hexOf("tokenizer"), Role: RoleTokenizer},
-		{Path: "/models/qwen/template.jinja", Size: 4 << 10, SHA256: hexOf("template"), Role: RoleTemplate},
+		{Path: "/models/qwen/weights.gguf", Size: 16 << 30, SHA256: Hex64(hexOf("weights")), Role: RoleWeights},
+		{Path: "/opt/llama/llama-server", Size: 9 << 20, SHA256: Hex64(hexOf("server")), Role: RoleServer},
+		{Path: "/opt/llama/libggml-cuda.so", Size: 80 << 20, SHA256: Hex64(hexOf("engine")), Role: RoleEngine},
+		{Path: "/models/qwen/tokenizer.json", Size: 7 << 20, SHA256: Hex64(hexOf("tokenizer")), Role: RoleTokenizer},
+		{Path: "/models/qwen/template.jinja", Size: 4 << 10, SHA256: Hex64(hexOf("template")), Role: RoleTemplate},
 	}
 }
 
 func propose(id, provider, tag string, arts []BindingArtifact) *ProposeBinding {
 	meta := map[string]string{"architecture": "qwen35", "quantization": "Q4_K_M"}
-	return &ProposeBinding{BindingID: id, Provider: provider, ModelTag: tag, Family: "coder",
-		ConfigSHA256: hexOf("config"), SourceCommit: "7695859aa13afb248bdb4d36f9b2e95707db079d", TemplateSHA256: hexOf("template"),
-		ContextTokens: 65536, ModelMetadata: meta, Artifacts: arts,
-		Identity: BindingIdentity(hexOf("config"), "7695859aa13afb248bdb4d36f9b2e95707db079d", hexOf("template"), meta, arts)}
+	p := &ProposeBinding{BindingID: ID(id), Provider: ID(provider), ModelTag: ShortText(tag), Family: "coder",
+		ConfigSHA256: Hex64(hexOf("config")), SourceCommit: "7695859aa13afb248bdb4d36f9b2e95707db079d", TemplateSHA256: Hex64(hexOf("template")),
+		ContextTokens: 65536, ModelMetadata: meta, Artifacts: arts}
+	p.Identity = Digest(events.BindingIdentity(p.BindingContent()))
+	return p
 }
 
 // hashArtifact is a hash as a writer states it (RecordArtifactHash):
 // recorded, it verifies nothing. signedHashes is the executor's.
 func hashArtifact(binding string, a BindingArtifact, verifier string) *RecordArtifactHash {
-	return &RecordArtifactHash{BindingID: binding, Path: a.Path, Size: a.Size, MtimeNS: hashMtime,
-		SHA256: a.SHA256, Role: a.Role, VerifiedBy: "supervisor-1", VerifierRole: verifier}
+	return &RecordArtifactHash{BindingID: ID(binding), Path: a.Path, Size: a.Size, MtimeNS: hashMtime,
+		SHA256: a.SHA256, Role: a.Role, VerifiedBy: "supervisor-1", VerifierRole: VerifierRole(verifier)}
 }
 
 // verifiedBinding proposes, hashes (the executor's signed hashes) and
 // verifies a binding of arts.
 func verifiedBinding(id, provider, tag string, arts []BindingArtifact) []step {
-	return []step{propose(id, provider, tag, arts), signedHashes(id, arts), &VerifyBinding{BindingID: id, VerifiedBy: "supervisor-1"}}
+	return []step{propose(id, provider, tag, arts), signedHashes(id, arts), &VerifyBinding{BindingID: ID(id), VerifiedBy: "supervisor-1"}}
 }
 
 // readyBound is a llama.cpp provider activation-ready with a verified
@@ -196,13 +197,13 @@ func readyBound(name, tag, binding string) []step {
 func checksFor(n int) []AcceptanceCheck {
 	out := make([]AcceptanceCheck, n)
 	for i, id := range checkIDs(n) {
-		out[i] = AcceptanceCheck{ID: id, Argv: []string{"bash", "tests/run_case.sh", id}}
+		out[i] = AcceptanceCheck{ID: ID(id), Argv: []string{"bash", "tests/run_case.sh", id}}
 	}
 	return out
 }
 
 func submit(id string, n int, declared string) *SubmitMission {
-	return &SubmitMission{MissionID: id, TaskClass: "code", Mode: ModeProposal, DeclaredProvider: declared,
+	return &SubmitMission{MissionID: ID(id), TaskClass: "code", Mode: ModeProposal, DeclaredProvider: OptionalID(declared),
 		AllowedFiles: []string{"bin/*.sh"}, AcceptanceChecks: checksFor(n)}
 }
 
@@ -213,28 +214,28 @@ func started(id string, n int) []step {
 		ensureKey(runner, runnerSeed, KeyRoleCheckRunner),
 		readyLocal(glm, glmTag),
 		submit(id, n, glm),
-		&DecideRoute{MissionID: id},
-		&StartAttempt{MissionID: id},
+		&DecideRoute{MissionID: ID(id)},
+		&StartAttempt{MissionID: ID(id)},
 	}
 }
 
 func candidate(id, name string) *RecordCandidate {
-	return &RecordCandidate{MissionID: id, CandidateHash: hexOf(name), PatchHash: hexOf("patch-" + name), FilesChanged: []string{"bin/tool.sh"}}
+	return &RecordCandidate{MissionID: ID(id), CandidateHash: OptionalHex64(hexOf(name)), PatchHash: OptionalHex64(hexOf("patch-" + name)), FilesChanged: []string{"bin/tool.sh"}}
 }
 
 // check is an independent run of an acceptance check by the check runner
 // (registered by started), signed when it is decided. statedCheck is the
 // same run as a writer states it.
 func check(id, cand, checkID, outcome string) *runnerCheck {
-	return &runnerCheck{CheckRun: CheckRun{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
-		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
-		RunnerID: runner, Duration: D(2 * time.Second), OutputBytes: 512}}
+	return &runnerCheck{CheckRun: CheckRun{MissionID: ID(id), CandidateHash: Hex64(hexOf(cand)), CheckID: ID(checkID),
+		ArgvHash: Digest(events.ArgvHash([]string{"bash", "tests/run_case.sh", checkID})), Outcome: CheckOutcome(outcome),
+		RunnerID: runner, Duration: NonNegativeDuration(D(2 * time.Second)), OutputBytes: 512}}
 }
 
 func statedCheck(id, cand, checkID, outcome string) *RecordCheck {
-	return &RecordCheck{MissionID: id, CandidateHash: hexOf(cand), CheckID: checkID,
-		ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", checkID}), Outcome: outcome,
-		Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512}
+	return &RecordCheck{MissionID: ID(id), CandidateHash: Hex64(hexOf(cand)), CheckID: ID(checkID),
+		ArgvHash: Digest(events.ArgvHash([]string{"bash", "tests/run_case.sh", checkID})), Outcome: CheckOutcome(outcome),
+		Runner: "elora-supervisor", RunnerKind: RunnerIndependent, Duration: NonNegativeDuration(D(2 * time.Second)), OutputBytes: 512}
 }
 
 // runnerCheck is a check runner's run, signed with executorKey(runnerSeed)
@@ -242,8 +243,8 @@ func statedCheck(id, cand, checkID, outcome string) *RecordCheck {
 // is the RecordSignedCheck that carries it.
 // Seed, when set, signs with executorKey(Seed) instead.
 type runnerCheck struct {
-	CheckRun
-	Seed byte
+	CheckRun `json:"-"` // the payload, not the command's fields
+	Seed     byte       `json:"-"`
 }
 
 func (c *runnerCheck) signed() *RecordSignedCheck {
@@ -263,7 +264,7 @@ func (c *runnerCheck) signed() *RecordSignedCheck {
 }
 
 func (c *runnerCheck) CommandName() string                  { return "RecordSignedCheck" }
-func (c *runnerCheck) Validate() error                      { return c.signed().Validate() }
+func (c *runnerCheck) Validate() error                      { return Validate(c.signed()) }
 func (c *runnerCheck) Streams(s States) []string            { return c.signed().Streams(s) }
 func (c *runnerCheck) Decide(in Inputs) ([]NewEvent, error) { return c.signed().Decide(in) }
 
@@ -290,16 +291,16 @@ func fullCoverage(n int) map[string]string {
 }
 
 func accept(id, cand string, n int) *RecordReview {
-	return &RecordReview{MissionID: id, CandidateHash: hexOf(cand), Verdict: VerdictAccepted, Reviewer: "reviewer", Coverage: fullCoverage(n)}
+	return &RecordReview{MissionID: ID(id), CandidateHash: Hex64(hexOf(cand)), Verdict: VerdictAccepted, Reviewer: "reviewer", Coverage: fullCoverage(n)}
 }
 
 func reserve(id, res string) *ReserveInference {
-	return &ReserveInference{MissionID: id, ReservationID: res}
+	return &ReserveInference{MissionID: ID(id), ReservationID: ID(res)}
 }
 
 func receipt(finish string) Receipt {
-	return Receipt{Provider: glm, ModelTag: glmTag, RequestSHA256: hexOf("request"), ResponseSHA256: hexOf("response"),
-		TokensIn: 1200, TokensOut: 800, Duration: D(12 * time.Second), FinishReason: finish}
+	return Receipt{Provider: glm, ModelTag: glmTag, RequestSHA256: Hex64(hexOf("request")), ResponseSHA256: OptionalHex64(hexOf("response")),
+		TokensIn: 1200, TokensOut: 800, Duration: NonNegativeDuration(D(12 * time.Second)), FinishReason: FinishReason(finish)}
 }
 
 func settle(id, res, outcome, finish string) *SettleInference {
@@ -307,7 +308,7 @@ func settle(id, res, outcome, finish string) *SettleInference {
 	if outcome != OutcomeCompleted {
 		r.ResponseSHA256, r.TokensOut = "", 0
 	}
-	return &SettleInference{MissionID: id, ReservationID: res, Outcome: outcome, Receipt: r}
+	return &SettleInference{MissionID: ID(id), ReservationID: ID(res), Outcome: InferenceOutcome(outcome), Receipt: r}
 }
 
 // Executors and signed measurements.
@@ -328,7 +329,7 @@ func pubOf(k ed25519.PrivateKey) []byte { return []byte(k.Public().(ed25519.Publ
 func registered(id string, seed byte) []step {
 	return []step{
 		grant("reg-"+id+"-"+string('a'+rune(seed)), ActionActivation, ExecutorStream(id), 1),
-		&RegisterExecutorKey{ExecutorID: id, Host: host, PublicKey: pubOf(executorKey(seed)), ApprovalID: "reg-" + id + "-" + string('a'+rune(seed))},
+		&RegisterExecutorKey{ExecutorID: ID(id), Host: host, PublicKey: pubOf(executorKey(seed)), ApprovalID: OptionalID("reg-" + id + "-" + string('a'+rune(seed)))},
 	}
 }
 
@@ -349,12 +350,12 @@ func resources(id string) MeasurementResult {
 // requestProbe requests a resource snapshot: a run of probeArgv (kind
 // probe is an endpoint probe of a provider, see ParseProbeArgv).
 func requestProbe(id string) *RequestMeasurement {
-	return &RequestMeasurement{MeasurementID: id, Host: host, Argv: probeArgv, Kind: MeasurementRun,
-		Timeout: D(15 * time.Second), OutputCapBytes: 16 << 10, Purpose: "admission screens"}
+	return &RequestMeasurement{MeasurementID: ID(id), Host: host, Argv: probeArgv, Kind: MeasurementRun,
+		Timeout: PositiveDuration(D(15 * time.Second)), OutputCapBytes: 16 << 10, Purpose: "admission screens"}
 }
 
 func claim(id, exec string) *ClaimMeasurement {
-	return &ClaimMeasurement{MeasurementID: id, ExecutorID: exec, LeaseUntil: t0.Add(time.Minute)}
+	return &ClaimMeasurement{MeasurementID: ID(id), ExecutorID: ID(exec), LeaseUntil: t0.Add(time.Minute)}
 }
 
 // signed returns a RecordMeasurement of r signed with executorKey(seed).
@@ -367,7 +368,7 @@ func signed(r MeasurementResult, seed byte) *RecordMeasurement {
 	if err != nil {
 		panic(err)
 	}
-	return &RecordMeasurement{MeasurementID: r.MeasurementID, ExecutorID: r.ExecutorID, Payload: payload, Envelope: *env}
+	return &RecordMeasurement{MeasurementID: ID(r.MeasurementID), ExecutorID: ID(r.ExecutorID), Payload: payload, Envelope: *env}
 }
 
 // measured requests, claims and records r (executor gpu1, key seed 1,

@@ -21,10 +21,10 @@ func glmHistory(l *ledger) {
 	l.given(started(m1, 10)...)
 	l.given(reserve(m1, "r1"), settle(m1, "r1", OutcomeCompleted, FinishStop), candidate(m1, "v1"))
 	l.given(checks(m1, "v1", 10, 9)...)
-	l.given(&RequestCorrection{MissionID: m1, CandidateHash: hexOf("v1"), Diagnosis: "c10"},
+	l.given(&RequestCorrection{MissionID: m1, CandidateHash: Hex64(hexOf("v1")), Diagnosis: "c10"},
 		reserve(m1, "r2"), settle(m1, "r2", OutcomeCompleted, FinishStop), candidate(m1, "v2"))
 	l.given(checks(m1, "v2", 10, 10)...)
-	l.given(accept(m1, "v2", 10), &DeliverResult{MissionID: m1, CandidateHash: hexOf("v2"), To: "s"})
+	l.given(accept(m1, "v2", 10), &DeliverResult{MissionID: m1, CandidateHash: Hex64(hexOf("v2")), To: "s"})
 }
 
 // everyAggregate plays a history that writes every event type of every
@@ -34,14 +34,14 @@ func everyAggregate(l *ledger) {
 	const q, qTag = "qwen", "qwen3.8:27b"
 	glmHistory(l)
 	changed := hashArtifact("b1", artifacts()[0], VerifierSupervisor)
-	changed.SHA256, changed.MtimeNS = hexOf("re-downloaded weights"), changed.MtimeNS+1
+	changed.SHA256, changed.MtimeNS = Hex64(hexOf("re-downloaded weights")), changed.MtimeNS+1
 	l.given(readyBound(q, qTag, "b1")...)
 	l.given(changed, &MakeProviderDormant{Name: q, Reason: "maintenance"})
 	l.given(propose("b2", q, qTag, artifacts()[:4]), &RejectBinding{BindingID: "b2", Reason: "no template"})
 	l.given(grant("g-revoked", ActionActivation, ProviderStream(q), 1), &RevokeApproval{ApprovalID: "g-revoked", Reason: "mistake"})
 	l.given(registered(gpu1, 1)...)
 	l.given(registered(gpu1, 2)...)
-	l.given(&RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(2), Reason: "rotated"})
+	l.given(&RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(keyIDOf(2)), Reason: "rotated"})
 	l.given(requestProbe("x"), claim("x", gpu1),
 		&RenewMeasurementLease{MeasurementID: "x", ExecutorID: gpu1, LeaseUntil: at(70 * time.Second)},
 		signed(resources("x"), 1))

@@ -94,7 +94,7 @@ func TestHistory_GLMCorrected(t *testing.T) {
 	beats = append(beats, checkBeats(m1, "v1", 10, 9)...)
 	beats = append(beats,
 		refused(accept(m1, "v1", 10), CodeChecksNotPassed),
-		do(&RequestCorrection{MissionID: m1, CandidateHash: hexOf("v1"), Diagnosis: "c10 fails"}, TypeCorrectionRequested),
+		do(&RequestCorrection{MissionID: m1, CandidateHash: Hex64(hexOf("v1")), Diagnosis: "c10 fails"}, TypeCorrectionRequested),
 		do(reserve(m1, "r2"), TypeInferenceReserved),
 		do(settle(m1, "r2", OutcomeCompleted, FinishStop), TypeInferenceSettled),
 		do(candidate(m1, "v2"), TypeCandidateProduced),
@@ -102,15 +102,15 @@ func TestHistory_GLMCorrected(t *testing.T) {
 	beats = append(beats, checkBeats(m1, "v2", 10, 10)...)
 	beats = append(beats,
 		do(accept(m1, "v2", 10), TypeReviewRecorded),
-		beat{do: &DeliverResult{MissionID: m1, CandidateHash: hexOf("v2"), To: "origin-session"}, types: []string{TypeResultDelivered},
+		beat{do: &DeliverResult{MissionID: m1, CandidateHash: Hex64(hexOf("v2")), To: "origin-session"}, types: []string{TypeResultDelivered},
 			check: func(t *testing.T, l *ledger) {
 				d := mission(l).Delivery
 				if d == nil || len(d.Validation) != 10 || !slices.Equal(d.Files, []string{"bin/tool.sh"}) || d.CandidateHash != hexOf("v2") {
 					t.Fatalf("delivery receipt %+v", d)
 				}
 			}},
-		do(&DeliverResult{MissionID: m1, CandidateHash: hexOf("v2"), To: "origin-session"}),
-		do(&DeliverResult{MissionID: m1, CandidateHash: hexOf("v2"), To: "origin-session"}),
+		do(&DeliverResult{MissionID: m1, CandidateHash: Hex64(hexOf("v2")), To: "origin-session"}),
+		do(&DeliverResult{MissionID: m1, CandidateHash: Hex64(hexOf("v2")), To: "origin-session"}),
 		beat{do: advance(0), check: func(t *testing.T, l *ledger) {
 			m := mission(l)
 			if v := m.Verification(hexOf("v1")); v.Passing != 9 || v.Blocked["c10"] != CheckFail {
@@ -151,12 +151,12 @@ func TestHistory_Stagnation(t *testing.T) {
 	)
 	beats = append(beats, checkBeats(m1, "v1", 10, 4)...)
 	beats = append(beats,
-		do(&RequestCorrection{MissionID: m1, CandidateHash: hexOf("v1"), Diagnosis: "6 cases fail"}, TypeCorrectionRequested),
+		do(&RequestCorrection{MissionID: m1, CandidateHash: Hex64(hexOf("v1")), Diagnosis: "6 cases fail"}, TypeCorrectionRequested),
 		do(candidate(m1, "v2"), TypeCandidateProduced),
 	)
 	beats = append(beats, checkBeats(m1, "v2", 10, 9)...) // 9 > 4: no stagnation
 	beats = append(beats,
-		do(&RequestCorrection{MissionID: m1, CandidateHash: hexOf("v2"), Diagnosis: "an extra argument to --help is mishandled"}, TypeCorrectionRequested),
+		do(&RequestCorrection{MissionID: m1, CandidateHash: Hex64(hexOf("v2")), Diagnosis: "an extra argument to --help is mishandled"}, TypeCorrectionRequested),
 		do(candidate(m1, "v3"), TypeCandidateProduced),
 	)
 	last := checkBeats(m1, "v3", 10, 9)
@@ -171,10 +171,10 @@ func TestHistory_Stagnation(t *testing.T) {
 	}
 	beats = append(beats, last...)
 	beats = append(beats,
-		refused(&RecordReview{MissionID: m1, CandidateHash: hexOf("v3"), Verdict: VerdictRefused, Reviewer: "r", RefusalKind: RefusalDefect, Reason: "9/10"}, CodeMissionStopped),
+		refused(&RecordReview{MissionID: m1, CandidateHash: Hex64(hexOf("v3")), Verdict: VerdictRefused, Reviewer: "r", RefusalKind: RefusalDefect, Reason: "9/10"}, CodeMissionStopped),
 		prep(grant("apply", ActionPatchApply, MissionStream(m1), 1)),
-		refused(&IntegratePatch{MissionID: m1, CandidateHash: hexOf("v3"), PatchHash: hexOf("patch-v3"), ApprovalID: "apply"}, CodeMissionStopped),
-		refused(&RequestCorrection{MissionID: m1, CandidateHash: hexOf("v3"), Diagnosis: "try again"}, CodeCorrectionLimit),
+		refused(&IntegratePatch{MissionID: m1, CandidateHash: Hex64(hexOf("v3")), PatchHash: Hex64(hexOf("patch-v3")), ApprovalID: "apply"}, CodeMissionStopped),
+		refused(&RequestCorrection{MissionID: m1, CandidateHash: Hex64(hexOf("v3")), Diagnosis: "try again"}, CodeCorrectionLimit),
 		refused(&StartAttempt{MissionID: m1}, CodeStopNotRevisable),
 		beat{do: advance(0), check: func(t *testing.T, l *ledger) {
 			for _, e := range l.log {
@@ -208,7 +208,7 @@ func TestHistory_TruncatedGeneration(t *testing.T) {
 		}},
 		refused(check(m1, "v1", "c01", CheckPass), CodeTruncatedGeneration),
 		refused(accept(m1, "v1", 86), CodeTruncatedGeneration),
-		refused(&DeliverResult{MissionID: m1, CandidateHash: hexOf("v1"), To: "s"}, CodeTruncatedGeneration),
+		refused(&DeliverResult{MissionID: m1, CandidateHash: Hex64(hexOf("v1")), To: "s"}, CodeTruncatedGeneration),
 		refused(&StartAttempt{MissionID: m1}, CodeTruncatedGeneration),
 	})
 }
@@ -228,7 +228,7 @@ func TestHistory_StrataStartup(t *testing.T) {
 		r := resources(id)
 		r.Argv = argv
 		return []beat{
-			do(&RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: MeasurementRun, Timeout: D(10 * time.Minute), OutputCapBytes: 16 << 10, Purpose: "offline fit"}, TypeMeasurementRequested),
+			do(&RequestMeasurement{MeasurementID: ID(id), Host: host, Argv: argv, Kind: MeasurementRun, Timeout: PositiveDuration(D(10 * time.Minute)), OutputCapBytes: 16 << 10, Purpose: "offline fit"}, TypeMeasurementRequested),
 			do(claim(id, gpu1), TypeMeasurementClaimed),
 			do(signed(r, 1), TypeMeasurementRecorded),
 		}
@@ -365,7 +365,7 @@ func TestHistory_BindingLifecycle(t *testing.T) {
 		}}
 	}
 	changed := hashArtifact("b2", arts[0], VerifierSupervisor)
-	changed.SHA256, changed.MtimeNS = hexOf("re-downloaded weights"), changed.MtimeNS+1
+	changed.SHA256, changed.MtimeNS = Hex64(hexOf("re-downloaded weights")), changed.MtimeNS+1
 	var beats []beat
 	beats = append(beats, prep(declare(q, KindLocal, "local_llama_cpp", tag), limits(q), grant("act", ActionActivation, ProviderStream(q), 2)))
 	beats = append(beats, do(propose("b1", q, tag, arts[:4]), TypeBindingProposed))

@@ -96,7 +96,7 @@ func must[T any](v T, err error) T {
 // DecodeCommand runs where a command enters.
 func (l *ledger) decide(cmd Command) ([]NewEvent, error) {
 	l.t.Helper()
-	if err := cmd.Validate(); err != nil {
+	if err := Validate(cmd); err != nil {
 		return nil, withCommand(cmd.CommandName(), err)
 	}
 	return Decide(cmd, l.inputs(cmd))

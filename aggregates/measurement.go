@@ -1,7 +1,6 @@
 package aggregates
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -129,6 +128,14 @@ const (
 	MeasurementProbe = "probe"
 	MeasurementHash  = "hash"
 )
+
+// MeasurementKind is a measurement's kind: run, probe or hash.
+type MeasurementKind string
+
+// Values lists the measurement kinds.
+func (MeasurementKind) Values() []string {
+	return []string{MeasurementRun, MeasurementProbe, MeasurementHash}
+}
 
 // Measurement event types (the key events are the events package's).
 const (
@@ -333,7 +340,7 @@ type MeasurementResult struct {
 	Probe *ProbeReading `json:"probe,omitempty"`
 	// Artifacts are a hash's readings, one per approved file in order; absent
 	// from a run or a probe.
-	Artifacts []ArtifactReading `json:"artifacts,omitempty"`
+	Artifacts ArtifactReadings `json:"artifacts,omitempty"`
 }
 
 // Result outcomes (MeasurementResult.Outcome).
@@ -434,15 +441,15 @@ type GPUSample struct {
 type ProbeReading struct {
 	// Kind is the probe's kind: models (GET /v1/models) or smoke (also a
 	// bounded completion).
-	Kind string `json:"kind"`
+	Kind LiveProbeKind `json:"kind"`
 	// Endpoint is the endpoint probed.
 	Endpoint string `json:"endpoint"`
 	// Outcome is how the probe ended: ok, failed, unreachable or timeout.
-	Outcome string `json:"outcome"`
+	Outcome ReadingOutcome `json:"outcome"`
 	// Models are the model tags the endpoint listed.
-	Models []string `json:"models,omitempty"`
+	Models ModelTags `json:"models,omitempty"`
 	// Latency is how long the probe's answer took (a Go duration).
-	Latency Duration `json:"latency"`
+	Latency NonNegativeDuration `json:"latency"`
 	// HTTPStatus is the endpoint's HTTP status; 0 when none was received.
 	HTTPStatus int `json:"http_status,omitempty"`
 	// Error says what went wrong; empty when the probe was ok.
@@ -450,6 +457,32 @@ type ProbeReading struct {
 	// SmokeFinishReason is the completion's finish_reason ("stop",
 	// "length", …) for a smoke probe that got one.
 	SmokeFinishReason string `json:"smoke_finish_reason,omitempty"`
+}
+
+// ArtifactReadings are a hash's readings, up to 256: each that read its
+// file (no Error) carries the file's content hash and size.
+type ArtifactReadings []ArtifactReading
+
+func (l ArtifactReadings) check(path string) error {
+	if len(l) > maxListLen {
+		return invalid(path, "has %d entries; the limit is %d", len(l), maxListLen)
+	}
+	for i, a := range l {
+		p := indexPath(path, i)
+		if a.Error != "" {
+			continue // not hashed: recorded in the measurement, no ArtifactHashed
+		}
+		if err := Hex64(a.SHA256).check(p + ".sha256"); err != nil {
+			return err
+		}
+		if err := Size(a.Size).check(p + ".size"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (ArtifactReadings) jsonSchema() map[string]any {
+	return structListSchema("ArtifactReading", 0, maxListLen, false)
 }
 
 // ArtifactReading is one file a hash measurement read. Size is in bytes,
@@ -602,55 +635,38 @@ const (
 // RequestMeasurement asks for an exact argv to be run on a host.
 type RequestMeasurement struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 	// Host is the host's name: where the executor runs and the work is done.
-	Host string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Host ID `json:"host"`
 	// Argv is the exact command line: the program and its arguments, in order.
-	Argv []string `json:"argv" jsonschema:"minItems=1,maxItems=256,maxLength=4096"`
+	Argv Argv `json:"argv"`
 	// Kind is the measurement's kind: run (an argv), probe (an endpoint) or
 	// hash (a binding's files).
-	Kind string `json:"kind" jsonschema:"enum=run,enum=probe,enum=hash"`
+	Kind MeasurementKind `json:"kind"`
 	// Timeout is the longest the work may run (a Go duration such as "30s").
-	Timeout Duration `json:"timeout"`
+	Timeout PositiveDuration `json:"timeout"`
 	// OutputCapBytes is the most output the executor keeps of each stream, in
 	// bytes; the policy's default when 0.
-	OutputCapBytes int64 `json:"output_cap_bytes" jsonschema:"minimum=1"`
+	OutputCapBytes PositiveSize `json:"output_cap_bytes"`
 	// Purpose says what the measurement is for: proposal, qualification or
 	// direct_reply.
-	Purpose string `json:"purpose" jsonschema:"maxLength=4096,optional"`
+	Purpose OptionalLongText `json:"purpose"`
 	// MissionID is the mission the measurement serves (an admission's); empty
 	// when none.
-	MissionID string `json:"mission_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	MissionID OptionalID `json:"mission_id"`
 	// Provider is required for a probe (and only there): the provider whose
 	// ProbeRecorded the result becomes.
-	Provider string `json:"provider" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	Provider OptionalID `json:"provider"`
 	// BindingID is required for a hash (and only there): the binding whose
 	// ArtifactHashed events the result becomes.
-	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	BindingID OptionalID `json:"binding_id"`
 }
 
 // CommandName implements Command.
 func (*RequestMeasurement) CommandName() string { return "RequestMeasurement" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: what a kind names, and the argv of a probe or a hash.
 func (c *RequestMeasurement) Validate() error {
-	if err := checkID("measurement_id", c.MeasurementID); err != nil {
-		return err
-	}
-	if err := checkID("host", c.Host); err != nil {
-		return err
-	}
-	if len(c.Argv) == 0 || len(c.Argv) > maxListLen {
-		return invalid("argv", "has %d entries; an exact argv has 1 to %d", len(c.Argv), maxListLen)
-	}
-	for i, a := range c.Argv {
-		if err := checkText(indexPath("argv", i), a, i == 0, maxLongText); err != nil {
-			return err
-		}
-	}
-	if err := checkOneOf("kind", c.Kind, MeasurementRun, MeasurementProbe, MeasurementHash); err != nil {
-		return err
-	}
 	if c.Kind != MeasurementProbe && c.Provider != "" {
 		return invalid("provider", "names the provider of a probe; a %s names none", c.Kind)
 	}
@@ -659,31 +675,19 @@ func (c *RequestMeasurement) Validate() error {
 	}
 	switch c.Kind {
 	case MeasurementProbe:
-		if err := checkID("provider", c.Provider); err != nil {
+		if err := ID(c.Provider).check("provider"); err != nil {
 			return err
 		}
 		if _, err := ParseProbeArgv(c.Argv); err != nil {
 			return err
 		}
 	case MeasurementHash:
-		if err := checkID("binding_id", c.BindingID); err != nil {
+		if err := ID(c.BindingID).check("binding_id"); err != nil {
 			return err
 		}
 		if _, err := ParseHashArgv(c.Argv); err != nil {
 			return err
 		}
-	}
-	if c.Timeout.Duration <= 0 {
-		return invalid("timeout", "is %s; must be positive", c.Timeout)
-	}
-	if c.OutputCapBytes <= 0 {
-		return invalid("output_cap_bytes", "is %d; must be positive", c.OutputCapBytes)
-	}
-	if err := checkText("purpose", c.Purpose, false, maxLongText); err != nil {
-		return err
-	}
-	if c.MissionID != "" {
-		return checkID("mission_id", c.MissionID)
 	}
 	return nil
 }
@@ -698,19 +702,19 @@ func (c *RequestMeasurement) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
-	if in.States.Measurement(c.MeasurementID).Requested {
+	if in.States.Measurement(string(c.MeasurementID)).Requested {
 		return nil, refuse(CodeMeasurementExists, map[string]any{"measurement_id": c.MeasurementID}, "measurement %s was already requested", c.MeasurementID)
 	}
 	mp := in.Policy.Measurement
-	if c.Timeout.Duration > mp.MaxTimeout.Duration || c.OutputCapBytes > mp.MaxOutputBytes {
+	if c.Timeout.Duration > mp.MaxTimeout.Duration || int64(c.OutputCapBytes) > mp.MaxOutputBytes {
 		return nil, refuse(CodeMeasurementBoundsExceeded, map[string]any{"timeout": c.Timeout.String(), "max_timeout": mp.MaxTimeout.String(),
 			"output_cap_bytes": c.OutputCapBytes, "max_output_bytes": mp.MaxOutputBytes},
 			"the request's timeout or output cap is above the node's measurement bounds")
 	}
 	if c.Kind == MeasurementProbe {
-		p := in.States.Provider(c.Provider)
+		p := in.States.Provider(string(c.Provider))
 		if !p.Declared {
-			return nil, providerUnknown(c.Provider)
+			return nil, providerUnknown(string(c.Provider))
 		}
 		spec, _ := ParseProbeArgv(c.Argv) // Validate parsed it
 		if spec.Endpoint != p.Endpoint || spec.Kind == ProbeSmoke && spec.ModelTag != p.ModelTag {
@@ -720,9 +724,9 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		}
 	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementRequested, Data: MeasurementRequested{
-		MeasurementID: c.MeasurementID, Host: c.Host, Argv: c.Argv, Kind: c.Kind, Timeout: c.Timeout,
-		OutputCapBytes: c.OutputCapBytes, Purpose: c.Purpose, MissionID: c.MissionID,
-		Provider: c.Provider, BindingID: c.BindingID, At: in.At,
+		MeasurementID: string(c.MeasurementID), Host: string(c.Host), Argv: c.Argv, Kind: string(c.Kind), Timeout: Duration(c.Timeout),
+		OutputCapBytes: int64(c.OutputCapBytes), Purpose: string(c.Purpose), MissionID: string(c.MissionID),
+		Provider: string(c.Provider), BindingID: string(c.BindingID), At: in.At,
 	}}}, nil
 }
 
@@ -732,14 +736,11 @@ func (c *RequestMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 // it decided without the approval. The approver is the principal.
 type ApproveMeasurement struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 }
 
 // CommandName implements Command.
 func (*ApproveMeasurement) CommandName() string { return "ApproveMeasurement" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *ApproveMeasurement) Validate() error { return checkID("measurement_id", c.MeasurementID) }
 
 // Streams implements Command: the streams this command reads.
 func (c *ApproveMeasurement) Streams(States) []string {
@@ -748,7 +749,7 @@ func (c *ApproveMeasurement) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *ApproveMeasurement) Decide(in Inputs) ([]NewEvent, error) {
-	m := in.States.Measurement(c.MeasurementID)
+	m := in.States.Measurement(string(c.MeasurementID))
 	det := map[string]any{"measurement_id": c.MeasurementID}
 	switch {
 	case !m.Requested:
@@ -763,16 +764,16 @@ func (c *ApproveMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 			c.MeasurementID, m.Claim.ExecutorID, m.Status())
 	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementApproved, Data: MeasurementApproved{
-		MeasurementID: c.MeasurementID, Host: m.Request.Host, Approver: in.Principal.Name, At: in.At,
+		MeasurementID: string(c.MeasurementID), Host: m.Request.Host, Approver: in.Principal.Name, At: in.At,
 	}}}, nil
 }
 
 // ClaimMeasurement claims a request for an executor until LeaseUntil.
 type ClaimMeasurement struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 	// ExecutorID is the executor's id, as registered with its key.
-	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID ID `json:"executor_id"`
 	// LeaseUntil is when the claim's lease ends unless renewed (RFC 3339);
 	// within the policy's lease bound.
 	LeaseUntil time.Time `json:"lease_until"`
@@ -781,14 +782,8 @@ type ClaimMeasurement struct {
 // CommandName implements Command.
 func (*ClaimMeasurement) CommandName() string { return "ClaimMeasurement" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: a claim names its lease (a time has no zero JSON Schema can refuse).
 func (c *ClaimMeasurement) Validate() error {
-	if err := checkID("measurement_id", c.MeasurementID); err != nil {
-		return err
-	}
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
 	if c.LeaseUntil.IsZero() {
 		return invalid("lease_until", "is required")
 	}
@@ -802,10 +797,10 @@ func (c *ClaimMeasurement) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
-	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+	if err := actsFor(in.Principal, string(c.ExecutorID)); err != nil {
 		return nil, err
 	}
-	m := in.States.Measurement(c.MeasurementID)
+	m := in.States.Measurement(string(c.MeasurementID))
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {
 	case !m.Requested:
@@ -820,7 +815,7 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeAlreadyClaimed, det,
 			"measurement %s was claimed by %s and its lease expired: its outcome is uncertain and it is never claimed again; request a new measurement", c.MeasurementID, m.Claim.ExecutorID)
 	}
-	x := in.States.Executor(c.ExecutorID)
+	x := in.States.Executor(string(c.ExecutorID))
 	if len(x.ActiveKeys(KeyRoleExecutor)) == 0 {
 		return nil, refuse(CodeExecutorKeyUnknown, det, "executor %s has no registered, unrevoked key", c.ExecutorID)
 	}
@@ -834,7 +829,7 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeLeaseInvalid, det, "the lease must end after the claim and by the request's timeout plus grace (%s)", maxLease.UTC().Format(time.RFC3339))
 	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementClaimed, Data: MeasurementClaimed{
-		MeasurementID: c.MeasurementID, ExecutorID: c.ExecutorID, LeaseUntil: c.LeaseUntil.UTC(), At: in.At,
+		MeasurementID: string(c.MeasurementID), ExecutorID: string(c.ExecutorID), LeaseUntil: c.LeaseUntil.UTC(), At: in.At,
 	}}}, nil
 }
 
@@ -843,9 +838,9 @@ func (c *ClaimMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 // lease appends nothing: a lease is never shortened.
 type RenewMeasurementLease struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 	// ExecutorID is the executor's id, as registered with its key.
-	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID ID `json:"executor_id"`
 	// LeaseUntil is the lease's new end (RFC 3339).
 	LeaseUntil time.Time `json:"lease_until"`
 }
@@ -853,14 +848,8 @@ type RenewMeasurementLease struct {
 // CommandName implements Command.
 func (*RenewMeasurementLease) CommandName() string { return "RenewMeasurementLease" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: a renewal names its lease.
 func (c *RenewMeasurementLease) Validate() error {
-	if err := checkID("measurement_id", c.MeasurementID); err != nil {
-		return err
-	}
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
 	if c.LeaseUntil.IsZero() {
 		return invalid("lease_until", "is required")
 	}
@@ -874,10 +863,10 @@ func (c *RenewMeasurementLease) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
-	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+	if err := actsFor(in.Principal, string(c.ExecutorID)); err != nil {
 		return nil, err
 	}
-	m := in.States.Measurement(c.MeasurementID)
+	m := in.States.Measurement(string(c.MeasurementID))
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {
 	case !m.Requested:
@@ -886,7 +875,7 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeMeasurementAlreadyRecorded, det, "measurement %s already has its result", c.MeasurementID)
 	case !m.Claimed:
 		return nil, refuse(CodeMeasurementNotClaimed, det, "measurement %s was never claimed", c.MeasurementID)
-	case m.Claim.ExecutorID != c.ExecutorID:
+	case m.Claim.ExecutorID != string(c.ExecutorID):
 		det["claimed_by"] = m.Claim.ExecutorID
 		return nil, refuse(CodeNotClaimedByExecutor, det, "measurement %s was claimed by %s, not %s", c.MeasurementID, m.Claim.ExecutorID, c.ExecutorID)
 	case m.Uncertain || !in.At.Before(m.Claim.LeaseUntil):
@@ -894,7 +883,7 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeLeaseExpired, det, "the lease of measurement %s ended at %s; it is renewed only while it runs",
 			c.MeasurementID, m.Claim.LeaseUntil.UTC().Format(time.RFC3339Nano))
 	}
-	if len(in.States.Executor(c.ExecutorID).ActiveKeys(KeyRoleExecutor)) == 0 {
+	if len(in.States.Executor(string(c.ExecutorID)).ActiveKeys(KeyRoleExecutor)) == 0 {
 		return nil, refuse(CodeExecutorKeyUnknown, det, "executor %s has no registered, unrevoked key", c.ExecutorID)
 	}
 	maxLease := m.Claim.At.Add(m.Request.Timeout.Duration + in.Policy.Measurement.LeaseGrace.Duration)
@@ -907,7 +896,7 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementLeaseRenewed, Data: MeasurementLeaseRenewed{
-		MeasurementID: c.MeasurementID, ExecutorID: c.ExecutorID, LeaseUntil: c.LeaseUntil.UTC(), At: in.At,
+		MeasurementID: string(c.MeasurementID), ExecutorID: string(c.ExecutorID), LeaseUntil: c.LeaseUntil.UTC(), At: in.At,
 	}}}, nil
 }
 
@@ -915,16 +904,11 @@ func (c *RenewMeasurementLease) Decide(in Inputs) ([]NewEvent, error) {
 // without a result. Marking it again appends nothing.
 type MarkMeasurementUncertain struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 }
 
 // CommandName implements Command.
 func (*MarkMeasurementUncertain) CommandName() string { return "MarkMeasurementUncertain" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *MarkMeasurementUncertain) Validate() error {
-	return checkID("measurement_id", c.MeasurementID)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *MarkMeasurementUncertain) Streams(States) []string {
@@ -933,7 +917,7 @@ func (c *MarkMeasurementUncertain) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *MarkMeasurementUncertain) Decide(in Inputs) ([]NewEvent, error) {
-	m := in.States.Measurement(c.MeasurementID)
+	m := in.States.Measurement(string(c.MeasurementID))
 	det := map[string]any{"measurement_id": c.MeasurementID}
 	switch {
 	case !m.Requested:
@@ -963,10 +947,10 @@ func (m Measurement) uncertain(at time.Time) NewEvent {
 // client re-serialises it); Envelope carries the DSSE signatures over it.
 type RecordMeasurement struct {
 	// MeasurementID is the measurement's id (its stream is measurement-<id>).
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 	// ExecutorID is the executor reporting: the one that claimed the
 	// measurement.
-	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID ID `json:"executor_id"`
 	// Payload is the signed result: the bytes of a JSON MeasurementResult,
 	// base64 in JSON; the envelope's signatures are over them.
 	Payload []byte `json:"payload"`
@@ -978,78 +962,19 @@ type RecordMeasurement struct {
 // CommandName implements Command.
 func (*RecordMeasurement) CommandName() string { return "RecordMeasurement" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: the payload is the signed JSON of
+// a MeasurementResult, whose fields are held to their types as a command's
+// are, a refused probe is only in a result the host refused, and the
+// envelope is within the edge's bound (signed_payload.go).
 func (c *RecordMeasurement) Validate() error {
-	if err := checkID("measurement_id", c.MeasurementID); err != nil {
-		return err
-	}
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
-	p := bytes.TrimSpace(c.Payload)
-	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
-		return invalid("payload", "must be the base64 of the signed JSON object")
-	}
 	var r MeasurementResult
-	if err := decodeStrict(c.Payload, &r); err != nil {
-		var ie *InvalidCommandError
-		if errors.As(err, &ie) {
-			ie.Path = "data.payload" + ie.Path[len("data"):]
-		}
+	if err := decodeSignedPayload(c.Payload, &r); err != nil {
 		return err
 	}
-	if err := r.validateReadings(); err != nil {
-		return err
+	if pr := r.Probe; pr != nil && pr.Outcome == ProbeRefused && r.Outcome != ResultRefusedByHost {
+		return invalid("payload.probe.outcome", "is %s only in a result whose outcome is %s (the host policy refused the probe)", ProbeRefused, ResultRefusedByHost)
 	}
-	// No signature at all is the measurement_unsigned gate (Decide), so
-	// that it is recorded; more than 16 is a bound of the edge.
-	if len(c.Envelope.Signatures) > maxEnvelopeSignatures {
-		return invalid("envelope.signatures", "has %d signatures; an envelope carries 1 to %d", len(c.Envelope.Signatures), maxEnvelopeSignatures)
-	}
-	return nil
-}
-
-// validateReadings checks the shape of a probe's and a hash's readings,
-// which become the provider's and the binding's events.
-func (r *MeasurementResult) validateReadings() error {
-	if pr := r.Probe; pr != nil {
-		if err := checkOneOf("payload.probe.kind", pr.Kind, ProbeModels, ProbeSmoke); err != nil {
-			return err
-		}
-		if err := checkOneOf("payload.probe.outcome", pr.Outcome, ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout, ProbeRefused); err != nil {
-			return err
-		}
-		if pr.Outcome == ProbeRefused && r.Outcome != ResultRefusedByHost {
-			return invalid("payload.probe.outcome", "is %s only in a result whose outcome is %s (the host policy refused the probe)", ProbeRefused, ResultRefusedByHost)
-		}
-		if len(pr.Models) > 4*maxListLen {
-			return invalid("payload.probe.models", "has %d entries; the limit is %d", len(pr.Models), 4*maxListLen)
-		}
-		for i, m := range pr.Models {
-			if err := checkText(indexPath("payload.probe.models", i), m, true, maxShortText); err != nil {
-				return err
-			}
-		}
-		if pr.Latency.Duration < 0 {
-			return invalid("payload.probe.latency", "is %s; must be >= 0", pr.Latency)
-		}
-	}
-	if len(r.Artifacts) > maxListLen {
-		return invalid("payload.artifacts", "has %d entries; the limit is %d", len(r.Artifacts), maxListLen)
-	}
-	for i, a := range r.Artifacts {
-		path := indexPath("payload.artifacts", i)
-		if a.Error != "" {
-			continue // not hashed: recorded in the measurement, no ArtifactHashed
-		}
-		if err := checkSHA256(path+".sha256", a.SHA256, true); err != nil {
-			return err
-		}
-		if a.Size < 0 {
-			return invalid(path+".size", "is %d; must be >= 0", a.Size)
-		}
-	}
-	return nil
+	return checkEnvelopeBound(&c.Envelope)
 }
 
 // Streams implements Command: the streams this command reads: the
@@ -1070,10 +995,10 @@ func (c *RecordMeasurement) Streams(loaded States) []string {
 
 // Decide implements Command: the gates.
 func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
-	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+	if err := actsFor(in.Principal, string(c.ExecutorID)); err != nil {
 		return nil, err
 	}
-	m := in.States.Measurement(c.MeasurementID)
+	m := in.States.Measurement(string(c.MeasurementID))
 	det := map[string]any{"measurement_id": c.MeasurementID, "executor_id": c.ExecutorID}
 	switch {
 	case len(c.Envelope.Signatures) == 0:
@@ -1084,7 +1009,7 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeMeasurementUnknown, det, "no measurement %s was requested", c.MeasurementID)
 	case !m.Claimed:
 		return nil, refuse(CodeMeasurementNotClaimed, det, "measurement %s was never claimed", c.MeasurementID)
-	case m.Claim.ExecutorID != c.ExecutorID:
+	case m.Claim.ExecutorID != string(c.ExecutorID):
 		det["claimed_by"] = m.Claim.ExecutorID
 		return nil, refuse(CodeNotClaimedByExecutor, det, "measurement %s was claimed by %s, not %s", c.MeasurementID, m.Claim.ExecutorID, c.ExecutorID)
 	case m.Recorded:
@@ -1094,7 +1019,7 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		det["payload_type"] = c.Envelope.PayloadType
 		return nil, refuse(CodeSignatureInvalid, det, "the envelope's payload type is %q, not %q", c.Envelope.PayloadType, MeasurementPayloadType)
 	}
-	x := in.States.Executor(c.ExecutorID)
+	x := in.States.Executor(string(c.ExecutorID))
 	if _, err := events.VerifyEnvelope(c.Payload, &c.Envelope, x.Lookup); err != nil {
 		var se *events.SignatureError
 		code := CodeSignatureInvalid
@@ -1114,7 +1039,7 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, invalid("payload", "%v", err)
 	}
 	switch {
-	case r.MeasurementID != c.MeasurementID || r.ExecutorID != c.ExecutorID:
+	case r.MeasurementID != string(c.MeasurementID) || r.ExecutorID != string(c.ExecutorID):
 		det["payload_measurement_id"], det["payload_executor_id"] = r.MeasurementID, r.ExecutorID
 		return nil, refuse(CodeResultNotForRequest, det, "the signed result is for measurement %s by %s", r.MeasurementID, r.ExecutorID)
 	case !slices.Equal(r.Argv, m.Request.Argv):
@@ -1163,11 +1088,11 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		spec, _ := ParseProbeArgv(m.Request.Argv) // validated when requested
 		pr := r.Probe
 		d := ProbeRecorded{
-			Provider: p.Name, Kind: pr.Kind, Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency,
-			ObservedBy: c.ExecutorID, Principal: in.Principal.Name, ObservedAt: r.EndedAt.UTC(), ExpectedTag: p.ModelTag,
+			Provider: p.Name, Kind: string(pr.Kind), Outcome: string(pr.Outcome), Models: pr.Models, Latency: Duration(pr.Latency),
+			ObservedBy: string(c.ExecutorID), Principal: in.Principal.Name, ObservedAt: r.EndedAt.UTC(), ExpectedTag: p.ModelTag,
 			// A smoke completion of another tag says nothing about this one.
 			ExactTagListed: p.ModelTag != "" && slices.Contains(pr.Models, p.ModelTag) && (spec.Kind != ProbeSmoke || spec.ModelTag == p.ModelTag),
-			MeasurementID:  c.MeasurementID, At: in.At,
+			MeasurementID:  string(c.MeasurementID), At: in.At,
 		}
 		if r.Outcome == ResultRefusedByHost {
 			// The host refused to probe: nothing was dialled, whatever the
@@ -1184,8 +1109,8 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 				continue
 			}
 			hashes = append(hashes, ArtifactHashed{BindingID: m.Request.BindingID, Path: a.Path, Size: a.Size, MtimeNS: a.MtimeNS,
-				SHA256: a.SHA256, Role: a.Role, VerifiedBy: c.ExecutorID, Principal: in.Principal.Name, VerifierRole: VerifierSupervisor,
-				MeasurementID: c.MeasurementID, At: in.At})
+				SHA256: a.SHA256, Role: a.Role, VerifiedBy: string(c.ExecutorID), Principal: in.Principal.Name, VerifierRole: VerifierSupervisor,
+				MeasurementID: string(c.MeasurementID), At: in.At})
 		}
 		out = append(out, b.hashed(hashes, in.At)...)
 	}

@@ -18,7 +18,7 @@ import (
 // ENDPOINT is an http or https URL without query or fragment, exactly the
 // provider's declared endpoint.
 type ProbeSpec struct {
-	Kind     string // ProbeModels or ProbeSmoke
+	Kind     LiveProbeKind
 	Endpoint string
 	ModelTag string // smoke only
 }
@@ -46,7 +46,7 @@ func ParseProbeArgv(argv []string) (ProbeSpec, error) {
 	default:
 		return ProbeSpec{}, invalid(indexPath("argv", 0), "is %q; a probe is \"models\" or \"smoke\"", argv[0])
 	}
-	s.Kind, s.Endpoint = argv[0], argv[1]
+	s.Kind, s.Endpoint = LiveProbeKind(argv[0]), argv[1]
 	rest, ok := strings.CutPrefix(s.Endpoint, "http://")
 	if !ok {
 		rest, ok = strings.CutPrefix(s.Endpoint, "https://")
@@ -71,8 +71,8 @@ func ParseHashArgv(argv []string) ([]HashTarget, error) {
 	seen := make(map[string]bool, len(argv))
 	for i, a := range argv {
 		role, path, ok := strings.Cut(a, "=")
-		if !ok || !slices.Contains(artifactRoles, role) {
-			return nil, invalid(indexPath("argv", i), "is %q; a hash entry is ROLE=/absolute/path with ROLE one of %s", a, strings.Join(artifactRoles, ", "))
+		if roles := ArtifactRole("").Values(); !ok || !slices.Contains(roles, role) {
+			return nil, invalid(indexPath("argv", i), "is %q; a hash entry is ROLE=/absolute/path with ROLE one of %s", a, strings.Join(roles, ", "))
 		}
 		if !strings.HasPrefix(path, "/") {
 			return nil, invalid(indexPath("argv", i), "names %q; artifact paths are absolute", path)

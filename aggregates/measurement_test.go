@@ -32,10 +32,10 @@ func TestExecutorKeys_Decide(t *testing.T) {
 			when: &RegisterExecutorKey{ExecutorID: gpu1, Host: host, PublicKey: pub, ApprovalID: "reg2"}, code: CodeKeyAlreadyRegistered},
 		{name: "register on another host", given: []step{registered(gpu1, 1), grant("reg2", ActionActivation, ExecutorStream(gpu1), 1)},
 			when: otherHost, code: CodeExecutorHostMismatch},
-		{name: "revoke", given: registered(gpu1, 1), when: &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid, Reason: "host reinstalled"},
+		{name: "revoke", given: registered(gpu1, 1), when: &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid), Reason: "host reinstalled"},
 			want: []NewEvent{{Stream: "executor-gpu1", Type: events.TypeExecutorKeyRevoked, Data: events.KeyRevokedData{ExecutorID: gpu1, KeyID: kid, Reason: "host reinstalled"}}}},
-		{name: "revoke twice appends nothing", given: []step{registered(gpu1, 1), &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid, Reason: "r"}},
-			when: &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid, Reason: "r"}, want: nil},
+		{name: "revoke twice appends nothing", given: []step{registered(gpu1, 1), &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid), Reason: "r"}},
+			when: &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid), Reason: "r"}, want: nil},
 		{name: "revoke an unknown key", given: registered(gpu1, 1), when: &RevokeExecutorKey{ExecutorID: gpu1, KeyID: "ed25519:00", Reason: "r"}, code: CodeKeyUnknown},
 	})
 }
@@ -47,7 +47,7 @@ func TestExecutorKeys_KeyRing(t *testing.T) {
 	l.given(registered(gpu1, 1)...)
 	l.given(registered(gpu1, 2)...)
 	kid1, kid2 := events.KeyID(pubOf(executorKey(1))), events.KeyID(pubOf(executorKey(2)))
-	l.given(&RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid1, Reason: "r"})
+	l.given(&RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid1), Reason: "r"})
 	ring := events.NewKeyRing()
 	for i := range l.log {
 		ring.Apply(&l.log[i])
@@ -69,7 +69,7 @@ func TestMeasurement_Decide(t *testing.T) {
 	big := requestProbe("x")
 	big.OutputCapBytes = 1 << 20
 	long := requestProbe("x")
-	long.Timeout = D(2 * time.Hour)
+	long.Timeout = PositiveDuration(D(2 * time.Hour))
 	early := claim("x", gpu1)
 	early.LeaseUntil = t0
 	tooLong := claim("x", gpu1)
@@ -129,7 +129,7 @@ func TestMeasurement_Decide(t *testing.T) {
 		},
 		{name: "claim an unknown request", given: registered(gpu1, 1), when: claim("x", gpu1), code: CodeMeasurementUnknown},
 		{name: "claim by an executor without a key", given: []step{requestProbe("x")}, when: claim("x", gpu1), code: CodeExecutorKeyUnknown},
-		{name: "claim by an executor whose key is revoked", given: []step{base, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid1, Reason: "r"}}, when: claim("x", gpu1), code: CodeExecutorKeyUnknown},
+		{name: "claim by an executor whose key is revoked", given: []step{base, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid1), Reason: "r"}}, when: claim("x", gpu1), code: CodeExecutorKeyUnknown},
 		{name: "claim from another host", given: []step{base, grant("r2", ActionActivation, ExecutorStream("gpu2"), 1),
 			&RegisterExecutorKey{ExecutorID: "gpu2", Host: "spark-2", PublicKey: pubOf(executorKey(2)), ApprovalID: "r2"}},
 			when: claim("x", "gpu2"), code: CodeHostMismatch},
@@ -154,7 +154,7 @@ func TestMeasurement_Decide(t *testing.T) {
 		{name: "a signature that does not verify", given: claimed, when: unsignedPayload, code: CodeSignatureInvalid},
 		{name: "another payload type", given: claimed, when: otherType, code: CodeSignatureInvalid},
 		{name: "signed by a key the executor does not have", given: []step{claimed, registered("gpu2", 2)}, when: sig2, code: CodeExecutorKeyUnknown},
-		{name: "signed by a revoked key", given: []step{claimed, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid1, Reason: "r"}}, when: signed(resources("x"), 1), code: CodeExecutorKeyRevoked},
+		{name: "signed by a revoked key", given: []step{claimed, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid1), Reason: "r"}}, when: signed(resources("x"), 1), code: CodeExecutorKeyRevoked},
 		{name: "a signed result replayed onto another request", given: claimed, when: replayed, code: CodeResultNotForRequest},
 		{name: "a result for another argv", given: claimed, when: signed(otherArgv, 1), code: CodeArgvNotApproved},
 		{name: "a result from another host", given: claimed, when: signed(otherHost, 1), code: CodeHostMismatch},
@@ -229,8 +229,8 @@ const probeEndpoint = "http://127.0.0.1:11434/v1"
 // requestOf requests measurement id of kind with argv, for a provider (a
 // probe) or a binding (a hash).
 func requestOf(id, kind string, argv []string, provider, binding string) *RequestMeasurement {
-	return &RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: kind, Timeout: D(15 * time.Second),
-		OutputCapBytes: 16 << 10, Provider: provider, BindingID: binding}
+	return &RequestMeasurement{MeasurementID: ID(id), Host: host, Argv: argv, Kind: MeasurementKind(kind), Timeout: PositiveDuration(D(15 * time.Second)),
+		OutputCapBytes: 16 << 10, Provider: OptionalID(provider), BindingID: OptionalID(binding)}
 }
 
 // probeResult is a signed-ready result of a probe of argv that read pr.
@@ -256,12 +256,12 @@ func TestMeasurement_Probe(t *testing.T) {
 	provider := []step{declare("ollama", KindLocal, "local_ollama", tag), limits("ollama")}
 	base := []step{provider, registered(gpu1, 1), requestOf("p", MeasurementProbe, models, "ollama", "")}
 	claimed := []step{base, claim("p", gpu1)}
-	listed := ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{"llama3:8b", tag}, Latency: D(12 * time.Millisecond), HTTPStatus: 200}
+	listed := ProbeReading{Kind: ProbeModels, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{"llama3:8b", tag}, Latency: NonNegativeDuration(D(12 * time.Millisecond)), HTTPStatus: 200}
 	alias := listed
 	alias.Models = []string{"qwen3-coder:latest"}
 	otherEndpoint := listed
 	otherEndpoint.Endpoint = "http://127.0.0.1:8080/v1"
-	smokeOK := ProbeReading{Kind: ProbeSmoke, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{tag}, Latency: D(800 * time.Millisecond), HTTPStatus: 200, SmokeFinishReason: "stop"}
+	smokeOK := ProbeReading{Kind: ProbeSmoke, Endpoint: probeEndpoint, Outcome: ProbeOK, Models: []string{tag}, Latency: NonNegativeDuration(D(800 * time.Millisecond)), HTTPStatus: 200, SmokeFinishReason: "stop"}
 	// Issue #20: a probe the host policy refused. Its ProbeRecorded is
 	// refused, whatever its reading says (fail closed: a refused_by_host
 	// result that claims to list the tag makes nothing live).
@@ -275,8 +275,8 @@ func TestMeasurement_Probe(t *testing.T) {
 	refusedProbe := NewEvent{Stream: "provider-ollama", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: "ollama", Kind: ProbeModels,
 		Outcome: ProbeRefused, ObservedBy: gpu1, Principal: AnonymousName, ObservedAt: t0, ExpectedTag: tag, MeasurementID: "p", At: t0}}
 	probeEvent := func(pr ProbeReading, exact bool, at time.Time) NewEvent {
-		return NewEvent{Stream: "provider-ollama", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: "ollama", Kind: pr.Kind,
-			Outcome: pr.Outcome, Models: pr.Models, Latency: pr.Latency, ObservedBy: gpu1, Principal: AnonymousName, ObservedAt: t0, ExpectedTag: tag,
+		return NewEvent{Stream: "provider-ollama", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: "ollama", Kind: string(pr.Kind),
+			Outcome: string(pr.Outcome), Models: pr.Models, Latency: Duration(pr.Latency), ObservedBy: gpu1, Principal: AnonymousName, ObservedAt: t0, ExpectedTag: tag,
 			ExactTagListed: exact, MeasurementID: "p", At: at}}
 	}
 	recorded := func(r MeasurementResult) NewEvent {
@@ -338,14 +338,14 @@ func TestMeasurement_Probe(t *testing.T) {
 
 func TestMeasurement_Hash(t *testing.T) {
 	arts := artifacts()
-	argv := []string{RoleWeights + "=" + arts[0].Path, RoleServer + "=" + arts[1].Path}
+	argv := []string{string(RoleWeights + "=" + arts[0].Path), string(RoleServer + "=" + arts[1].Path)}
 	reading := func(a BindingArtifact, sha string) ArtifactReading {
-		return ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: 1_757_000_000_000_000_000, SHA256: sha}
+		return ArtifactReading{Path: string(a.Path), Role: string(a.Role), Size: int64(a.Size), MtimeNS: 1_757_000_000_000_000_000, SHA256: sha}
 	}
-	same := hashResult("h", argv, reading(arts[0], arts[0].SHA256), reading(arts[1], arts[1].SHA256))
-	missing := hashResult("h", argv, reading(arts[0], arts[0].SHA256), ArtifactReading{Path: arts[1].Path, Role: arts[1].Role, Error: "no such file or directory"})
-	changed := hashResult("h", argv, reading(arts[0], hexOf("other weights")), reading(arts[1], arts[1].SHA256))
-	swapped := hashResult("h", argv, reading(arts[1], arts[1].SHA256), reading(arts[0], arts[0].SHA256))
+	same := hashResult("h", argv, reading(arts[0], string(arts[0].SHA256)), reading(arts[1], string(arts[1].SHA256)))
+	missing := hashResult("h", argv, reading(arts[0], string(arts[0].SHA256)), ArtifactReading{Path: string(arts[1].Path), Role: string(arts[1].Role), Error: "no such file or directory"})
+	changed := hashResult("h", argv, reading(arts[0], hexOf("other weights")), reading(arts[1], string(arts[1].SHA256)))
+	swapped := hashResult("h", argv, reading(arts[1], string(arts[1].SHA256)), reading(arts[0], string(arts[0].SHA256)))
 	base := []step{registered(gpu1, 1), requestOf("h", MeasurementHash, argv, "", "b1"), claim("h", gpu1)}
 	hashed := func(a ArtifactReading) ArtifactHashed {
 		return ArtifactHashed{BindingID: "b1", Path: a.Path, Size: a.Size, MtimeNS: a.MtimeNS, SHA256: a.SHA256, Role: a.Role,
@@ -370,12 +370,12 @@ func TestMeasurement_Hash(t *testing.T) {
 			name: "a changed weight hash invalidates the verified binding", given: []step{verifiedBinding("b1", "qwen", "qwen3.8:27b", arts), base},
 			when: signed(changed, 1),
 			wantFn: func(l *ledger) []NewEvent {
-				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[arts[0].Path]
+				was := l.state(BindingStream("b1")).(Binding).VerifiedHashes[string(arts[0].Path)]
 				now := hashed(changed.Artifacts[0])
 				return []NewEvent{recorded(changed),
 					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: now},
 					{Stream: "binding-b1", Type: TypeBindingInvalidated, Data: BindingInvalidated{BindingID: "b1", Reason: InvalidatedArtifactChanged,
-						Path: arts[0].Path, Was: &was, Now: &now, At: t0}},
+						Path: string(arts[0].Path), Was: &was, Now: &now, At: t0}},
 					{Stream: "binding-b1", Type: TypeArtifactHashed, Data: hashed(changed.Artifacts[1])}}
 			},
 		},
@@ -407,7 +407,7 @@ func TestMeasurement_RenewLease(t *testing.T) {
 	base := []step{registered(gpu1, 1), requestProbe("x")}
 	claimed := []step{base, claim("x", gpu1)}
 	renew := func(exec string, until time.Duration) *RenewMeasurementLease {
-		return &RenewMeasurementLease{MeasurementID: "x", ExecutorID: exec, LeaseUntil: t0.Add(until)}
+		return &RenewMeasurementLease{MeasurementID: "x", ExecutorID: ID(exec), LeaseUntil: t0.Add(until)}
 	}
 	runGWT(t, []gwt{
 		{
@@ -421,7 +421,7 @@ func TestMeasurement_RenewLease(t *testing.T) {
 		{name: "renew an uncertain measurement", given: []step{claimed, advance(61 * time.Second), &MarkMeasurementUncertain{MeasurementID: "x"}},
 			when: renew(gpu1, 75*time.Second), code: CodeLeaseExpired},
 		{name: "renew another executor's claim", given: []step{claimed, registered("gpu2", 2)}, when: renew("gpu2", 70*time.Second), code: CodeNotClaimedByExecutor},
-		{name: "renew with a revoked key", given: []step{claimed, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: kid1, Reason: "r"}},
+		{name: "renew with a revoked key", given: []step{claimed, &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(kid1), Reason: "r"}},
 			when: renew(gpu1, 70*time.Second), code: CodeExecutorKeyUnknown},
 		{name: "renew an unclaimed request", given: base, when: renew(gpu1, 70*time.Second), code: CodeMeasurementNotClaimed},
 		{name: "renew an unknown request", when: renew(gpu1, 70*time.Second), code: CodeMeasurementUnknown},
@@ -508,7 +508,7 @@ func TestRecordMeasurement_ValidateReadings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ""
-			if err := tc.cmd.Validate(); err != nil {
+			if err := Validate(tc.cmd); err != nil {
 				var ie *InvalidCommandError
 				if !errors.As(err, &ie) {
 					t.Fatalf("not an InvalidCommandError: %v", err)

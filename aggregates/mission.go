@@ -3,6 +3,7 @@ package aggregates
 import (
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -83,13 +84,28 @@ type Mission struct {
 	Events int
 }
 
+// AcceptanceChecks are a mission's acceptance checks: up to 256, each id
+// listed once.
+type AcceptanceChecks []AcceptanceCheck
+
+func (l AcceptanceChecks) check(path string) error {
+	if len(l) > maxListLen {
+		return invalid(path, "has %d entries; the limit is %d", len(l), maxListLen)
+	}
+	return checkStructs(path, l, "id", func(c AcceptanceCheck) ID { return c.ID },
+		func(c AcceptanceCheck) string { return strconv.Quote(string(c.ID)) })
+}
+func (AcceptanceChecks) jsonSchema() map[string]any {
+	return structListSchema("AcceptanceCheck", 0, maxListLen, false)
+}
+
 // AcceptanceCheck is one acceptance check of a mission: an id and the exact
 // argv an independent runner executes. ArgvHash is ArgvHash(Argv).
 type AcceptanceCheck struct {
 	// ID is the check's id, unique within the mission.
-	ID string `json:"id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ID ID `json:"id"`
 	// Argv is the exact command line: the program and its arguments, in order.
-	Argv []string `json:"argv" jsonschema:"minItems=1,maxItems=256,maxLength=4096"`
+	Argv Argv `json:"argv"`
 	// ArgvHash is ArgvHash(Argv); a submission may leave it out (it is
 	// computed), and a wrong one is refused.
 	ArgvHash string `json:"argv_hash,omitempty"`
@@ -228,12 +244,12 @@ func (m Mission) Verification(hash string) Verification {
 func verificationOf(checks []AcceptanceCheck, tallies map[string]CheckTally) Verification {
 	v := Verification{Blocked: map[string]string{}}
 	for _, c := range checks {
-		t := tallies[c.ID]
+		t := tallies[string(c.ID)]
 		switch {
 		case t.Runs == 0:
-			v.Missing = append(v.Missing, c.ID)
+			v.Missing = append(v.Missing, string(c.ID))
 		case t.Blocking != "":
-			v.Blocked[c.ID] = t.Blocking
+			v.Blocked[string(c.ID)] = t.Blocking
 		case t.Passed:
 			v.Passing++
 		}

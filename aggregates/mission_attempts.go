@@ -10,25 +10,14 @@ package aggregates
 // (spent by this start) and an admitted, fresh admission for this attempt.
 type StartAttempt struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// ApprovalID is the startup approval to spend when the mission starts a
 	// runtime; empty otherwise.
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	ApprovalID OptionalID `json:"approval_id"`
 }
 
 // CommandName implements Command.
 func (*StartAttempt) CommandName() string { return "StartAttempt" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *StartAttempt) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if c.ApprovalID != "" {
-		return checkID("approval_id", c.ApprovalID)
-	}
-	return nil
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *StartAttempt) Streams(loaded States) []string {
@@ -44,7 +33,7 @@ func (c *StartAttempt) Streams(loaded States) []string {
 
 // Decide implements Command: the gates.
 func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(true); err != nil {
 		return nil, err
 	}
@@ -76,14 +65,14 @@ func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
 		BindingIdentity: p.BindingIdentity, Readiness: missionFact(m, r), At: in.At}
 	out := []NewEvent{{Stream: MissionStream(m.ID), Type: TypeAttemptStarted}}
 	if m.StartsRuntime {
-		consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionStartup, ProviderStream(p.Name), c.CommandName(), in.At)
+		consume, err := in.States.Approval(string(c.ApprovalID)).Authorize(ActionStartup, ProviderStream(p.Name), c.CommandName(), in.At)
 		if err != nil {
 			return nil, err
 		}
 		if err := m.admitted(n, in); err != nil {
 			return nil, err
 		}
-		started.ApprovalID = c.ApprovalID
+		started.ApprovalID = string(c.ApprovalID)
 		started.Admission = refPtr(m.Admission.Ref)
 		out = append(out, consume)
 	}
@@ -96,39 +85,25 @@ func (c *StartAttempt) Decide(in Inputs) ([]NewEvent, error) {
 // attempt within its budget.
 type StopAttempt struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// Reason is why the attempt stops: one of the values its schema lists.
-	Reason string `json:"reason" jsonschema:"enum=resource_guard,enum=timeout,enum=worker_exited,enum=cancelled"`
+	Reason AttemptStopReason `json:"reason"`
 	// Detail says more, in words; empty when there is nothing to add.
-	Detail string `json:"detail" jsonschema:"maxLength=4096,optional"`
+	Detail OptionalLongText `json:"detail"`
 	// Evidence are references to what grounds it (event ids or measurement
 	// ids), in words an auditor can follow; may be empty.
-	Evidence []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	Evidence ShortTexts `json:"evidence"`
 }
 
 // CommandName implements Command.
 func (*StopAttempt) CommandName() string { return "StopAttempt" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *StopAttempt) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkOneOf("reason", c.Reason, AttemptResourceGuard, AttemptTimeout, AttemptWorkerExited, AttemptCancelled); err != nil {
-		return err
-	}
-	if err := checkText("detail", c.Detail, false, maxLongText); err != nil {
-		return err
-	}
-	return checkList("evidence", c.Evidence)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *StopAttempt) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
 
 // Decide implements Command: the gates.
 func (c *StopAttempt) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(false); err != nil {
 		return nil, err
 	}
@@ -137,6 +112,6 @@ func (c *StopAttempt) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, err
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeAttemptStopped, Data: AttemptStopped{
-		MissionID: m.ID, Attempt: a.N, Reason: c.Reason, Detail: c.Detail, Evidence: c.Evidence, At: in.At,
+		MissionID: m.ID, Attempt: a.N, Reason: string(c.Reason), Detail: string(c.Detail), Evidence: c.Evidence, At: in.At,
 	}}}, nil
 }

@@ -3,6 +3,8 @@ package aggregates
 import (
 	"path"
 	"slices"
+
+	"github.com/greffe/greffe/events"
 )
 
 // Mission candidates: what the worker produced, the independent runs of
@@ -15,36 +17,30 @@ import (
 // output limit ("length"), and with no_modification otherwise.
 type RecordCandidate struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the SHA-256 of the candidate (64 lowercase hex);
 	// required when files changed, empty otherwise.
-	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	CandidateHash OptionalHex64 `json:"candidate_hash"`
 	// PatchHash is the SHA-256 of the patch (64 lowercase hex); required
 	// when files changed, empty otherwise.
-	PatchHash string `json:"patch_hash" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	PatchHash OptionalHex64 `json:"patch_hash"`
 	// FilesChanged are the paths the candidate's patch changes, each within
 	// the mission's allowed_files.
-	FilesChanged []string `json:"files_changed" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	FilesChanged ShortTexts `json:"files_changed"`
 }
 
 // CommandName implements Command.
 func (*RecordCandidate) CommandName() string { return "RecordCandidate" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: a candidate that changed files names its hashes.
 func (c *RecordCandidate) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkList("files_changed", c.FilesChanged); err != nil {
-		return err
-	}
 	if len(c.FilesChanged) == 0 {
 		return nil
 	}
-	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
+	if err := Hex64(c.CandidateHash).check("candidate_hash"); err != nil {
 		return err
 	}
-	return checkSHA256("patch_hash", c.PatchHash, true)
+	return Hex64(c.PatchHash).check("patch_hash")
 }
 
 // Streams implements Command: the streams this command reads.
@@ -52,7 +48,7 @@ func (c *RecordCandidate) Streams(States) []string { return []string{MissionStre
 
 // Decide implements Command: the gates.
 func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(false); err != nil {
 		return nil, err
 	}
@@ -72,7 +68,7 @@ func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
 		}
 		return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeMissionStopped, Data: stop}}, nil
 	}
-	if i := m.candidateIndex(c.CandidateHash); i >= 0 {
+	if i := m.candidateIndex(string(c.CandidateHash)); i >= 0 {
 		return nil, refuse(CodeCandidateDuplicate, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "candidate": m.Candidates[i].Ref},
 			"candidate %s was already produced; repeating it is not a correction", c.CandidateHash)
 	}
@@ -87,8 +83,8 @@ func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
 			"the candidate changes %v, outside the mission's allowed files", outside)
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeCandidateProduced, Data: CandidateProduced{
-		MissionID: m.ID, Attempt: a.N, Correction: m.PendingCorrection, Corrects: m.PendingCorrects, CandidateHash: c.CandidateHash,
-		PatchHash: c.PatchHash, FilesChanged: c.FilesChanged, At: in.At,
+		MissionID: m.ID, Attempt: a.N, Correction: m.PendingCorrection, Corrects: m.PendingCorrects, CandidateHash: string(c.CandidateHash),
+		PatchHash: string(c.PatchHash), FilesChanged: c.FilesChanged, At: in.At,
 	}}}, nil
 }
 
@@ -99,79 +95,47 @@ func (c *RecordCandidate) Decide(in Inputs) ([]NewEvent, error) {
 // gates. A pass with a nonzero exit code is refused as incoherent.
 type RecordCheck struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the candidate's content hash: 64 lowercase hex
 	// characters.
-	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	CandidateHash Hex64 `json:"candidate_hash"`
 	// CheckID is the acceptance check's id, as the mission's acceptance_checks
 	// name it.
-	CheckID string `json:"check_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	CheckID ID `json:"check_id"`
 	// ArgvHash is ArgvHash(argv): "sha256:" and the hex SHA-256 of the argv as
 	// a compact JSON array.
-	ArgvHash string `json:"argv_hash" jsonschema:"pattern=^sha256:[0-9a-f]{64}$"`
+	ArgvHash Digest `json:"argv_hash"`
 	// Outcome is the check's outcome: pass, fail, skipped, truncated or error.
-	Outcome string `json:"outcome" jsonschema:"enum=pass,enum=fail,enum=skipped,enum=truncated,enum=error"`
+	Outcome CheckOutcome `json:"outcome"`
 	// Runner is who ran the check, as stated (recorded, not trusted).
-	Runner string `json:"runner" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Runner ShortText `json:"runner"`
 	// RunnerKind says whether the runner is independent of the worker
 	// (independent) or the worker itself (worker), as stated; a stated run
 	// proves no pass: only a check runner's signed run does
 	// (RecordSignedCheck).
-	RunnerKind string `json:"runner_kind" jsonschema:"enum=independent,enum=worker"`
+	RunnerKind RunnerKind `json:"runner_kind"`
 	// ExitCode is the check's exit code; 0 for a pass.
 	ExitCode int `json:"exit_code" jsonschema:"optional"`
 	// Duration is how long the check ran (a Go duration).
-	Duration Duration `json:"duration" jsonschema:"optional"`
+	Duration NonNegativeDuration `json:"duration"`
 	// OutputBytes is the size of the kept output, in bytes.
-	OutputBytes int64 `json:"output_bytes" jsonschema:"optional,minimum=0"`
+	OutputBytes Size `json:"output_bytes"`
 	// OutputSHA256 is the hex SHA-256 of the kept output; empty when none was
 	// kept.
-	OutputSHA256 string `json:"output_sha256" jsonschema:"pattern=^([0-9a-f]{64})?$,optional"`
+	OutputSHA256 OptionalHex64 `json:"output_sha256"`
 }
 
 // CommandName implements Command.
 func (*RecordCheck) CommandName() string { return "RecordCheck" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RecordCheck) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
-		return err
-	}
-	if err := checkID("check_id", c.CheckID); err != nil {
-		return err
-	}
-	if err := checkDigest("argv_hash", c.ArgvHash, true); err != nil {
-		return err
-	}
-	if err := checkOneOf("outcome", c.Outcome, CheckPass, CheckFail, CheckSkipped, CheckTruncated, CheckError); err != nil {
-		return err
-	}
-	if err := checkText("runner", c.Runner, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkOneOf("runner_kind", c.RunnerKind, RunnerIndependent, RunnerWorker); err != nil {
-		return err
-	}
-	if c.Duration.Duration < 0 {
-		return invalid("duration", "is %s; must be >= 0", c.Duration)
-	}
-	if c.OutputBytes < 0 {
-		return invalid("output_bytes", "is %d; must be >= 0", c.OutputBytes)
-	}
-	return checkSHA256("output_sha256", c.OutputSHA256, false)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RecordCheck) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
 
 // Decide implements Command: the gates.
 func (c *RecordCheck) Decide(in Inputs) ([]NewEvent, error) {
-	return recordCheck(in, CheckRecorded{MissionID: c.MissionID, CandidateHash: c.CandidateHash, CheckID: c.CheckID, ArgvHash: c.ArgvHash,
-		Outcome: c.Outcome, Runner: c.Runner, RunnerKind: c.RunnerKind, ExitCode: c.ExitCode, Duration: c.Duration,
-		OutputBytes: c.OutputBytes, OutputSHA256: c.OutputSHA256, Stated: true, At: in.At}, nil)
+	return recordCheck(in, CheckRecorded{MissionID: string(c.MissionID), CandidateHash: string(c.CandidateHash), CheckID: string(c.CheckID), ArgvHash: string(c.ArgvHash),
+		Outcome: string(c.Outcome), Runner: string(c.Runner), RunnerKind: string(c.RunnerKind), ExitCode: c.ExitCode, Duration: Duration(c.Duration),
+		OutputBytes: int64(c.OutputBytes), OutputSHA256: string(c.OutputSHA256), Stated: true, At: in.At}, nil)
 }
 
 // recordCheck applies the gates of one run of an acceptance check, stated
@@ -193,11 +157,11 @@ func recordCheck(in Inputs, rec CheckRecorded, signed *NewEvent) ([]NewEvent, er
 		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": rec.CandidateHash},
 			"mission %s produced no candidate %s", m.ID, rec.CandidateHash)
 	}
-	j := slices.IndexFunc(m.Checks, func(ac AcceptanceCheck) bool { return ac.ID == rec.CheckID })
+	j := slices.IndexFunc(m.Checks, func(ac AcceptanceCheck) bool { return string(ac.ID) == rec.CheckID })
 	if j < 0 {
 		return nil, refuse(CodeCheckUnknown, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID}, "%q is not an acceptance check of mission %s", rec.CheckID, m.ID)
 	}
-	if want := ArgvHash(m.Checks[j].Argv); rec.ArgvHash != want {
+	if want := events.ArgvHash(m.Checks[j].Argv); rec.ArgvHash != want {
 		return nil, refuse(CodeArgvMismatch, map[string]any{"mission_id": m.ID, "check_id": rec.CheckID, "argv_hash": rec.ArgvHash, "approved_argv_hash": want, "approved_argv": m.Checks[j].Argv},
 			"check %s ran another command line than the approved argv", rec.CheckID)
 	}
@@ -237,37 +201,26 @@ func recordCheck(in Inputs, rec CheckRecorded, signed *NewEvent) ([]NewEvent, er
 // checks must all have an independent result.
 type RequestCorrection struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the candidate's content hash: 64 lowercase hex
 	// characters.
-	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	CandidateHash Hex64 `json:"candidate_hash"`
 	// Diagnosis says what is wrong with the candidate and what to correct, in
 	// words.
-	Diagnosis string `json:"diagnosis" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Diagnosis LongText `json:"diagnosis"`
 }
 
 // CommandName implements Command.
 func (*RequestCorrection) CommandName() string { return "RequestCorrection" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RequestCorrection) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
-		return err
-	}
-	return checkText("diagnosis", c.Diagnosis, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RequestCorrection) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
 
 // Decide implements Command: the gates.
 func (c *RequestCorrection) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if !m.Submitted {
-		return nil, missionUnknown(c.MissionID)
+		return nil, missionUnknown(string(c.MissionID))
 	}
 	// The budget is a fact whatever else holds: a correction beyond it is
 	// refused as such, even on a mission already stopped.
@@ -284,7 +237,7 @@ func (c *RequestCorrection) Decide(in Inputs) ([]NewEvent, error) {
 	if m.AwaitingCandidate {
 		return nil, refuse(CodeCorrectionPending, map[string]any{"mission_id": m.ID}, "mission %s is already waiting for a candidate", m.ID)
 	}
-	i := m.candidateIndex(c.CandidateHash)
+	i := m.candidateIndex(string(c.CandidateHash))
 	if i < 0 {
 		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash},
 			"mission %s produced no candidate %s", m.ID, c.CandidateHash)
@@ -292,15 +245,15 @@ func (c *RequestCorrection) Decide(in Inputs) ([]NewEvent, error) {
 	if i != len(m.Candidates)-1 {
 		return nil, refuse(CodeCandidateSuperseded, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash}, "candidate %s was superseded", c.CandidateHash)
 	}
-	if m.Accepted != nil && m.Accepted.CandidateHash == c.CandidateHash {
+	if m.Accepted != nil && m.Accepted.CandidateHash == string(c.CandidateHash) {
 		return nil, refuse(CodeCandidateAccepted, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "review": m.Accepted.Ref},
 			"candidate %s was accepted; there is nothing to correct", c.CandidateHash)
 	}
-	if v := m.Verification(c.CandidateHash); !v.Complete {
+	if v := m.Verification(string(c.CandidateHash)); !v.Complete {
 		return nil, refuse(CodeChecksIncomplete, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "missing": v.Missing},
 			"a correction is judged against complete checks; %v have no independent result yet", v.Missing)
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeCorrectionRequested, Data: CorrectionRequested{
-		MissionID: m.ID, CandidateHash: c.CandidateHash, Correction: m.Corrections + 1, Diagnosis: c.Diagnosis, At: in.At,
+		MissionID: m.ID, CandidateHash: string(c.CandidateHash), Correction: m.Corrections + 1, Diagnosis: string(c.Diagnosis), At: in.At,
 	}}}, nil
 }

@@ -1,7 +1,6 @@
 package aggregates
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -34,61 +33,28 @@ const CheckPayloadType = "application/vnd.greffe.check+json"
 // CheckRecorded, and the runner by its registered id.
 type CheckRun struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the candidate's content hash: 64 lowercase hex
 	// characters.
-	CandidateHash string `json:"candidate_hash"`
+	CandidateHash Hex64 `json:"candidate_hash"`
 	// CheckID is the acceptance check's id, as the mission names it.
-	CheckID string `json:"check_id"`
+	CheckID ID `json:"check_id"`
 	// ArgvHash is ArgvHash(argv) of the argv the runner ran.
-	ArgvHash string `json:"argv_hash"`
+	ArgvHash Digest `json:"argv_hash"`
 	// Outcome is the check's outcome: pass, fail, skipped, truncated or error.
-	Outcome string `json:"outcome"`
+	Outcome CheckOutcome `json:"outcome"`
 	// RunnerID is the check runner's id, as registered with its key.
-	RunnerID string `json:"runner_id"`
+	RunnerID ID `json:"runner_id"`
 	// ExitCode is the process's exit code (0 for a pass).
 	ExitCode int `json:"exit_code"`
 	// Duration is how long the check ran (a Go duration).
-	Duration Duration `json:"duration"`
+	Duration NonNegativeDuration `json:"duration"`
 	// OutputBytes is the size of the kept output, in bytes.
-	OutputBytes int64 `json:"output_bytes"`
+	OutputBytes Size `json:"output_bytes"`
 	// OutputSHA256 is the hex SHA-256 of the kept output; empty when none
 	// was kept.
-	OutputSHA256 string `json:"output_sha256,omitempty"`
+	OutputSHA256 OptionalHex64 `json:"output_sha256,omitempty"`
 }
-
-// validate checks the payload's shape, with paths under data.payload.
-func (r *CheckRun) validate() error {
-	if err := checkID("payload.mission_id", r.MissionID); err != nil {
-		return err
-	}
-	if err := checkSHA256("payload.candidate_hash", r.CandidateHash, true); err != nil {
-		return err
-	}
-	if err := checkID("payload.check_id", r.CheckID); err != nil {
-		return err
-	}
-	if err := checkDigest("payload.argv_hash", r.ArgvHash, true); err != nil {
-		return err
-	}
-	if err := checkOneOf("payload.outcome", r.Outcome, CheckPass, CheckFail, CheckSkipped, CheckTruncated, CheckError); err != nil {
-		return err
-	}
-	if err := checkID("payload.runner_id", r.RunnerID); err != nil {
-		return err
-	}
-	if r.Duration.Duration < 0 {
-		return invalid("payload.duration", "is %s; must be >= 0", r.Duration)
-	}
-	if r.OutputBytes < 0 {
-		return invalid("payload.output_bytes", "is %d; must be >= 0", r.OutputBytes)
-	}
-	return checkSHA256("payload.output_sha256", r.OutputSHA256, false)
-}
-
-// maxEnvelopeSignatures bounds an envelope's signatures, as for a
-// measurement: a bound of the edge.
-const maxEnvelopeSignatures = 16
 
 // RecordSignedCheck records an independent check runner's signed run of an
 // acceptance check. Payload is the exact signed bytes (a JSON CheckRun,
@@ -97,10 +63,10 @@ const maxEnvelopeSignatures = 16
 type RecordSignedCheck struct {
 	// MissionID is the mission's id (its stream is mission-<id>); the
 	// payload must name it.
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// RunnerID is the check runner whose check-runner key signed the run
 	// (its keys are in stream executor-<id>); the payload must name it.
-	RunnerID string `json:"runner_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	RunnerID ID `json:"runner_id"`
 	// Payload is the signed run: the bytes of a JSON CheckRun, base64 in
 	// JSON; the envelope's signatures are over them.
 	Payload []byte `json:"payload"`
@@ -112,35 +78,15 @@ type RecordSignedCheck struct {
 // CommandName implements Command.
 func (*RecordSignedCheck) CommandName() string { return "RecordSignedCheck" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: the payload is the signed JSON of
+// a CheckRun, whose fields are held to their types as a command's are, and
+// the envelope is within the edge's bound (signed_payload.go).
 func (c *RecordSignedCheck) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkID("runner_id", c.RunnerID); err != nil {
-		return err
-	}
-	p := bytes.TrimSpace(c.Payload)
-	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
-		return invalid("payload", "must be the base64 of the signed JSON object")
-	}
 	var r CheckRun
-	if err := decodeStrict(c.Payload, &r); err != nil {
-		var ie *InvalidCommandError
-		if errors.As(err, &ie) {
-			ie.Path = "data.payload" + ie.Path[len("data"):]
-		}
+	if err := decodeSignedPayload(c.Payload, &r); err != nil {
 		return err
 	}
-	if err := r.validate(); err != nil {
-		return err
-	}
-	// No signature at all is refused by Decide, so that it is recorded;
-	// more than 16 is a bound of the edge.
-	if len(c.Envelope.Signatures) > maxEnvelopeSignatures {
-		return invalid("envelope.signatures", "has %d signatures; an envelope carries 1 to %d", len(c.Envelope.Signatures), maxEnvelopeSignatures)
-	}
-	return nil
+	return checkEnvelopeBound(&c.Envelope)
 }
 
 // Streams implements Command: the streams this command reads: the
@@ -157,7 +103,7 @@ func (c *RecordSignedCheck) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeSignatureInvalid, det,
 			"a signed check carries a DSSE envelope of payload type %q with 1 to %d signatures by the runner's check-runner key", CheckPayloadType, maxEnvelopeSignatures)
 	}
-	x := in.States.Executor(c.RunnerID)
+	x := in.States.Executor(string(c.RunnerID))
 	ids, err := events.VerifyEnvelope(c.Payload, &c.Envelope, x.RunnerLookup)
 	if err != nil {
 		var se *events.SignatureError
@@ -184,7 +130,7 @@ func (c *RecordSignedCheck) Decide(in Inputs) ([]NewEvent, error) {
 	env := c.Envelope
 	env.Signatures = slices.Clone(env.Signatures)
 	signed := NewEvent{Stream: MissionStream(c.MissionID), Type: TypeCheckRunSigned, Data: json.RawMessage(slices.Clone(c.Payload)), Envelope: &env}
-	return recordCheck(in, CheckRecorded{MissionID: r.MissionID, CandidateHash: r.CandidateHash, CheckID: r.CheckID, ArgvHash: r.ArgvHash,
-		Outcome: r.Outcome, Runner: r.RunnerID, RunnerKind: RunnerIndependent, ExitCode: r.ExitCode, Duration: r.Duration,
-		OutputBytes: r.OutputBytes, OutputSHA256: r.OutputSHA256, SignedBy: r.RunnerID, KeyIDs: ids, At: in.At}, &signed)
+	return recordCheck(in, CheckRecorded{MissionID: string(r.MissionID), CandidateHash: string(r.CandidateHash), CheckID: string(r.CheckID), ArgvHash: string(r.ArgvHash),
+		Outcome: string(r.Outcome), Runner: string(r.RunnerID), RunnerKind: RunnerIndependent, ExitCode: r.ExitCode, Duration: Duration(r.Duration),
+		OutputBytes: int64(r.OutputBytes), OutputSHA256: string(r.OutputSHA256), SignedBy: string(r.RunnerID), KeyIDs: ids, At: in.At}, &signed)
 }

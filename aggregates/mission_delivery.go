@@ -15,62 +15,43 @@ import (
 // correction.
 type RecordReview struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the candidate's content hash: 64 lowercase hex
 	// characters.
-	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	CandidateHash Hex64 `json:"candidate_hash"`
 	// Verdict is the review's verdict: accepted or refused.
-	Verdict string `json:"verdict" jsonschema:"enum=accepted,enum=refused"`
+	Verdict Verdict `json:"verdict"`
 	// Reviewer is who reviewed it, as stated: an accountable person or
 	// role, not the worker. Recorded beside the authenticated principal,
 	// never checked against it.
-	Reviewer string `json:"reviewer" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Reviewer ShortText `json:"reviewer"`
 	// Coverage maps each acceptance check id to the evidence the reviewer
 	// relied on for it.
-	Coverage map[string]string `json:"coverage" jsonschema:"optional"`
+	Coverage ReviewCoverage `json:"coverage"`
 	// RefusalKind says what kind of refusal: defect (the candidate is wrong)
 	// or authority (it needs a decision no reviewer may take); empty unless
 	// the verdict is refused.
-	RefusalKind string `json:"refusal_kind" jsonschema:"enum=,enum=defect,enum=authority,optional"`
+	RefusalKind RefusalKind `json:"refusal_kind"`
 	// Reason says why, in words; required for a refused verdict.
-	Reason string `json:"reason" jsonschema:"maxLength=4096,optional"`
+	Reason OptionalLongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*RecordReview) CommandName() string { return "RecordReview" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: a refused verdict names its kind and says why; an accepted one
+// names no refusal kind.
 func (c *RecordReview) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
-		return err
-	}
-	if err := checkOneOf("verdict", c.Verdict, VerdictAccepted, VerdictRefused); err != nil {
-		return err
-	}
-	if err := checkText("reviewer", c.Reviewer, true, maxShortText); err != nil {
-		return err
-	}
-	if len(c.Coverage) > maxListLen {
-		return invalid("coverage", "has %d entries; the limit is %d", len(c.Coverage), maxListLen)
-	}
-	for _, k := range sortedKeys(c.Coverage) {
-		if err := checkText("coverage."+k, c.Coverage[k], false, maxLongText); err != nil {
-			return err
-		}
-	}
 	if c.Verdict == VerdictRefused {
-		if err := checkOneOf("refusal_kind", c.RefusalKind, RefusalDefect, RefusalAuthority); err != nil {
+		if err := checkRequiredEnum("refusal_kind", c.RefusalKind); err != nil {
 			return err
 		}
-		return checkText("reason", c.Reason, true, maxLongText)
+		return LongText(c.Reason).check("reason")
 	}
 	if c.RefusalKind != "" {
 		return invalid("refusal_kind", "applies only to a refused verdict")
 	}
-	return checkText("reason", c.Reason, false, maxLongText)
+	return nil
 }
 
 // Streams implements Command: the streams this command reads.
@@ -78,11 +59,11 @@ func (c *RecordReview) Streams(States) []string { return []string{MissionStream(
 
 // Decide implements Command: the gates.
 func (c *RecordReview) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(false); err != nil {
 		return nil, err
 	}
-	i := m.candidateIndex(c.CandidateHash)
+	i := m.candidateIndex(string(c.CandidateHash))
 	if i < 0 {
 		return nil, refuse(CodeCandidateUnknown, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash},
 			"mission %s produced no candidate %s", m.ID, c.CandidateHash)
@@ -91,23 +72,23 @@ func (c *RecordReview) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeCandidateSuperseded, map[string]any{"mission_id": m.ID, "candidate_hash": c.CandidateHash, "latest": m.Candidates[len(m.Candidates)-1].CandidateHash},
 			"candidate %s was superseded by a newer candidate", c.CandidateHash)
 	}
-	rev := ReviewRecorded{MissionID: m.ID, CandidateHash: c.CandidateHash, Verdict: c.Verdict, Reviewer: c.Reviewer,
-		Principal: in.Principal.Name, Coverage: c.Coverage, RefusalKind: c.RefusalKind, Reason: c.Reason, At: in.At}
+	rev := ReviewRecorded{MissionID: m.ID, CandidateHash: string(c.CandidateHash), Verdict: string(c.Verdict), Reviewer: string(c.Reviewer),
+		Principal: in.Principal.Name, Coverage: c.Coverage, RefusalKind: string(c.RefusalKind), Reason: string(c.Reason), At: in.At}
 	out := []NewEvent{{Stream: MissionStream(m.ID), Type: TypeReviewRecorded, Data: rev}}
 	if c.Verdict == VerdictRefused {
 		if c.RefusalKind == RefusalAuthority {
 			out = append(out, NewEvent{Stream: MissionStream(m.ID), Type: TypeMissionStopped, Data: MissionStopped{
-				MissionID: m.ID, Reason: StopAuthorityRefused, Detail: c.Reason, CandidateHash: c.CandidateHash, At: in.At,
+				MissionID: m.ID, Reason: StopAuthorityRefused, Detail: string(c.Reason), CandidateHash: string(c.CandidateHash), At: in.At,
 			}})
 		}
 		return out, nil
 	}
-	if err := m.verified(c.CandidateHash); err != nil {
+	if err := m.verified(string(c.CandidateHash)); err != nil {
 		return nil, err
 	}
 	var unknown, missing []string
 	for _, k := range sortedKeys(c.Coverage) {
-		if !slices.ContainsFunc(m.Checks, func(ac AcceptanceCheck) bool { return ac.ID == k }) {
+		if !slices.ContainsFunc(m.Checks, func(ac AcceptanceCheck) bool { return string(ac.ID) == k }) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -116,8 +97,8 @@ func (c *RecordReview) Decide(in Inputs) ([]NewEvent, error) {
 			"coverage names %v, which are not acceptance checks of mission %s", unknown, m.ID)
 	}
 	for _, ac := range m.Checks {
-		if c.Coverage[ac.ID] == "" {
-			missing = append(missing, ac.ID)
+		if c.Coverage[string(ac.ID)] == "" {
+			missing = append(missing, string(ac.ID))
 		}
 	}
 	if len(missing) > 0 {
@@ -163,40 +144,29 @@ func (m Mission) acceptedCandidate(hash string) (Candidate, error) {
 // nothing.
 type DeliverResult struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the candidate's content hash: 64 lowercase hex
 	// characters.
-	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	CandidateHash Hex64 `json:"candidate_hash"`
 	// To names where the result is delivered (a branch, a repository, a
 	// person).
-	To string `json:"to" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	To ShortText `json:"to"`
 }
 
 // CommandName implements Command.
 func (*DeliverResult) CommandName() string { return "DeliverResult" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *DeliverResult) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
-		return err
-	}
-	return checkText("to", c.To, true, maxShortText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *DeliverResult) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
 
 // Decide implements Command: the gates.
 func (c *DeliverResult) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if !m.Submitted {
-		return nil, missionUnknown(c.MissionID)
+		return nil, missionUnknown(string(c.MissionID))
 	}
 	if d := m.Delivery; d != nil {
-		if d.CandidateHash == c.CandidateHash {
+		if d.CandidateHash == string(c.CandidateHash) {
 			return nil, nil
 		}
 		return nil, refuse(CodeDeliveryConflict, map[string]any{"mission_id": m.ID, "delivered": d.CandidateHash, "delivery": d.Ref},
@@ -205,16 +175,16 @@ func (c *DeliverResult) Decide(in Inputs) ([]NewEvent, error) {
 	if r := m.stopped(false); r != nil {
 		return nil, r
 	}
-	cand, err := m.acceptedCandidate(c.CandidateHash)
+	cand, err := m.acceptedCandidate(string(c.CandidateHash))
 	if err != nil {
 		return nil, err
 	}
 	val := make([]Validation, len(m.Checks))
 	for i, ac := range m.Checks {
-		val[i] = Validation{CheckID: ac.ID, Argv: ac.Argv, Pass: cand.Checks[ac.ID].PassRef}
+		val[i] = Validation{CheckID: string(ac.ID), Argv: ac.Argv, Pass: cand.Checks[string(ac.ID)].PassRef}
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeResultDelivered, Data: ResultDelivered{
-		MissionID: m.ID, CandidateHash: cand.CandidateHash, PatchHash: cand.PatchHash, To: c.To,
+		MissionID: m.ID, CandidateHash: cand.CandidateHash, PatchHash: cand.PatchHash, To: string(c.To),
 		Files: cand.FilesChanged, Validation: val, Review: m.Accepted.Ref, At: in.At,
 	}}}, nil
 }
@@ -224,37 +194,20 @@ func (c *DeliverResult) Decide(in Inputs) ([]NewEvent, error) {
 // Integrating the same candidate again appends nothing and spends nothing.
 type IntegratePatch struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// CandidateHash is the candidate's content hash: 64 lowercase hex
 	// characters.
-	CandidateHash string `json:"candidate_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	CandidateHash Hex64 `json:"candidate_hash"`
 	// PatchHash is the SHA-256 of the candidate's patch: 64 lowercase hex
 	// characters.
-	PatchHash string `json:"patch_hash" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	PatchHash Hex64 `json:"patch_hash"`
 	// ApprovalID is the patch_apply approval to spend (subject mission-<id>);
 	// a gate refuses when it is missing.
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	ApprovalID OptionalID `json:"approval_id"`
 }
 
 // CommandName implements Command.
 func (*IntegratePatch) CommandName() string { return "IntegratePatch" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *IntegratePatch) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkSHA256("candidate_hash", c.CandidateHash, true); err != nil {
-		return err
-	}
-	if err := checkSHA256("patch_hash", c.PatchHash, true); err != nil {
-		return err
-	}
-	if c.ApprovalID != "" {
-		return checkID("approval_id", c.ApprovalID)
-	}
-	return nil
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *IntegratePatch) Streams(States) []string {
@@ -267,12 +220,12 @@ func (c *IntegratePatch) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *IntegratePatch) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if !m.Submitted {
-		return nil, missionUnknown(c.MissionID)
+		return nil, missionUnknown(string(c.MissionID))
 	}
 	if ig := m.Integration; ig != nil {
-		if ig.CandidateHash == c.CandidateHash {
+		if ig.CandidateHash == string(c.CandidateHash) {
 			return nil, nil
 		}
 		return nil, refuse(CodeCandidateHashMismatch, map[string]any{"mission_id": m.ID, "integrated": ig.CandidateHash},
@@ -281,21 +234,21 @@ func (c *IntegratePatch) Decide(in Inputs) ([]NewEvent, error) {
 	if r := m.stopped(false); r != nil {
 		return nil, r
 	}
-	cand, err := m.acceptedCandidate(c.CandidateHash)
+	cand, err := m.acceptedCandidate(string(c.CandidateHash))
 	if err != nil {
 		return nil, err
 	}
-	if cand.PatchHash != c.PatchHash {
+	if cand.PatchHash != string(c.PatchHash) {
 		return nil, refuse(CodePatchHashMismatch, map[string]any{"mission_id": m.ID, "patch_hash": c.PatchHash, "accepted_patch_hash": cand.PatchHash},
 			"patch %s is not the accepted candidate's patch %s", c.PatchHash, cand.PatchHash)
 	}
-	consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionPatchApply, MissionStream(m.ID), c.CommandName(), in.At)
+	consume, err := in.States.Approval(string(c.ApprovalID)).Authorize(ActionPatchApply, MissionStream(m.ID), c.CommandName(), in.At)
 	if err != nil {
 		return nil, err
 	}
 	return []NewEvent{
 		{Stream: MissionStream(m.ID), Type: TypePatchIntegrated, Data: PatchIntegrated{
-			MissionID: m.ID, CandidateHash: c.CandidateHash, PatchHash: c.PatchHash, ApprovalID: c.ApprovalID,
+			MissionID: m.ID, CandidateHash: string(c.CandidateHash), PatchHash: string(c.PatchHash), ApprovalID: string(c.ApprovalID),
 			Review: m.Accepted.Ref, At: in.At,
 		}},
 		consume,

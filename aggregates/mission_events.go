@@ -1,10 +1,6 @@
 package aggregates
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"time"
 )
 
@@ -79,6 +75,84 @@ const (
 	AttemptWorkerExited  = "worker_exited"
 	AttemptCancelled     = "cancelled"
 )
+
+// The enumerations of the mission commands' fields, each listing its
+// values once (values.go).
+
+// MissionMode is a mission's mode.
+type MissionMode string
+
+// Values lists the mission modes.
+func (MissionMode) Values() []string {
+	return []string{ModeProposal, ModeQualification, ModeDirectReply}
+}
+
+// InferenceOutcome is how an inference request ended.
+type InferenceOutcome string
+
+// Values lists the inference outcomes.
+func (InferenceOutcome) Values() []string {
+	return []string{OutcomeCompleted, OutcomeRejectedBeforeGeneration, OutcomeUncertain}
+}
+
+// FinishReason is why a generation finished; empty when none was
+// observed (only a completed request has one).
+type FinishReason string
+
+// Values lists the finish reasons, empty included.
+func (FinishReason) Values() []string {
+	return []string{"", FinishStop, FinishLength, FinishError, FinishNoFinalAnswer}
+}
+
+// Resolution is how an uncertain reservation was resolved.
+type Resolution string
+
+// Values lists the resolutions.
+func (Resolution) Values() []string { return []string{ResolutionCompleted, ResolutionNotGenerated} }
+
+// CheckOutcome is an acceptance check run's outcome.
+type CheckOutcome string
+
+// Values lists the check outcomes.
+func (CheckOutcome) Values() []string {
+	return []string{CheckPass, CheckFail, CheckSkipped, CheckTruncated, CheckError}
+}
+
+// RunnerKind says whether a check's runner is independent of the worker.
+type RunnerKind string
+
+// Values lists the runner kinds.
+func (RunnerKind) Values() []string { return []string{RunnerIndependent, RunnerWorker} }
+
+// Verdict is a review's verdict.
+type Verdict string
+
+// Values lists the verdicts.
+func (Verdict) Values() []string { return []string{VerdictAccepted, VerdictRefused} }
+
+// RefusalKind is what kind of refusal a refused review is; empty for an
+// accepted one.
+type RefusalKind string
+
+// Values lists the refusal kinds, empty included.
+func (RefusalKind) Values() []string { return []string{"", RefusalDefect, RefusalAuthority} }
+
+// MissionStopReason is a reason a supervisor stops a mission for (the
+// decider's own reasons, stagnation and the others, are never sent).
+type MissionStopReason string
+
+// Values lists the reasons StopMission may give.
+func (MissionStopReason) Values() []string {
+	return []string{StopCancelled, StopAuthorityRefused, StopChecksFailed, StopBudgetExhausted}
+}
+
+// AttemptStopReason is why an attempt ends before its mission.
+type AttemptStopReason string
+
+// Values lists the attempt stop reasons.
+func (AttemptStopReason) Values() []string {
+	return []string{AttemptResourceGuard, AttemptTimeout, AttemptWorkerExited, AttemptCancelled}
+}
 
 // Mission event types.
 const (
@@ -215,27 +289,27 @@ type InferenceReserved struct {
 // the call's wall time.
 type Receipt struct {
 	// Provider is the provider's name (its stream is provider-<name>).
-	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Provider ID `json:"provider"`
 	// ModelTag is the exact model tag the provider serves (no alias).
-	ModelTag string `json:"model_tag" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	ModelTag ShortText `json:"model_tag"`
 	// BindingIdentity is the verified binding's identity ("sha256:" and 64
 	// hex); empty when the provider needs no binding.
-	BindingIdentity string `json:"binding_identity,omitempty" jsonschema:"pattern=^(sha256:[0-9a-f]{64})?$"`
+	BindingIdentity OptionalDigest `json:"binding_identity,omitempty"`
 	// RequestSHA256 is the hex SHA-256 of the exact request body.
-	RequestSHA256 string `json:"request_sha256" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	RequestSHA256 Hex64 `json:"request_sha256"`
 	// ResponseSHA256 is the hex SHA-256 of the exact response body; required
 	// when completed, empty when nothing came back.
-	ResponseSHA256 string `json:"response_sha256,omitempty" jsonschema:"pattern=^([0-9a-f]{64})?$"`
+	ResponseSHA256 OptionalHex64 `json:"response_sha256,omitempty"`
 	// TokensIn is the number of prompt tokens.
-	TokensIn int `json:"tokens_in" jsonschema:"optional,minimum=0"`
+	TokensIn Count `json:"tokens_in"`
 	// TokensOut is the number of generated tokens; 0 when rejected before
 	// generation.
-	TokensOut int `json:"tokens_out" jsonschema:"optional,minimum=0"`
+	TokensOut Count `json:"tokens_out"`
 	// Duration is how long it ran (a Go duration).
-	Duration Duration `json:"duration" jsonschema:"optional"`
+	Duration NonNegativeDuration `json:"duration"`
 	// FinishReason is why generation finished (stop, length, error,
 	// no_final_answer); required when completed, empty otherwise.
-	FinishReason string `json:"finish_reason,omitempty" jsonschema:"enum=,enum=stop,enum=length,enum=error,enum=no_final_answer"`
+	FinishReason FinishReason `json:"finish_reason,omitempty"`
 }
 
 // InferenceSettled is the data of TypeInferenceSettled.
@@ -494,21 +568,4 @@ type PatchIntegrated struct {
 	// At is when the node decided it: the command's time (the node's clock, or
 	// the command's at where the node allows it).
 	At time.Time `json:"at"`
-}
-
-// ArgvHash returns "sha256:" and the hex SHA-256 of argv written as a JSON
-// array of strings without spaces or HTML escaping: the identity of an
-// exact command line.
-func ArgvHash(argv []string) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if argv == nil {
-		argv = []string{}
-	}
-	if err := enc.Encode(argv); err != nil {
-		panic(err) // a string slice always encodes
-	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -75,7 +75,7 @@ func (m Mission) Evolve(e *events.Event) (Mission, error) {
 		}
 		rs := maps.Clone(m.Reservations)
 		r := rs[d.ReservationID]
-		r.Outcome, r.FinishReason = d.Outcome, d.Receipt.FinishReason
+		r.Outcome, r.FinishReason = d.Outcome, string(d.Receipt.FinishReason)
 		rs[d.ReservationID] = r
 		m.Reservations = rs
 		if d.Outcome == OutcomeRejectedBeforeGeneration || d.Receipt.FinishReason == FinishError {
@@ -83,7 +83,7 @@ func (m Mission) Evolve(e *events.Event) (Mission, error) {
 		}
 		if d.Outcome == OutcomeCompleted && m.Attempt != nil && m.Attempt.N == r.Attempt {
 			a := *m.Attempt
-			a.LastFinish, a.LastFinishReservation = d.Receipt.FinishReason, d.ReservationID
+			a.LastFinish, a.LastFinishReservation = string(d.Receipt.FinishReason), d.ReservationID
 			m.Attempt = &a
 		}
 	case TypeReservationReconciled:

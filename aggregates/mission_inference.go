@@ -8,29 +8,21 @@ package aggregates
 // ReserveInference reserves one inference request of the running attempt.
 type ReserveInference struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// ReservationID is the inference reservation's id, unique within the
 	// mission.
-	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ReservationID ID `json:"reservation_id"`
 }
 
 // CommandName implements Command.
 func (*ReserveInference) CommandName() string { return "ReserveInference" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *ReserveInference) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	return checkID("reservation_id", c.ReservationID)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *ReserveInference) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
 
 // Decide implements Command: the gates.
 func (c *ReserveInference) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(false); err != nil {
 		return nil, err
 	}
@@ -41,7 +33,7 @@ func (c *ReserveInference) Decide(in Inputs) ([]NewEvent, error) {
 	if err := m.noUncertainty(); err != nil {
 		return nil, err
 	}
-	if _, ok := m.Reservations[c.ReservationID]; ok {
+	if _, ok := m.Reservations[string(c.ReservationID)]; ok {
 		return nil, refuse(CodeReservationExists, map[string]any{"mission_id": m.ID, "reservation_id": c.ReservationID},
 			"reservation %s already exists", c.ReservationID)
 	}
@@ -58,7 +50,7 @@ func (c *ReserveInference) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, budgetExhausted(m, "attempt_timeout", in.At.Sub(a.StartedAt).String(), m.Budgets.AttemptTimeout.String())
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeInferenceReserved, Data: InferenceReserved{
-		MissionID: m.ID, ReservationID: c.ReservationID, Attempt: a.N, Ordinal: m.Reserved + 1,
+		MissionID: m.ID, ReservationID: string(c.ReservationID), Attempt: a.N, Ordinal: m.Reserved + 1,
 		Provider: a.Provider, ModelTag: a.ModelTag, BindingIdentity: a.BindingIdentity, At: in.At,
 	}}}, nil
 }
@@ -67,13 +59,13 @@ func (c *ReserveInference) Decide(in Inputs) ([]NewEvent, error) {
 // accepted even on a stopped mission: what happened is always recorded.
 type SettleInference struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// ReservationID is the inference reservation's id, unique within the
 	// mission.
-	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ReservationID ID `json:"reservation_id"`
 	// Outcome is how the inference ended: completed,
 	// rejected_before_generation or uncertain.
-	Outcome string `json:"outcome" jsonschema:"enum=completed,enum=rejected_before_generation,enum=uncertain"`
+	Outcome InferenceOutcome `json:"outcome"`
 	// Receipt is the inference call's receipt.
 	Receipt Receipt `json:"receipt"`
 }
@@ -81,42 +73,20 @@ type SettleInference struct {
 // CommandName implements Command.
 func (*SettleInference) CommandName() string { return "SettleInference" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: what a receipt carries depends on the outcome.
 func (c *SettleInference) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkID("reservation_id", c.ReservationID); err != nil {
-		return err
-	}
-	if err := checkOneOf("outcome", c.Outcome, OutcomeCompleted, OutcomeRejectedBeforeGeneration, OutcomeUncertain); err != nil {
-		return err
-	}
 	r := c.Receipt
-	if err := checkID("receipt.provider", r.Provider); err != nil {
-		return err
-	}
-	if err := checkText("receipt.model_tag", r.ModelTag, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkDigest("receipt.binding_identity", r.BindingIdentity, false); err != nil {
-		return err
-	}
-	if err := checkSHA256("receipt.request_sha256", r.RequestSHA256, true); err != nil {
-		return err
-	}
-	if err := checkSHA256("receipt.response_sha256", r.ResponseSHA256, c.Outcome == OutcomeCompleted); err != nil {
-		return err
-	}
-	if r.TokensIn < 0 || r.TokensOut < 0 {
-		return invalid("receipt.tokens_out", "token counts must be >= 0")
-	}
-	if r.Duration.Duration < 0 {
-		return invalid("receipt.duration", "is %s; must be >= 0", r.Duration)
+	if c.Outcome == OutcomeCompleted {
+		if err := Hex64(r.ResponseSHA256).check("receipt.response_sha256"); err != nil {
+			return err
+		}
 	}
 	switch c.Outcome {
 	case OutcomeCompleted:
-		return checkOneOf("receipt.finish_reason", r.FinishReason, FinishStop, FinishLength, FinishError, FinishNoFinalAnswer)
+		if r.FinishReason == "" {
+			return checkRequiredEnum("receipt.finish_reason", r.FinishReason)
+		}
+		return nil
 	case OutcomeRejectedBeforeGeneration:
 		if r.TokensOut != 0 {
 			return invalid("receipt.tokens_out", "is %d; a request rejected before generation produced no tokens", r.TokensOut)
@@ -133,11 +103,11 @@ func (c *SettleInference) Streams(States) []string { return []string{MissionStre
 
 // Decide implements Command: the gates.
 func (c *SettleInference) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if !m.Submitted {
-		return nil, missionUnknown(c.MissionID)
+		return nil, missionUnknown(string(c.MissionID))
 	}
-	r, ok := m.Reservations[c.ReservationID]
+	r, ok := m.Reservations[string(c.ReservationID)]
 	if !ok {
 		return nil, refuse(CodeReservationUnknown, map[string]any{"mission_id": m.ID, "reservation_id": c.ReservationID}, "no reservation %s", c.ReservationID)
 	}
@@ -146,14 +116,14 @@ func (c *SettleInference) Decide(in Inputs) ([]NewEvent, error) {
 			"reservation %s was already settled (%s)", r.ID, r.Outcome)
 	}
 	rc := c.Receipt
-	if rc.Provider != r.Provider || rc.ModelTag != r.ModelTag || (r.BindingIdentity != "" && rc.BindingIdentity != r.BindingIdentity) {
+	if string(rc.Provider) != r.Provider || string(rc.ModelTag) != r.ModelTag || (r.BindingIdentity != "" && string(rc.BindingIdentity) != r.BindingIdentity) {
 		return nil, refuse(CodeReceiptIdentityMismatch, map[string]any{"mission_id": m.ID, "reservation_id": r.ID,
 			"reserved": map[string]any{"provider": r.Provider, "model_tag": r.ModelTag, "binding_identity": r.BindingIdentity},
 			"receipt":  map[string]any{"provider": rc.Provider, "model_tag": rc.ModelTag, "binding_identity": rc.BindingIdentity}},
 			"the receipt names %s %s, the reservation %s %s: exact identity, no substitution", rc.Provider, rc.ModelTag, r.Provider, r.ModelTag)
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeInferenceSettled, Data: InferenceSettled{
-		MissionID: m.ID, ReservationID: r.ID, Attempt: r.Attempt, Outcome: c.Outcome, Receipt: rc, At: in.At,
+		MissionID: m.ID, ReservationID: r.ID, Attempt: r.Attempt, Outcome: string(c.Outcome), Receipt: rc, At: in.At,
 	}}}, nil
 }
 
@@ -161,45 +131,31 @@ func (c *SettleInference) Decide(in Inputs) ([]NewEvent, error) {
 // what happened. The reservation still counts against the budget.
 type ReconcileReservation struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// ReservationID is the inference reservation's id, unique within the
 	// mission.
-	ReservationID string `json:"reservation_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ReservationID ID `json:"reservation_id"`
 	// Resolution is how the reservation was resolved: completed or
 	// not_generated.
-	Resolution string `json:"resolution" jsonschema:"enum=completed,enum=not_generated"`
+	Resolution Resolution `json:"resolution"`
 	// Evidence are what grounds the resolution (provider logs, receipts), in
 	// words an auditor can follow; may be empty.
-	Evidence []string `json:"evidence" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	Evidence ShortTexts `json:"evidence"`
 }
 
 // CommandName implements Command.
 func (*ReconcileReservation) CommandName() string { return "ReconcileReservation" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *ReconcileReservation) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkID("reservation_id", c.ReservationID); err != nil {
-		return err
-	}
-	if err := checkOneOf("resolution", c.Resolution, ResolutionCompleted, ResolutionNotGenerated); err != nil {
-		return err
-	}
-	return checkList("evidence", c.Evidence)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *ReconcileReservation) Streams(States) []string { return []string{MissionStream(c.MissionID)} }
 
 // Decide implements Command: the gates.
 func (c *ReconcileReservation) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if !m.Submitted {
-		return nil, missionUnknown(c.MissionID)
+		return nil, missionUnknown(string(c.MissionID))
 	}
-	r, ok := m.Reservations[c.ReservationID]
+	r, ok := m.Reservations[string(c.ReservationID)]
 	if !ok {
 		return nil, refuse(CodeReservationUnknown, map[string]any{"mission_id": m.ID, "reservation_id": c.ReservationID}, "no reservation %s", c.ReservationID)
 	}
@@ -212,6 +168,6 @@ func (c *ReconcileReservation) Decide(in Inputs) ([]NewEvent, error) {
 			"an uncertain inference is released only with evidence of what happened")
 	}
 	return []NewEvent{{Stream: MissionStream(m.ID), Type: TypeReservationReconciled, Data: ReservationReconciled{
-		MissionID: m.ID, ReservationID: r.ID, Resolution: c.Resolution, Evidence: c.Evidence, At: in.At,
+		MissionID: m.ID, ReservationID: r.ID, Resolution: string(c.Resolution), Evidence: c.Evidence, At: in.At,
 	}}}, nil
 }

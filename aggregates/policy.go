@@ -215,49 +215,24 @@ func (p Policy) BindingRequired(profile string) bool {
 type BudgetRequest struct {
 	// InferenceRequests asks for at most this many inference requests; absent
 	// keeps the policy's.
-	InferenceRequests *int `json:"inference_requests,omitempty" jsonschema:"minimum=0"`
+	InferenceRequests *Count `json:"inference_requests,omitempty"`
 	// ErrorRecoveryCycles asks for at most this many error recovery cycles;
 	// absent keeps the policy's.
-	ErrorRecoveryCycles *int `json:"error_recovery_cycles,omitempty" jsonschema:"minimum=0"`
+	ErrorRecoveryCycles *Count `json:"error_recovery_cycles,omitempty"`
 	// Attempts asks for at most this many attempts; absent keeps the policy's.
-	Attempts *int `json:"attempts,omitempty" jsonschema:"minimum=0"`
+	Attempts *Count `json:"attempts,omitempty"`
 	// Corrections asks for at most this many corrections per attempt; absent
 	// keeps the policy's.
-	Corrections *int `json:"corrections,omitempty" jsonschema:"minimum=0"`
+	Corrections *Count `json:"corrections,omitempty"`
 	// CommandTimeout asks for a shorter time limit per command; absent keeps
 	// the policy's.
-	CommandTimeout *Duration `json:"command_timeout,omitempty"`
+	CommandTimeout *PositiveDuration `json:"command_timeout,omitempty"`
 	// AttemptTimeout asks for a shorter time limit per attempt; absent keeps
 	// the policy's.
-	AttemptTimeout *Duration `json:"attempt_timeout,omitempty"`
+	AttemptTimeout *PositiveDuration `json:"attempt_timeout,omitempty"`
 	// OutputBytesPerCommand asks for less kept output per command, in bytes;
 	// absent keeps the policy's.
-	OutputBytesPerCommand *int64 `json:"output_bytes_per_command,omitempty" jsonschema:"minimum=1"`
-}
-
-// validate checks the request's shape: counts >= 0, durations and bytes
-// positive.
-func (r *BudgetRequest) validate(path string) error {
-	for _, c := range []struct {
-		name string
-		v    *int
-	}{{"inference_requests", r.InferenceRequests}, {"error_recovery_cycles", r.ErrorRecoveryCycles}, {"attempts", r.Attempts}, {"corrections", r.Corrections}} {
-		if c.v != nil && *c.v < 0 {
-			return invalid(path+"."+c.name, "is %d; must be >= 0", *c.v)
-		}
-	}
-	for _, c := range []struct {
-		name string
-		v    *Duration
-	}{{"command_timeout", r.CommandTimeout}, {"attempt_timeout", r.AttemptTimeout}} {
-		if c.v != nil && c.v.Duration <= 0 {
-			return invalid(path+"."+c.name, "is %s; must be positive", c.v.Duration)
-		}
-	}
-	if r.OutputBytesPerCommand != nil && *r.OutputBytesPerCommand <= 0 {
-		return invalid(path+".output_bytes_per_command", "is %d; must be positive", *r.OutputBytesPerCommand)
-	}
-	return nil
+	OutputBytesPerCommand *PositiveSize `json:"output_bytes_per_command,omitempty"`
 }
 
 // CodeBudgetWidened: a submission asked for more than the policy allows.
@@ -289,17 +264,17 @@ func (b Budgets) Narrow(r BudgetRequest) (Budgets, error) {
 		}
 		*dst = *req
 	}
-	narrowInt("inference_requests", r.InferenceRequests, &out.InferenceRequests)
-	narrowInt("error_recovery_cycles", r.ErrorRecoveryCycles, &out.ErrorRecoveryCycles)
-	narrowInt("attempts", r.Attempts, &out.Attempts)
-	narrowInt("corrections", r.Corrections, &out.Corrections)
-	narrowDur("command_timeout", r.CommandTimeout, &out.CommandTimeout)
-	narrowDur("attempt_timeout", r.AttemptTimeout, &out.AttemptTimeout)
+	narrowInt("inference_requests", (*int)(r.InferenceRequests), &out.InferenceRequests)
+	narrowInt("error_recovery_cycles", (*int)(r.ErrorRecoveryCycles), &out.ErrorRecoveryCycles)
+	narrowInt("attempts", (*int)(r.Attempts), &out.Attempts)
+	narrowInt("corrections", (*int)(r.Corrections), &out.Corrections)
+	narrowDur("command_timeout", (*Duration)(r.CommandTimeout), &out.CommandTimeout)
+	narrowDur("attempt_timeout", (*Duration)(r.AttemptTimeout), &out.AttemptTimeout)
 	if r.OutputBytesPerCommand != nil {
-		if *r.OutputBytesPerCommand > out.OutputBytesPerCommand {
+		if int64(*r.OutputBytesPerCommand) > out.OutputBytesPerCommand {
 			widened["output_bytes_per_command"] = map[string]any{"requested": *r.OutputBytesPerCommand, "ceiling": out.OutputBytesPerCommand}
 		} else {
-			out.OutputBytesPerCommand = *r.OutputBytesPerCommand
+			out.OutputBytesPerCommand = int64(*r.OutputBytesPerCommand)
 		}
 	}
 	if len(widened) > 0 {

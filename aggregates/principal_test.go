@@ -73,7 +73,7 @@ func TestDecide_RoleNotAllowed(t *testing.T) {
 			wantFn: func(l *ledger) []NewEvent {
 				d := declare(glm, KindLocal, "local_ollama", glmTag)
 				return []NewEvent{{Stream: "provider-glm-local", Type: TypeProviderDeclared, Data: ProviderDeclared{Name: glm, Kind: KindLocal, Profile: "local_ollama",
-					Endpoint: d.Endpoint, ModelTag: glmTag, Capabilities: d.Capabilities, TaskClasses: d.TaskClasses, At: t0}}}
+					Endpoint: string(d.Endpoint), ModelTag: glmTag, Capabilities: d.Capabilities, TaskClasses: d.TaskClasses, At: t0}}}
 			}},
 	})
 }
@@ -130,7 +130,7 @@ func TestExecutorPrincipal_Decide(t *testing.T) {
 func TestKeyRoles(t *testing.T) {
 	asRunner := func(id string) []step { // executorKey(1) registered as a check runner
 		return []step{grant("reg-"+id, ActionActivation, ExecutorStream(id), 1),
-			&RegisterExecutorKey{ExecutorID: id, Host: host, PublicKey: pubOf(executorKey(1)), ApprovalID: "reg-" + id, Role: KeyRoleCheckRunner}}
+			&RegisterExecutorKey{ExecutorID: ID(id), Host: host, PublicKey: pubOf(executorKey(1)), ApprovalID: OptionalID("reg-" + id), Role: KeyRoleCheckRunner}}
 	}
 	byGPU1 := check(m1, "v1", "c01", CheckPass)
 	byGPU1.RunnerID = gpu1
@@ -182,7 +182,7 @@ func TestSignedCheck_Decide(t *testing.T) {
 		{name: "a signature that does not verify", given: given, when: tampered, code: CodeSignatureInvalid},
 		{name: "a run signed for another mission", given: given, when: forOther, code: CodeResultNotForRequest},
 		{name: "a runner without a key", given: given, when: byAnother, code: CodeExecutorKeyUnknown},
-		{name: "a revoked runner key", given: []step{given, &RevokeExecutorKey{ExecutorID: runner, KeyID: keyIDOf(runnerSeed), Reason: "r"}},
+		{name: "a revoked runner key", given: []step{given, &RevokeExecutorKey{ExecutorID: runner, KeyID: ShortText(keyIDOf(runnerSeed)), Reason: "r"}},
 			when: check(m1, "v1", "c01", CheckPass), code: CodeExecutorKeyRevoked},
 		{name: "a signed pass with exit code 1", given: given, when: func() *runnerCheck {
 			c := check(m1, "v1", "c01", CheckPass)
@@ -209,7 +209,7 @@ func TestSignedCheck_Decide(t *testing.T) {
 // every check a runner signs), so it is an approver's command (issue #20):
 // a writer that could revoke could stop every GPU host at once.
 func TestRevokeExecutorKey_Roles(t *testing.T) {
-	revoke := &RevokeExecutorKey{ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "the host was reinstalled"}
+	revoke := &RevokeExecutorKey{ExecutorID: gpu1, KeyID: ShortText(keyIDOf(1)), Reason: "the host was reinstalled"}
 	revoked := []NewEvent{{Stream: "executor-gpu1", Type: events.TypeExecutorKeyRevoked, Data: events.KeyRevokedData{
 		ExecutorID: gpu1, KeyID: keyIDOf(1), Reason: "the host was reinstalled"}}}
 	runGWT(t, []gwt{
@@ -235,11 +235,11 @@ func TestPrincipals_StatedNamesBesideThePrincipal(t *testing.T) {
 				Verdict: VerdictAccepted, Reviewer: "the-release-board", Principal: "alice", Coverage: fullCoverage(2), At: t0}}}},
 		{name: "a binding's verification", given: []step{bound, signedHashes("b1", arts), as(alice)},
 			when: &VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor-1"},
-			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{BindingID: "b1", Identity: bound.Identity,
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeBindingVerified, Data: BindingVerified{BindingID: "b1", Identity: string(bound.Identity),
 				VerifiedBy: "supervisor-1", Principal: "alice", At: t0}}}},
 		{name: "a stated hash", given: []step{bound, as(alice)}, when: hashArtifact("b1", arts[0], VerifierSupervisor),
-			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{BindingID: "b1", Path: arts[0].Path, Size: arts[0].Size,
-				MtimeNS: hashMtime, SHA256: arts[0].SHA256, Role: arts[0].Role, VerifiedBy: "supervisor-1", Principal: "alice",
+			want: []NewEvent{{Stream: "binding-b1", Type: TypeArtifactHashed, Data: ArtifactHashed{BindingID: "b1", Path: string(arts[0].Path), Size: int64(arts[0].Size),
+				MtimeNS: hashMtime, SHA256: string(arts[0].SHA256), Role: string(arts[0].Role), VerifiedBy: "supervisor-1", Principal: "alice",
 				VerifierRole: VerifierSupervisor, Stated: true, At: t0}}}},
 		{name: "a stated probe", given: []step{declare(glm, KindLocal, "local_ollama", glmTag), as(alice)}, when: probe(glm, ProbeModels, ProbeOK, glmTag),
 			want: []NewEvent{{Stream: "provider-glm-local", Type: TypeProbeRecorded, Data: ProbeRecorded{Provider: glm, Kind: ProbeModels, Outcome: ProbeOK,
@@ -247,7 +247,7 @@ func TestPrincipals_StatedNamesBesideThePrincipal(t *testing.T) {
 				ExpectedTag: glmTag, ExactTagListed: true, Stated: true, At: t0}}}},
 		{name: "a stated check", given: []step{started(m1, 2), candidate(m1, "v1"), as(alice)}, when: statedCheck(m1, "v1", "c01", CheckPass),
 			want: []NewEvent{{Stream: "mission-m1", Type: TypeCheckRecorded, Data: CheckRecorded{MissionID: m1, CandidateHash: hexOf("v1"), CheckID: "c01",
-				ArgvHash: ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}), Outcome: CheckPass, Runner: "elora-supervisor", Principal: "alice",
+				ArgvHash: events.ArgvHash([]string{"bash", "tests/run_case.sh", "c01"}), Outcome: CheckPass, Runner: "elora-supervisor", Principal: "alice",
 				RunnerKind: RunnerIndependent, Duration: D(2 * time.Second), OutputBytes: 512, Stated: true, At: t0}}}},
 	})
 

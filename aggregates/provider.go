@@ -71,6 +71,12 @@ const (
 	KindConnected = "connected"
 )
 
+// ProviderKind is a provider's kind: KindLocal or KindConnected.
+type ProviderKind string
+
+// Values lists the provider kinds.
+func (ProviderKind) Values() []string { return []string{KindLocal, KindConnected} }
+
 // ScopeDirectReplyOnly is the scope under which a configured chat endpoint
 // is eligible for an attempt without being activation-ready.
 const ScopeDirectReplyOnly = "direct_reply_only"
@@ -92,6 +98,39 @@ const (
 	// from a runtime's failure. A writer states no refused probe.
 	ProbeRefused = "refused"
 )
+
+// ProbeKind is the kind of a probe a writer records: doctor, models or
+// smoke.
+type ProbeKind string
+
+// Values lists the probe kinds.
+func (ProbeKind) Values() []string { return []string{ProbeDoctor, ProbeModels, ProbeSmoke} }
+
+// LiveProbeKind is the kind of a probe that can prove liveness, the only
+// kinds an executor runs: models or smoke.
+type LiveProbeKind string
+
+// Values lists the live probe kinds.
+func (LiveProbeKind) Values() []string { return []string{ProbeModels, ProbeSmoke} }
+
+// ProbeOutcome is how a probe a writer states ended: ok, failed,
+// unreachable or timeout (never refused: only an executor's host policy
+// refuses a probe).
+type ProbeOutcome string
+
+// Values lists the outcomes a writer may state.
+func (ProbeOutcome) Values() []string {
+	return []string{ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout}
+}
+
+// ReadingOutcome is how an executor's probe ended: a ProbeOutcome, or
+// refused by its host policy.
+type ReadingOutcome string
+
+// Values lists the outcomes of an executor's probe.
+func (ReadingOutcome) Values() []string {
+	return []string{ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout, ProbeRefused}
+}
 
 // Provider event types.
 const (
@@ -312,24 +351,24 @@ const (
 // configuration appends nothing; changing what is served ends activation.
 type DeclareProvider struct {
 	// Name is the provider's name (its stream is provider-<name>).
-	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Name ID `json:"name"`
 	// Kind is local (a runtime on a host of this deployment) or connected
 	// (a remote service or agent client).
-	Kind string `json:"kind" jsonschema:"enum=local,enum=connected"`
+	Kind ProviderKind `json:"kind"`
 	// Profile is the provider's profile (e.g. a local server or a connected
 	// API), which decides what its activation requires.
-	Profile string `json:"profile" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Profile ShortText `json:"profile"`
 	// Endpoint is the provider's base URL (probes GET <endpoint>/v1/models).
-	Endpoint string `json:"endpoint" jsonschema:"maxLength=4096,optional"`
+	Endpoint OptionalLongText `json:"endpoint"`
 	// ModelTag is the exact model tag the provider serves (no alias).
-	ModelTag string `json:"model_tag" jsonschema:"maxLength=256,optional"`
+	ModelTag OptionalShortText `json:"model_tag"`
 	// Capabilities are what the provider can do (e.g. "code", "tools"),
 	// matched by routing.
-	Capabilities []string `json:"capabilities" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	Capabilities ShortTexts `json:"capabilities"`
 	// TaskClasses are the task classes the provider serves.
-	TaskClasses []string `json:"task_classes" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=256,pattern=\\S"`
+	TaskClasses ShortTexts `json:"task_classes"`
 	// Scope is where the provider runs: local or connected (remote).
-	Scope string `json:"scope" jsonschema:"maxLength=256,optional"`
+	Scope OptionalShortText `json:"scope"`
 	// BindingRequired says the provider serves only under a verified binding
 	// (a local model server's exact files).
 	BindingRequired bool `json:"binding_required" jsonschema:"optional"`
@@ -338,40 +377,15 @@ type DeclareProvider struct {
 // CommandName implements Command.
 func (*DeclareProvider) CommandName() string { return "DeclareProvider" }
 
-// Validate implements Command: the shape checks, field by field.
-func (c *DeclareProvider) Validate() error {
-	if err := checkID("name", c.Name); err != nil {
-		return err
-	}
-	if err := checkOneOf("kind", c.Kind, KindLocal, KindConnected); err != nil {
-		return err
-	}
-	if err := checkText("profile", c.Profile, true, maxShortText); err != nil {
-		return err
-	}
-	if err := checkText("endpoint", c.Endpoint, false, maxLongText); err != nil {
-		return err
-	}
-	if err := checkText("model_tag", c.ModelTag, false, maxShortText); err != nil {
-		return err
-	}
-	if err := checkList("capabilities", c.Capabilities); err != nil {
-		return err
-	}
-	if err := checkList("task_classes", c.TaskClasses); err != nil {
-		return err
-	}
-	return checkText("scope", c.Scope, false, maxShortText)
-}
-
 // Streams implements Command: the streams this command reads.
 func (c *DeclareProvider) Streams(States) []string { return []string{ProviderStream(c.Name)} }
 
 // Decide implements Command: the gates.
 func (c *DeclareProvider) Decide(in Inputs) ([]NewEvent, error) {
-	p := in.States.Provider(c.Name)
-	d := ProviderDeclared{Name: c.Name, Kind: c.Kind, Profile: c.Profile, Endpoint: c.Endpoint, ModelTag: c.ModelTag,
-		Capabilities: c.Capabilities, TaskClasses: c.TaskClasses, Scope: c.Scope, BindingRequired: c.BindingRequired, At: in.At}
+	p := in.States.Provider(string(c.Name))
+	d := ProviderDeclared{Name: string(c.Name), Kind: string(c.Kind), Profile: string(c.Profile), Endpoint: string(c.Endpoint),
+		ModelTag: string(c.ModelTag), Capabilities: c.Capabilities, TaskClasses: c.TaskClasses, Scope: string(c.Scope),
+		BindingRequired: c.BindingRequired, At: in.At}
 	if p.Declared && p.Kind == d.Kind && p.Profile == d.Profile && p.Endpoint == d.Endpoint && p.ModelTag == d.ModelTag &&
 		slices.Equal(p.Capabilities, d.Capabilities) && slices.Equal(p.TaskClasses, d.TaskClasses) &&
 		p.Scope == d.Scope && p.BindingRequired == d.BindingRequired {
@@ -384,25 +398,19 @@ func (c *DeclareProvider) Decide(in Inputs) ([]NewEvent, error) {
 // same limits again appends nothing.
 type DeclareProviderLimits struct {
 	// Name is the provider's name (its stream is provider-<name>).
-	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Name ID `json:"name"`
 	// ContextTokens is the model's context window, in tokens.
-	ContextTokens int `json:"context_tokens" jsonschema:"minimum=1"`
+	ContextTokens TokenLimit `json:"context_tokens"`
 	// OutputTokens is the most tokens one generation may produce.
-	OutputTokens int `json:"output_tokens" jsonschema:"minimum=1"`
+	OutputTokens TokenLimit `json:"output_tokens"`
 }
 
 // CommandName implements Command.
 func (*DeclareProviderLimits) CommandName() string { return "DeclareProviderLimits" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: the output fits the context.
 func (c *DeclareProviderLimits) Validate() error {
-	if err := checkID("name", c.Name); err != nil {
-		return err
-	}
-	if c.ContextTokens <= 0 {
-		return invalid("context_tokens", "is %d; must be positive", c.ContextTokens)
-	}
-	if c.OutputTokens <= 0 || c.OutputTokens > c.ContextTokens {
+	if c.OutputTokens > c.ContextTokens {
 		return invalid("output_tokens", "is %d; must be positive and at most context_tokens (%d)", c.OutputTokens, c.ContextTokens)
 	}
 	return nil
@@ -413,15 +421,15 @@ func (c *DeclareProviderLimits) Streams(States) []string { return []string{Provi
 
 // Decide implements Command: the gates.
 func (c *DeclareProviderLimits) Decide(in Inputs) ([]NewEvent, error) {
-	p := in.States.Provider(c.Name)
+	p := in.States.Provider(string(c.Name))
 	if !p.Declared {
-		return nil, providerUnknown(c.Name)
+		return nil, providerUnknown(string(c.Name))
 	}
-	if p.Limits != nil && *p.Limits == (ProviderLimits{ContextTokens: c.ContextTokens, OutputTokens: c.OutputTokens}) {
+	if p.Limits != nil && *p.Limits == (ProviderLimits{ContextTokens: int(c.ContextTokens), OutputTokens: int(c.OutputTokens)}) {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: ProviderStream(c.Name), Type: TypeProviderLimitsDeclared, Data: ProviderLimitsDeclared{
-		Name: c.Name, ContextTokens: c.ContextTokens, OutputTokens: c.OutputTokens, At: in.At,
+		Name: string(c.Name), ContextTokens: int(c.ContextTokens), OutputTokens: int(c.OutputTokens), At: in.At,
 	}}}, nil
 }
 
@@ -435,33 +443,17 @@ func providerUnknown(name string) *Refusal {
 // binding appends nothing and spends no approval.
 type ActivateProvider struct {
 	// Name is the provider's name (its stream is provider-<name>).
-	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Name ID `json:"name"`
 	// ApprovalID is the activation approval to spend (action activation,
 	// subject provider-<name>); a gate refuses when it is missing.
-	ApprovalID string `json:"approval_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	ApprovalID OptionalID `json:"approval_id"`
 	// BindingID is the verified binding the provider serves under; required
 	// when its profile requires a binding.
-	BindingID string `json:"binding_id" jsonschema:"maxLength=128,pattern=^(\\S+)?$,optional"`
+	BindingID OptionalID `json:"binding_id"`
 }
 
 // CommandName implements Command.
 func (*ActivateProvider) CommandName() string { return "ActivateProvider" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *ActivateProvider) Validate() error {
-	if err := checkID("name", c.Name); err != nil {
-		return err
-	}
-	if c.ApprovalID != "" {
-		if err := checkID("approval_id", c.ApprovalID); err != nil {
-			return err
-		}
-	}
-	if c.BindingID != "" {
-		return checkID("binding_id", c.BindingID)
-	}
-	return nil
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *ActivateProvider) Streams(States) []string {
@@ -477,11 +469,11 @@ func (c *ActivateProvider) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *ActivateProvider) Decide(in Inputs) ([]NewEvent, error) {
-	p := in.States.Provider(c.Name)
+	p := in.States.Provider(string(c.Name))
 	if !p.Declared {
-		return nil, providerUnknown(c.Name)
+		return nil, providerUnknown(string(c.Name))
 	}
-	if p.Activated && !p.Dormant && p.BindingID == c.BindingID {
+	if p.Activated && !p.Dormant && p.BindingID == string(c.BindingID) {
 		return nil, nil
 	}
 	if f := configurationFact(p); !f.Ready {
@@ -494,19 +486,19 @@ func (c *ActivateProvider) Decide(in Inputs) ([]NewEvent, error) {
 				"provider %s (profile %s) needs a verified model binding to be activated", p.Name, p.Profile)
 		}
 	} else {
-		b := in.States.Binding(c.BindingID)
+		b := in.States.Binding(string(c.BindingID))
 		if f := bindingFact(p, b); !f.Ready {
 			return nil, factRefusal(p.Name, "binding", f)
 		}
 		identity = b.Identity
 	}
-	consume, err := in.States.Approval(c.ApprovalID).Authorize(ActionActivation, ProviderStream(c.Name), c.CommandName(), in.At)
+	consume, err := in.States.Approval(string(c.ApprovalID)).Authorize(ActionActivation, ProviderStream(c.Name), c.CommandName(), in.At)
 	if err != nil {
 		return nil, err
 	}
 	return []NewEvent{
 		{Stream: ProviderStream(c.Name), Type: TypeProviderActivated, Data: ProviderActivated{
-			Name: c.Name, ApprovalID: c.ApprovalID, BindingID: c.BindingID, BindingIdentity: identity, At: in.At,
+			Name: string(c.Name), ApprovalID: string(c.ApprovalID), BindingID: string(c.BindingID), BindingIdentity: identity, At: in.At,
 		}},
 		consume,
 	}, nil
@@ -516,36 +508,28 @@ func (c *ActivateProvider) Decide(in Inputs) ([]NewEvent, error) {
 // selected by routing. Making a dormant provider dormant appends nothing.
 type MakeProviderDormant struct {
 	// Name is the provider's name (its stream is provider-<name>).
-	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Name ID `json:"name"`
 	// Reason says why the provider is made dormant.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Reason LongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*MakeProviderDormant) CommandName() string { return "MakeProviderDormant" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *MakeProviderDormant) Validate() error {
-	if err := checkID("name", c.Name); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *MakeProviderDormant) Streams(States) []string { return []string{ProviderStream(c.Name)} }
 
 // Decide implements Command: the gates.
 func (c *MakeProviderDormant) Decide(in Inputs) ([]NewEvent, error) {
-	p := in.States.Provider(c.Name)
+	p := in.States.Provider(string(c.Name))
 	if !p.Declared {
-		return nil, providerUnknown(c.Name)
+		return nil, providerUnknown(string(c.Name))
 	}
 	if p.Dormant {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: ProviderStream(c.Name), Type: TypeProviderMadeDormant, Data: ProviderMadeDormant{
-		Name: c.Name, Reason: c.Reason, At: in.At,
+		Name: string(c.Name), Reason: string(c.Reason), At: in.At,
 	}}}, nil
 }
 
@@ -556,17 +540,17 @@ func (c *MakeProviderDormant) Decide(in Inputs) ([]NewEvent, error) {
 // ObservedAt defaults to the command's time and may not be after it.
 type RecordProbe struct {
 	// Name is the provider's name (its stream is provider-<name>).
-	Name string `json:"name" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Name ID `json:"name"`
 	// Kind is the probe's kind: doctor, models or smoke.
-	Kind string `json:"kind" jsonschema:"enum=doctor,enum=models,enum=smoke"`
+	Kind ProbeKind `json:"kind"`
 	// Outcome is how the probe ended: ok, failed, unreachable or timeout.
-	Outcome string `json:"outcome" jsonschema:"enum=ok,enum=failed,enum=unreachable,enum=timeout"`
+	Outcome ProbeOutcome `json:"outcome"`
 	// Models are the model tags the endpoint listed.
-	Models []string `json:"models" jsonschema:"optional,maxItems=1024,minLength=1,maxLength=256,pattern=\\S"`
+	Models ModelTags `json:"models"`
 	// Latency is how long the probe's answer took (a Go duration).
-	Latency Duration `json:"latency" jsonschema:"optional"`
+	Latency NonNegativeDuration `json:"latency"`
 	// ObservedBy is who observed it, as stated (recorded, not trusted).
-	ObservedBy string `json:"observed_by" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	ObservedBy ShortText `json:"observed_by"`
 	// ObservedAt is when the probe was observed (RFC 3339).
 	ObservedAt time.Time `json:"observed_at" jsonschema:"optional"`
 }
@@ -574,39 +558,14 @@ type RecordProbe struct {
 // CommandName implements Command.
 func (*RecordProbe) CommandName() string { return "RecordProbe" }
 
-// Validate implements Command: the shape checks, field by field.
-func (c *RecordProbe) Validate() error {
-	if err := checkID("name", c.Name); err != nil {
-		return err
-	}
-	if err := checkOneOf("kind", c.Kind, ProbeDoctor, ProbeModels, ProbeSmoke); err != nil {
-		return err
-	}
-	if err := checkOneOf("outcome", c.Outcome, ProbeOK, ProbeFailed, ProbeUnreachable, ProbeTimeout); err != nil {
-		return err
-	}
-	if len(c.Models) > 4*maxListLen {
-		return invalid("models", "has %d entries; the limit is %d", len(c.Models), 4*maxListLen)
-	}
-	for i, m := range c.Models {
-		if err := checkText(indexPath("models", i), m, true, maxShortText); err != nil {
-			return err
-		}
-	}
-	if c.Latency.Duration < 0 {
-		return invalid("latency", "is %s; must be >= 0", c.Latency)
-	}
-	return checkText("observed_by", c.ObservedBy, true, maxShortText)
-}
-
 // Streams implements Command: the streams this command reads.
 func (c *RecordProbe) Streams(States) []string { return []string{ProviderStream(c.Name)} }
 
 // Decide implements Command: the gates.
 func (c *RecordProbe) Decide(in Inputs) ([]NewEvent, error) {
-	p := in.States.Provider(c.Name)
+	p := in.States.Provider(string(c.Name))
 	if !p.Declared {
-		return nil, providerUnknown(c.Name)
+		return nil, providerUnknown(string(c.Name))
 	}
 	observed := c.ObservedAt
 	if observed.IsZero() {
@@ -617,8 +576,8 @@ func (c *RecordProbe) Decide(in Inputs) ([]NewEvent, error) {
 			"the probe says it was observed at %s, after it was received", observed.UTC().Format(time.RFC3339Nano))
 	}
 	return []NewEvent{{Stream: ProviderStream(c.Name), Type: TypeProbeRecorded, Data: ProbeRecorded{
-		Provider: c.Name, Kind: c.Kind, Outcome: c.Outcome, Models: c.Models, Latency: c.Latency,
-		ObservedBy: c.ObservedBy, Principal: in.Principal.Name, ObservedAt: observed.UTC(), ExpectedTag: p.ModelTag,
+		Provider: string(c.Name), Kind: string(c.Kind), Outcome: string(c.Outcome), Models: c.Models, Latency: Duration(c.Latency),
+		ObservedBy: string(c.ObservedBy), Principal: in.Principal.Name, ObservedAt: observed.UTC(), ExpectedTag: p.ModelTag,
 		ExactTagListed: p.ModelTag != "" && slices.Contains(c.Models, p.ModelTag), Stated: true, At: in.At,
 	}}}, nil
 }

@@ -95,30 +95,14 @@ type RouteCandidate struct {
 // besides the mission's declared provider, in order of preference.
 type DecideRoute struct {
 	// MissionID is the mission's id (its stream is mission-<id>).
-	MissionID string `json:"mission_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MissionID ID `json:"mission_id"`
 	// Candidates are the providers routing may choose from, in order of
 	// preference; empty considers every provider.
-	Candidates []string `json:"candidates" jsonschema:"maxItems=256,uniqueItems=true,optional,minLength=1,maxLength=128,pattern=^\\S+$"`
+	Candidates IDs `json:"candidates"`
 }
 
 // CommandName implements Command.
 func (*DecideRoute) CommandName() string { return "DecideRoute" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *DecideRoute) Validate() error {
-	if err := checkID("mission_id", c.MissionID); err != nil {
-		return err
-	}
-	if err := checkList("candidates", c.Candidates); err != nil {
-		return err
-	}
-	for i, n := range c.Candidates {
-		if err := checkID(indexPath("candidates", i), n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // names returns the declared provider then the candidates, without
 // repeats.
@@ -157,7 +141,7 @@ func providerStreams(loaded States, name string) []string {
 
 // Decide implements Command: the gates.
 func (c *DecideRoute) Decide(in Inputs) ([]NewEvent, error) {
-	m := missionOf(in, c.MissionID)
+	m := missionOf(in, string(c.MissionID))
 	if err := m.open(false); err != nil {
 		return nil, err
 	}

@@ -281,42 +281,30 @@ func (p ProbeSchedulePolicy) validate(probs []string) []string {
 // replaces it (and restarts it if it had ended).
 type ApproveProbeSchedule struct {
 	// Provider is the provider's name (its stream is provider-<name>).
-	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Provider ID `json:"provider"`
 	// Host is the host whose executor runs the probes.
-	Host string `json:"host" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Host ID `json:"host"`
 	// Kind is the probe's kind: models (GET /v1/models) or smoke (also a
 	// bounded completion of the exact tag).
-	Kind string `json:"kind" jsonschema:"enum=models,enum=smoke"`
+	Kind LiveProbeKind `json:"kind"`
 	// Interval is the time between two probes of the schedule (a Go duration
 	// such as "1m").
-	Interval Duration `json:"interval"`
+	Interval PositiveDuration `json:"interval"`
 	// Timeout is the longest the work may run (a Go duration such as "30s").
-	Timeout Duration `json:"timeout"`
+	Timeout PositiveDuration `json:"timeout"`
 	// Approver is who approves it: the sending principal's own name.
-	Approver string `json:"approver" jsonschema:"minLength=1,maxLength=256,pattern=\\S"`
+	Approver ShortText `json:"approver"`
 }
 
 // CommandName implements Command.
 func (*ApproveProbeSchedule) CommandName() string { return "ApproveProbeSchedule" }
 
-// Validate implements Command: the shape checks, field by field.
+// Validate implements crossFieldRules: each probe ends before the next is due.
 func (c *ApproveProbeSchedule) Validate() error {
-	if err := checkID("provider", c.Provider); err != nil {
-		return err
-	}
-	if err := checkID("host", c.Host); err != nil {
-		return err
-	}
-	if err := checkOneOf("kind", c.Kind, ProbeModels, ProbeSmoke); err != nil {
-		return err
-	}
-	if c.Interval.Duration <= 0 {
-		return invalid("interval", "is %s; must be positive (e.g. \"1m\")", c.Interval)
-	}
-	if c.Timeout.Duration <= 0 || c.Timeout.Duration >= c.Interval.Duration {
+	if c.Timeout.Duration >= c.Interval.Duration {
 		return invalid("timeout", "is %s; must be positive and shorter than the interval (%s)", c.Timeout, c.Interval)
 	}
-	return checkText("approver", c.Approver, true, maxShortText)
+	return nil
 }
 
 // Streams implements Command: the streams this command reads.
@@ -324,12 +312,12 @@ func (c *ApproveProbeSchedule) Streams(States) []string { return []string{Provid
 
 // Decide implements Command: the gates.
 func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
-	if err := checkApprover(in.Principal, c.Approver); err != nil {
+	if err := checkApprover(in.Principal, string(c.Approver)); err != nil {
 		return nil, err
 	}
-	p := in.States.Provider(c.Provider)
+	p := in.States.Provider(string(c.Provider))
 	if !p.Declared {
-		return nil, providerUnknown(c.Provider)
+		return nil, providerUnknown(string(c.Provider))
 	}
 	if p.Endpoint == "" || c.Kind == ProbeSmoke && p.ModelTag == "" {
 		return nil, refuse(CodeNotConfigured, map[string]any{"provider": p.Name, "endpoint": p.Endpoint, "model_tag": p.ModelTag},
@@ -346,8 +334,8 @@ func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
 			"output_cap_bytes": scheduleOutputCap, "max_output_bytes": mp.MaxOutputBytes},
 			"each scheduled probe must fit the node's measurement bounds; shorten the timeout")
 	}
-	d := ProbeScheduleApproved{Provider: p.Name, Host: c.Host, Kind: c.Kind, Interval: c.Interval, Timeout: c.Timeout,
-		Endpoint: p.Endpoint, ModelTag: p.ModelTag, Approver: c.Approver, Principal: in.Principal.Name, At: in.At}
+	d := ProbeScheduleApproved{Provider: p.Name, Host: string(c.Host), Kind: string(c.Kind), Interval: Duration(c.Interval), Timeout: Duration(c.Timeout),
+		Endpoint: p.Endpoint, ModelTag: p.ModelTag, Approver: string(c.Approver), Principal: in.Principal.Name, At: in.At}
 	if s := p.Schedule; s != nil && s.Active && s.Host == d.Host && s.Kind == d.Kind && s.Interval == d.Interval.Duration &&
 		s.Timeout == d.Timeout.Duration && s.Endpoint == d.Endpoint && s.ModelTag == d.ModelTag && s.Approver == d.Approver {
 		return nil, nil
@@ -359,30 +347,22 @@ func (c *ApproveProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
 // appends nothing.
 type EndProbeSchedule struct {
 	// Provider is the provider's name (its stream is provider-<name>).
-	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Provider ID `json:"provider"`
 	// Reason says why the schedule ends.
-	Reason string `json:"reason" jsonschema:"minLength=1,maxLength=4096,pattern=\\S"`
+	Reason LongText `json:"reason"`
 }
 
 // CommandName implements Command.
 func (*EndProbeSchedule) CommandName() string { return "EndProbeSchedule" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *EndProbeSchedule) Validate() error {
-	if err := checkID("provider", c.Provider); err != nil {
-		return err
-	}
-	return checkText("reason", c.Reason, true, maxLongText)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *EndProbeSchedule) Streams(States) []string { return []string{ProviderStream(c.Provider)} }
 
 // Decide implements Command: the gates.
 func (c *EndProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
-	p := in.States.Provider(c.Provider)
+	p := in.States.Provider(string(c.Provider))
 	if !p.Declared {
-		return nil, providerUnknown(c.Provider)
+		return nil, providerUnknown(string(c.Provider))
 	}
 	if p.Schedule == nil {
 		return nil, scheduleUnknown(p.Name)
@@ -391,7 +371,7 @@ func (c *EndProbeSchedule) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, nil
 	}
 	return []NewEvent{{Stream: ProviderStream(p.Name), Type: TypeProbeScheduleEnded, Data: ProbeScheduleEnded{
-		Provider: p.Name, Reason: c.Reason, At: in.At}}}, nil
+		Provider: p.Name, Reason: string(c.Reason), At: in.At}}}, nil
 }
 
 func scheduleUnknown(provider string) *Refusal {
@@ -404,27 +384,16 @@ func scheduleUnknown(provider string) *Refusal {
 // the provider as the schedule says, on the schedule's host.
 type RequestScheduledProbe struct {
 	// Provider is the provider's name (its stream is provider-<name>).
-	Provider string `json:"provider" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	Provider ID `json:"provider"`
 	// ExecutorID is the executor asking; it must be registered on the
 	// schedule's host.
-	ExecutorID string `json:"executor_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	ExecutorID ID `json:"executor_id"`
 	// MeasurementID is the new measurement's id, chosen by the executor.
-	MeasurementID string `json:"measurement_id" jsonschema:"minLength=1,maxLength=128,pattern=^\\S+$"`
+	MeasurementID ID `json:"measurement_id"`
 }
 
 // CommandName implements Command.
 func (*RequestScheduledProbe) CommandName() string { return "RequestScheduledProbe" }
-
-// Validate implements Command: the shape checks, field by field.
-func (c *RequestScheduledProbe) Validate() error {
-	if err := checkID("provider", c.Provider); err != nil {
-		return err
-	}
-	if err := checkID("executor_id", c.ExecutorID); err != nil {
-		return err
-	}
-	return checkID("measurement_id", c.MeasurementID)
-}
 
 // Streams implements Command: the streams this command reads.
 func (c *RequestScheduledProbe) Streams(States) []string {
@@ -433,18 +402,18 @@ func (c *RequestScheduledProbe) Streams(States) []string {
 
 // Decide implements Command: the gates.
 func (c *RequestScheduledProbe) Decide(in Inputs) ([]NewEvent, error) {
-	if err := actsFor(in.Principal, c.ExecutorID); err != nil {
+	if err := actsFor(in.Principal, string(c.ExecutorID)); err != nil {
 		return nil, err
 	}
-	p := in.States.Provider(c.Provider)
+	p := in.States.Provider(string(c.Provider))
 	if !p.Declared {
-		return nil, providerUnknown(c.Provider)
+		return nil, providerUnknown(string(c.Provider))
 	}
 	s := p.Schedule
 	if s == nil || !s.Active {
 		return nil, scheduleUnknown(p.Name)
 	}
-	x := in.States.Executor(c.ExecutorID)
+	x := in.States.Executor(string(c.ExecutorID))
 	if len(x.ActiveKeys(KeyRoleExecutor)) == 0 {
 		return nil, refuse(CodeExecutorKeyUnknown, map[string]any{"executor_id": c.ExecutorID},
 			"executor %s has no registered, unrevoked key", c.ExecutorID)
@@ -463,7 +432,7 @@ func (c *RequestScheduledProbe) Decide(in Inputs) ([]NewEvent, error) {
 		return nil, refuse(CodeProbeNotDue, map[string]any{"provider": p.Name, "next_due": due, "at": in.At},
 			"the next probe of %s is due at %s", p.Name, due.UTC().Format(time.RFC3339Nano))
 	}
-	if in.States.Measurement(c.MeasurementID).Requested {
+	if in.States.Measurement(string(c.MeasurementID)).Requested {
 		return nil, refuse(CodeMeasurementExists, map[string]any{"measurement_id": c.MeasurementID}, "measurement %s was already requested", c.MeasurementID)
 	}
 	argv := []string{ProbeModels, s.Endpoint}
@@ -473,9 +442,9 @@ func (c *RequestScheduledProbe) Decide(in Inputs) ([]NewEvent, error) {
 	seq := s.Seq + 1
 	return []NewEvent{
 		{Stream: ProviderStream(p.Name), Type: TypeScheduledProbeRequested, Data: ScheduledProbeRequested{
-			Provider: p.Name, MeasurementID: c.MeasurementID, ExecutorID: c.ExecutorID, Host: s.Host, Seq: seq, At: in.At}},
+			Provider: p.Name, MeasurementID: string(c.MeasurementID), ExecutorID: string(c.ExecutorID), Host: s.Host, Seq: seq, At: in.At}},
 		{Stream: MeasurementStream(c.MeasurementID), Type: TypeMeasurementRequested, Data: MeasurementRequested{
-			MeasurementID: c.MeasurementID, Host: s.Host, Argv: argv, Kind: MeasurementProbe, Timeout: D(s.Timeout),
+			MeasurementID: string(c.MeasurementID), Host: s.Host, Argv: argv, Kind: MeasurementProbe, Timeout: D(s.Timeout),
 			OutputCapBytes: scheduleOutputCap, Purpose: fmt.Sprintf("probe schedule of %s, slot %d", p.Name, seq),
 			Provider: p.Name, At: in.At}},
 	}, nil

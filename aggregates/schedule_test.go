@@ -10,7 +10,7 @@ import (
 
 // approveSchedule approves a models probe of name every interval on host.
 func approveSchedule(name string, interval time.Duration) *ApproveProbeSchedule {
-	return &ApproveProbeSchedule{Provider: name, Host: host, Kind: ProbeModels, Interval: D(interval), Timeout: D(5 * time.Second), Approver: "owner"}
+	return &ApproveProbeSchedule{Provider: ID(name), Host: host, Kind: ProbeModels, Interval: PositiveDuration(D(interval)), Timeout: PositiveDuration(D(5 * time.Second)), Approver: "owner"}
 }
 
 func TestProbeSchedule_Decide(t *testing.T) {
@@ -18,7 +18,7 @@ func TestProbeSchedule_Decide(t *testing.T) {
 	provider := []step{declare("ollama", KindLocal, "local_ollama", tag), limits("ollama")}
 	scheduled := []step{provider, registered(gpu1, 1), approveSchedule("ollama", time.Minute)}
 	ask := func(id string) *RequestScheduledProbe {
-		return &RequestScheduledProbe{Provider: "ollama", ExecutorID: gpu1, MeasurementID: id}
+		return &RequestScheduledProbe{Provider: "ollama", ExecutorID: gpu1, MeasurementID: ID(id)}
 	}
 	approved := ProbeScheduleApproved{Provider: "ollama", Host: host, Kind: ProbeModels, Interval: D(time.Minute), Timeout: D(5 * time.Second),
 		Endpoint: "http://127.0.0.1:11434/v1", ModelTag: tag, Approver: "owner", Principal: AnonymousName, At: t0}
@@ -59,7 +59,7 @@ func TestProbeSchedule_Decide(t *testing.T) {
 		{name: "a schedule of an unknown provider", when: approveSchedule("ghost", time.Minute), code: CodeProviderUnknown},
 		{name: "an interval under the policy's minimum", given: provider, when: func() *ApproveProbeSchedule {
 			c := approveSchedule("ollama", 5*time.Second)
-			c.Timeout = D(time.Second)
+			c.Timeout = PositiveDuration(D(time.Second))
 			return c
 		}(), code: CodeScheduleIntervalOutOfBounds},
 		{name: "an interval over the policy's maximum", given: provider, when: approveSchedule("ollama", time.Hour), code: CodeScheduleIntervalOutOfBounds},
@@ -71,7 +71,7 @@ func TestProbeSchedule_Decide(t *testing.T) {
 			when:  approveSchedule("ollama", time.Minute), code: CodeMeasurementBoundsExceeded},
 		{name: "a smoke schedule of a provider without a tag",
 			given: []step{declare("notag", KindLocal, "local_ollama", "")},
-			when:  &ApproveProbeSchedule{Provider: "notag", Host: host, Kind: ProbeSmoke, Interval: D(time.Minute), Timeout: D(time.Second), Approver: "owner"},
+			when:  &ApproveProbeSchedule{Provider: "notag", Host: host, Kind: ProbeSmoke, Interval: PositiveDuration(D(time.Minute)), Timeout: PositiveDuration(D(time.Second)), Approver: "owner"},
 			code:  CodeNotConfigured},
 		{name: "the first probe is due at approval", given: scheduled, when: ask("s1"), want: firstProbe},
 		{name: "the next probe is not due before one interval", given: []step{scheduled, ask("s1"), advance(59 * time.Second)}, when: ask("s2"), code: CodeProbeNotDue},
@@ -115,10 +115,10 @@ func TestProbeSchedule_Missed(t *testing.T) {
 	// scheduledProbe runs slot id of the schedule: request, claim, and a
 	// signed result observed now.
 	scheduledProbe := func(l *ledger, id string) {
-		l.given(&RequestScheduledProbe{Provider: "ollama", ExecutorID: gpu1, MeasurementID: id},
-			&ClaimMeasurement{MeasurementID: id, ExecutorID: gpu1, LeaseUntil: l.at.Add(5 * time.Second)})
+		l.given(&RequestScheduledProbe{Provider: "ollama", ExecutorID: gpu1, MeasurementID: ID(id)},
+			&ClaimMeasurement{MeasurementID: ID(id), ExecutorID: gpu1, LeaseUntil: l.at.Add(5 * time.Second)})
 		r := probeResult(id, []string{ProbeModels, "http://127.0.0.1:11434/v1"},
-			ProbeReading{Kind: ProbeModels, Endpoint: "http://127.0.0.1:11434/v1", Outcome: ProbeOK, Models: []string{tag}, Latency: D(time.Millisecond)})
+			ProbeReading{Kind: ProbeModels, Endpoint: "http://127.0.0.1:11434/v1", Outcome: ProbeOK, Models: []string{tag}, Latency: NonNegativeDuration(D(time.Millisecond))})
 		r.StartedAt, r.EndedAt = l.at, l.at // a run starts no earlier than its request
 		l.given(signed(r, 1))
 	}
@@ -177,7 +177,7 @@ func TestProbeSchedule_Validate(t *testing.T) {
 		field string
 	}{
 		{"kind", func(c *ApproveProbeSchedule) { c.Kind = "doctor" }, "data.kind"},
-		{"interval", func(c *ApproveProbeSchedule) { c.Interval = D(0) }, "data.interval"},
+		{"interval", func(c *ApproveProbeSchedule) { c.Interval = PositiveDuration(D(0)) }, "data.interval"},
 		{"timeout not shorter than the interval", func(c *ApproveProbeSchedule) { c.Timeout = c.Interval }, "data.timeout"},
 		{"approver", func(c *ApproveProbeSchedule) { c.Approver = "" }, "data.approver"},
 		{"host", func(c *ApproveProbeSchedule) { c.Host = "" }, "data.host"},
@@ -185,14 +185,14 @@ func TestProbeSchedule_Validate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
 			tc.edit(&c)
-			err := c.Validate()
+			err := Validate(&c)
 			ie, isInvalid := err.(*InvalidCommandError)
 			if !isInvalid || ie.Path != tc.field {
 				t.Fatalf("Validate = %v, want an invalid %s", err, tc.field)
 			}
 		})
 	}
-	if err := ok.Validate(); err != nil {
+	if err := Validate(&ok); err != nil {
 		t.Errorf("a valid schedule: %v", err)
 	}
 }

@@ -15,26 +15,29 @@ const (
 	ExecutorPrefix    = events.KeyStreamPrefix // key events count only there
 )
 
+// The stream of an aggregate is its prefix and its id: a string, or a
+// command's ID or OptionalID (values.go).
+
 // ProviderStream returns "provider-<name>".
-func ProviderStream(name string) string { return ProviderPrefix + name }
+func ProviderStream[T ~string](name T) string { return ProviderPrefix + string(name) }
 
 // BindingStream returns "binding-<id>".
-func BindingStream(id string) string { return BindingPrefix + id }
+func BindingStream[T ~string](id T) string { return BindingPrefix + string(id) }
 
 // ApprovalStream returns "approval-<id>".
-func ApprovalStream(id string) string { return ApprovalPrefix + id }
+func ApprovalStream[T ~string](id T) string { return ApprovalPrefix + string(id) }
 
 // MissionStream returns "mission-<id>".
-func MissionStream(id string) string { return MissionPrefix + id }
+func MissionStream[T ~string](id T) string { return MissionPrefix + string(id) }
 
 // MeasurementStream returns "measurement-<id>".
-func MeasurementStream(id string) string { return MeasurementPrefix + id }
+func MeasurementStream[T ~string](id T) string { return MeasurementPrefix + string(id) }
 
 // ClaimStream returns "claim-<id>".
-func ClaimStream(id string) string { return ClaimPrefix + id }
+func ClaimStream[T ~string](id T) string { return ClaimPrefix + string(id) }
 
 // ExecutorStream returns "executor-<id>".
-func ExecutorStream(id string) string { return ExecutorPrefix + id }
+func ExecutorStream[T ~string](id T) string { return ExecutorPrefix + string(id) }
 
 // MaxIDLen bounds the id part of a stream name, in bytes, so that every
 // stream name stays below events.MaxStreamNameLen (200) with the longest

@@ -78,7 +78,7 @@ func send(t *testing.T, base, token, body string) (int, wire.ErrorBody, http.Hea
 }
 
 func grantBody(id, approvalID string) string {
-	d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: approvalID, Approver: "owner", Action: aggregates.ActionStartup,
+	d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: aggregates.ID(approvalID), Approver: "owner", Action: aggregates.ActionStartup,
 		Subject: "provider-p", Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
 	b, _ := json.Marshal(wire.CommandIn{Command: "GrantApproval", ID: id, Data: d})
 	return string(b)
@@ -218,7 +218,7 @@ func TestProjections_Routes(t *testing.T) {
 	var last wire.CommandOut
 	for _, a := range []string{"a1", "a2"} {
 		var err error
-		d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: a, Approver: "owner", Action: aggregates.ActionStartup, Subject: "provider-p",
+		d, _ := json.Marshal(aggregates.GrantApproval{ApprovalID: aggregates.ID(a), Approver: "owner", Action: aggregates.ActionStartup, Subject: "provider-p",
 			Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
 		if last, err = c.Command(t.Context(), wire.CommandIn{Command: "GrantApproval", ID: uuid.NewString(), Data: d}); err != nil {
 			t.Fatal(err)

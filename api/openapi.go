@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -23,8 +24,8 @@ import (
 //
 // It is generated, never written: the schemas are reflected from the Go
 // types the node decodes and encodes (github.com/invopop/jsonschema), with
-// the bounds Validate checks written as jsonschema tags next to the
-// fields; the paths come from routeDocs, which TestOpenAPI_Routes holds to
+// the bounds Validate checks said by the fields' value types
+// (aggregates.SchemaOf, the builder's mapper); the paths come from routeDocs, which TestOpenAPI_Routes holds to
 // the route table of a full node (Server.Routes), so a route mounted
 // without a schema fails a test. Descriptions are the types' and fields'
 // Go doc comments and the codes' constants' comments: a binary has no
@@ -94,8 +95,8 @@ func buildOpenAPI(n OpenAPINotes, lookup func(key string)) ([]byte, error) {
 		// Unknown fields are refused everywhere (strict decoding).
 		AllowAdditionalProperties: false,
 		CommentMap:                n.Comments,
-		Mapper:                    wireMapper,
 	}
+	b.r.Mapper = b.mapper
 	if lookup != nil {
 		b.r.LookupComment = func(t reflect.Type, field string) string {
 			k := t.PkgPath() + "." + t.Name()
@@ -128,6 +129,9 @@ func buildOpenAPI(n OpenAPINotes, lookup func(key string)) ([]byte, error) {
 		if err := b.annotateCommand(name); err != nil {
 			return nil, err
 		}
+	}
+	if b.err != nil {
+		return nil, b.err
 	}
 	if err := b.add("WireEvent", WireEvent{}); err != nil {
 		return nil, err
@@ -186,6 +190,32 @@ type schemaBuilder struct {
 	r     *jsonschema.Reflector
 	notes OpenAPINotes
 	defs  map[string]json.RawMessage
+	// err is the first error of mapper, which the reflector cannot be
+	// told.
+	err error
+}
+
+// mapper is the reflector's Mapper: the hand-written schemas
+// (wireMapper), then the domain's value types (valueSchema), whose list
+// of structs has its element reflected here, since a Mapper's schema is
+// not reflected further.
+func (b *schemaBuilder) mapper(t reflect.Type) *jsonschema.Schema {
+	if s := wireMapper(t); s != nil {
+		return s
+	}
+	s, err := valueSchema(t)
+	if err != nil {
+		b.err = cmp.Or(b.err, err)
+		return nil
+	}
+	if s != nil && t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct {
+		if _, ok := b.defs[t.Elem().Name()]; !ok {
+			if err := b.add(t.Elem().Name(), reflect.New(t.Elem()).Interface()); err != nil {
+				b.err = cmp.Or(b.err, err)
+			}
+		}
+	}
+	return s
 }
 
 // add reflects v's type under name, and its definitions under theirs. Two
@@ -256,9 +286,11 @@ func (b *schemaBuilder) put(name string, s *jsonschema.Schema, t reflect.Type) e
 // slice, map or pointer as null; command data accepts null for them,
 // events.DecodeOptions.RefuseNull), which reflection does not say.
 //
-// It also drops from required the fields tagged `jsonschema:"optional"`:
-// reflection requires every field without omitempty, but a command field
-// whose zero value Validate accepts may be left out (strict decoding
+// It also drops from required the fields tagged `jsonschema:"optional"`
+// and those of a value type that accepts its zero value
+// (aggregates.TypeSchema.Optional): reflection requires every field
+// without omitempty, but a command field whose zero value Validate
+// accepts may be left out (strict decoding
 // reads a missing field as its zero value), and omitempty would change
 // what the Go client sends. TestOpenAPI_BoundsAgreeWithValidate
 // (fixtures) holds required to what Validate refuses when missing.
@@ -273,6 +305,9 @@ func nullable(raw []byte, t reflect.Type) ([]byte, error) {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if slices.Contains(strings.Split(f.Tag.Get("jsonschema"), ","), "optional") {
+			optional[name] = true
+		}
+		if ts, ok := aggregates.SchemaOf(f.Type); ok && ts.Optional {
 			optional[name] = true
 		}
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -126,16 +127,14 @@ type ProjectionOut struct {
 }
 
 // wireMapper gives the schema of the types whose JSON is written by hand
-// (a MarshalJSON reflection cannot read).
+// (a MarshalJSON reflection cannot read). The domain's value types
+// describe themselves (aggregates.SchemaOf) and are the builder's mapper.
 func wireMapper(t reflect.Type) *jsonschema.Schema {
 	switch t {
 	case reflect.TypeFor[uuid.UUID]():
 		return &jsonschema.Schema{Type: "string", Format: "uuid"}
 	case reflect.TypeFor[events.Event]():
 		return &jsonschema.Schema{Ref: "#/$defs/WireEvent"}
-	case reflect.TypeFor[aggregates.Duration]():
-		return &jsonschema.Schema{Type: "string", Pattern: durationPattern,
-			Description: "a Go duration string such as \"15s\" or \"1h30m\"; numbers are refused, so that no one guesses a unit"}
 	case reflect.TypeFor[events.Expected]():
 		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
 			{Type: "string", Enum: []any{"any", "no_stream", "exists"}},
@@ -148,8 +147,25 @@ func wireMapper(t reflect.Type) *jsonschema.Schema {
 	return nil
 }
 
-// durationPattern is what time.ParseDuration reads (signs and units).
-const durationPattern = `^[-+]?(0|([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+)$`
+// valueSchema is the schema a value type of aggregates gives of itself
+// (aggregates.SchemaOf), converted to the generator's type; nil when t is
+// none. A list of structs names its element by "$ref"; the element's own
+// schema is reflected by the caller (schemaBuilder.mapper).
+func valueSchema(t reflect.Type) (*jsonschema.Schema, error) {
+	ts, ok := aggregates.SchemaOf(t)
+	if !ok {
+		return nil, nil
+	}
+	raw, err := json.Marshal(ts.JSON)
+	if err != nil {
+		return nil, fmt.Errorf("schema of %s: %w", t, err)
+	}
+	s := new(jsonschema.Schema)
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, fmt.Errorf("schema of %s: %w", t, err)
+	}
+	return s, nil
+}
 
 // maxExpected is events.MaxExpectedVersion, 2^62.
 const maxExpected = "4611686018427387904"

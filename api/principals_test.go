@@ -140,8 +140,8 @@ func (n *principalsNode) row(projection, key string, out any) {
 
 func (n *principalsNode) grant(token, id, approver, subject string) {
 	n.t.Helper()
-	n.must(token, "GrantApproval", aggregates.GrantApproval{ApprovalID: id, Approver: approver, Action: aggregates.ActionActivation,
-		Subject: subject, Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
+	n.must(token, "GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID(id), Approver: aggregates.ShortText(approver), Action: aggregates.ActionActivation,
+		Subject: aggregates.ShortText(subject), Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)})
 }
 
 // register registers a key for executor id under an approval the admin
@@ -151,8 +151,8 @@ func (n *principalsNode) register(id string, seed byte) {
 	key := ed25519.NewKeyFromSeed(bytesOf(seed, ed25519.SeedSize))
 	n.keys[id] = key
 	n.grant(rootToken, "reg-"+id, "root", aggregates.ExecutorStream(id))
-	n.must(rootToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: id, Host: principalsHost,
-		PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: "reg-" + id})
+	n.must(rootToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: aggregates.ID(id), Host: principalsHost,
+		PublicKey: aggregates.Ed25519PublicKey(key.Public().(ed25519.PublicKey)), ApprovalID: aggregates.OptionalID("reg-" + id)})
 }
 
 func bytesOf(b byte, n int) []byte {
@@ -167,10 +167,10 @@ func bytesOf(b byte, n int) []byte {
 // (with its own token) and records result, signed with the executor's key.
 func (n *principalsNode) measured(req aggregates.RequestMeasurement, executorToken, executor string, mod func(*aggregates.MeasurementResult)) wire.CommandOut {
 	n.t.Helper()
-	req.Host, req.Timeout, req.OutputCapBytes = principalsHost, aggregates.D(time.Minute), 4096
+	req.Host, req.Timeout, req.OutputCapBytes = principalsHost, aggregates.PositiveDuration(aggregates.D(time.Minute)), 4096
 	n.must(rootToken, "RequestMeasurement", req)
-	n.must(executorToken, "ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: req.MeasurementID, ExecutorID: executor, LeaseUntil: cmdT0.Add(time.Minute)})
-	r := aggregates.MeasurementResult{MeasurementID: req.MeasurementID, ExecutorID: executor, Host: principalsHost, Argv: req.Argv,
+	n.must(executorToken, "ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: req.MeasurementID, ExecutorID: aggregates.ID(executor), LeaseUntil: cmdT0.Add(time.Minute)})
+	r := aggregates.MeasurementResult{MeasurementID: string(req.MeasurementID), ExecutorID: executor, Host: principalsHost, Argv: req.Argv,
 		StartedAt: cmdT0, EndedAt: cmdT0, Outcome: aggregates.ResultCompleted}
 	if mod != nil {
 		mod(&r)
@@ -188,7 +188,7 @@ func (n *principalsNode) signed(r aggregates.MeasurementResult, executor string)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	return aggregates.RecordMeasurement{MeasurementID: r.MeasurementID, ExecutorID: executor, Payload: payload, Envelope: *env}
+	return aggregates.RecordMeasurement{MeasurementID: aggregates.ID(r.MeasurementID), ExecutorID: aggregates.ID(executor), Payload: payload, Envelope: *env}
 }
 
 const (
@@ -199,19 +199,19 @@ const (
 // declared declares a configured provider (as the admin).
 func (n *principalsNode) declared(name string) {
 	n.t.Helper()
-	n.must(rootToken, "DeclareProvider", aggregates.DeclareProvider{Name: name, Kind: aggregates.KindLocal, Profile: "local_ollama",
+	n.must(rootToken, "DeclareProvider", aggregates.DeclareProvider{Name: aggregates.ID(name), Kind: aggregates.KindLocal, Profile: "local_ollama",
 		Endpoint: principalsEndpoint, ModelTag: principalsTag, Capabilities: []string{"chat"}, TaskClasses: []string{"code"}})
-	n.must(rootToken, "DeclareProviderLimits", aggregates.DeclareProviderLimits{Name: name, ContextTokens: 32768, OutputTokens: 4096})
+	n.must(rootToken, "DeclareProviderLimits", aggregates.DeclareProviderLimits{Name: aggregates.ID(name), ContextTokens: 32768, OutputTokens: 4096})
 }
 
 // probed records a signed models probe of provider by gpu1 and returns
 // the ProbeRecorded event it derived.
 func (n *principalsNode) probed(provider, id string) wire.CommandEvent {
 	n.t.Helper()
-	out := n.measured(aggregates.RequestMeasurement{MeasurementID: id, Kind: aggregates.MeasurementProbe, Provider: provider,
+	out := n.measured(aggregates.RequestMeasurement{MeasurementID: aggregates.ID(id), Kind: aggregates.MeasurementProbe, Provider: aggregates.OptionalID(provider),
 		Argv: []string{aggregates.ProbeModels, principalsEndpoint}}, gpu1Token, "gpu1", func(r *aggregates.MeasurementResult) {
 		r.Probe = &aggregates.ProbeReading{Kind: aggregates.ProbeModels, Endpoint: principalsEndpoint, Outcome: aggregates.ProbeOK,
-			Models: []string{principalsTag}, Latency: aggregates.D(40 * time.Millisecond), HTTPStatus: 200}
+			Models: []string{principalsTag}, Latency: aggregates.NonNegativeDuration(aggregates.D(40 * time.Millisecond)), HTTPStatus: 200}
 	})
 	for _, e := range out.Events {
 		if e.Type == aggregates.TypeProbeRecorded {
@@ -232,9 +232,9 @@ func liveState(n *principalsNode, provider string) (bool, string) {
 // accept it (as the writer).
 func (n *principalsNode) claimOn(id string, subject aggregates.ClaimSubject, tag string, ev uuid.UUID) *wire.Error {
 	n.t.Helper()
-	n.must(aliceToken, "ProposeClaim", aggregates.ProposeClaim{ClaimID: id, Statement: "it is live",
-		Scope: aggregates.ClaimScope{Subjects: []aggregates.ClaimSubject{subject}, ModelTag: tag}, Evidence: []uuid.UUID{ev}})
-	_, ce := n.send(aliceToken, "AcceptClaim", aggregates.AcceptClaim{ClaimID: id, Reviewer: "alice"})
+	n.must(aliceToken, "ProposeClaim", aggregates.ProposeClaim{ClaimID: aggregates.ID(id), Statement: "it is live",
+		Scope: aggregates.ClaimScope{Subjects: []aggregates.ClaimSubject{subject}, ModelTag: aggregates.OptionalShortText(tag)}, Evidence: []uuid.UUID{ev}})
+	_, ce := n.send(aliceToken, "AcceptClaim", aggregates.AcceptClaim{ClaimID: aggregates.ID(id), Reviewer: "alice"})
 	return ce
 }
 
@@ -247,13 +247,13 @@ func (n *principalsNode) claimOn(id string, subject aggregates.ClaimSubject, tag
 func TestAttack_WriterGrantsItselfAnApproval(t *testing.T) {
 	n := newPrincipalsNode(t)
 	grant := aggregates.GrantApproval{ApprovalID: "evil", Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("evil"), Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)}
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("evil")), Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)}
 	n.refused(aliceToken, "GrantApproval", grant, http.StatusForbidden, aggregates.CodeRoleNotAllowed)
 	if evs := n.events(aggregates.ApprovalStream("evil")); len(evs) != 0 {
 		t.Fatalf("the writer's grant was recorded: %v", evs)
 	}
 	pub := ed25519.NewKeyFromSeed(bytesOf(7, ed25519.SeedSize)).Public().(ed25519.PublicKey)
-	n.refused(aliceToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "evil", Host: principalsHost, PublicKey: pub, ApprovalID: "evil"},
+	n.refused(aliceToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "evil", Host: principalsHost, PublicKey: aggregates.Ed25519PublicKey(pub), ApprovalID: "evil"},
 		http.StatusUnprocessableEntity, aggregates.CodeApprovalMissing)
 	if evs := n.events(aggregates.ExecutorStream("evil")); len(evs) != 0 {
 		t.Fatalf("a key was registered under the writer's grant: %v", evs)
@@ -261,7 +261,7 @@ func TestAttack_WriterGrantsItselfAnApproval(t *testing.T) {
 	// Nor the other approval commands.
 	n.declared("p1")
 	n.refused(aliceToken, "ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: "p1", Host: principalsHost, Kind: aggregates.ProbeModels,
-		Interval: aggregates.D(time.Minute), Timeout: aggregates.D(10 * time.Second), Approver: "owner"}, http.StatusForbidden, aggregates.CodeRoleNotAllowed)
+		Interval: aggregates.PositiveDuration(aggregates.D(time.Minute)), Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), Approver: "owner"}, http.StatusForbidden, aggregates.CodeRoleNotAllowed)
 }
 
 // TestAttack_ApproverStatesAnotherApprover (finding 6): an approver's
@@ -271,10 +271,10 @@ func TestAttack_WriterGrantsItselfAnApproval(t *testing.T) {
 func TestAttack_ApproverStatesAnotherApprover(t *testing.T) {
 	n := newPrincipalsNode(t)
 	n.refused(carolToken, "GrantApproval", aggregates.GrantApproval{ApprovalID: "a1", Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("gpu1"), Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)}, http.StatusUnprocessableEntity, aggregates.CodeApproverMismatch)
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("gpu1")), Uses: 1, ExpiresAt: cmdT0.Add(time.Hour)}, http.StatusUnprocessableEntity, aggregates.CodeApproverMismatch)
 	n.declared("p1")
 	n.refused(carolToken, "ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: "p1", Host: principalsHost, Kind: aggregates.ProbeModels,
-		Interval: aggregates.D(time.Minute), Timeout: aggregates.D(10 * time.Second), Approver: "owner"}, http.StatusUnprocessableEntity, aggregates.CodeApproverMismatch)
+		Interval: aggregates.PositiveDuration(aggregates.D(time.Minute)), Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), Approver: "owner"}, http.StatusUnprocessableEntity, aggregates.CodeApproverMismatch)
 }
 
 // TestPrincipals_ApproverGrants: the approver's own grant is recorded with
@@ -292,7 +292,7 @@ func TestPrincipals_ApproverGrants(t *testing.T) {
 		t.Fatalf("the grant: %+v %v", d, evs)
 	}
 	pub := ed25519.NewKeyFromSeed(bytesOf(1, ed25519.SeedSize)).Public().(ed25519.PublicKey)
-	n.must(aliceToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: principalsHost, PublicKey: pub, ApprovalID: "reg-gpu1"})
+	n.must(aliceToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: principalsHost, PublicKey: aggregates.Ed25519PublicKey(pub), ApprovalID: "reg-gpu1"})
 	n.refused(carolToken, "DeclareProvider", aggregates.DeclareProvider{Name: "p2", Kind: aggregates.KindLocal, Profile: "local_ollama"},
 		http.StatusForbidden, aggregates.CodeRoleNotAllowed)
 }
@@ -343,21 +343,21 @@ func (n *principalsNode) missionWithCandidate(m string, checks ...string) string
 	n.must(rootToken, "ActivateProvider", aggregates.ActivateProvider{Name: "p1", ApprovalID: "act-p1"})
 	n.register("gpu1", 1)
 	n.probed("p1", "probe-"+m)
-	s := aggregates.SubmitMission{MissionID: m, TaskClass: "code", Mode: aggregates.ModeProposal, DeclaredProvider: "p1", AllowedFiles: []string{"bin/*.sh"}}
+	s := aggregates.SubmitMission{MissionID: aggregates.ID(m), TaskClass: "code", Mode: aggregates.ModeProposal, DeclaredProvider: "p1", AllowedFiles: []string{"bin/*.sh"}}
 	for _, c := range checks {
-		s.AcceptanceChecks = append(s.AcceptanceChecks, aggregates.AcceptanceCheck{ID: c, Argv: []string{"bash", "tests/" + c + ".sh"}})
+		s.AcceptanceChecks = append(s.AcceptanceChecks, aggregates.AcceptanceCheck{ID: aggregates.ID(c), Argv: []string{"bash", "tests/" + c + ".sh"}})
 	}
 	n.must(rootToken, "SubmitMission", s)
-	n.must(rootToken, "DecideRoute", aggregates.DecideRoute{MissionID: m})
-	n.must(rootToken, "StartAttempt", aggregates.StartAttempt{MissionID: m})
+	n.must(rootToken, "DecideRoute", aggregates.DecideRoute{MissionID: aggregates.ID(m)})
+	n.must(rootToken, "StartAttempt", aggregates.StartAttempt{MissionID: aggregates.ID(m)})
 	hash := fmt.Sprintf("%064x", 1)
-	n.must(rootToken, "RecordCandidate", aggregates.RecordCandidate{MissionID: m, CandidateHash: hash, PatchHash: fmt.Sprintf("%064x", 2), FilesChanged: []string{"bin/tool.sh"}})
+	n.must(rootToken, "RecordCandidate", aggregates.RecordCandidate{MissionID: aggregates.ID(m), CandidateHash: aggregates.OptionalHex64(hash), PatchHash: aggregates.OptionalHex64(fmt.Sprintf("%064x", 2)), FilesChanged: []string{"bin/tool.sh"}})
 	return hash
 }
 
 func checkOf(m, hash, c, outcome string, exit int) aggregates.RecordCheck {
-	return aggregates.RecordCheck{MissionID: m, CandidateHash: hash, CheckID: c, ArgvHash: aggregates.ArgvHash([]string{"bash", "tests/" + c + ".sh"}),
-		Outcome: outcome, Runner: "supervisor", RunnerKind: aggregates.RunnerIndependent, ExitCode: exit, Duration: aggregates.D(time.Second)}
+	return aggregates.RecordCheck{MissionID: aggregates.ID(m), CandidateHash: aggregates.Hex64(hash), CheckID: aggregates.ID(c), ArgvHash: aggregates.Digest(events.ArgvHash([]string{"bash", "tests/" + c + ".sh"})),
+		Outcome: aggregates.CheckOutcome(outcome), Runner: "supervisor", RunnerKind: aggregates.RunnerIndependent, ExitCode: exit, Duration: aggregates.NonNegativeDuration(aggregates.D(time.Second))}
 }
 
 // TestAttack_WriterIndependentCheck (finding 8): a writer records a pass
@@ -379,7 +379,7 @@ func TestAttack_WriterIndependentCheck(t *testing.T) {
 	if len(row.Candidates) != 1 || row.Candidates[0].Verified {
 		t.Errorf("after a writer's stated independent pass: %+v", row)
 	}
-	_, ce := n.send(aliceToken, "RecordReview", aggregates.RecordReview{MissionID: "m1", CandidateHash: hash, Verdict: aggregates.VerdictAccepted,
+	_, ce := n.send(aliceToken, "RecordReview", aggregates.RecordReview{MissionID: "m1", CandidateHash: aggregates.Hex64(hash), Verdict: aggregates.VerdictAccepted,
 		Reviewer: "alice", Coverage: map[string]string{"c01": "the pass"}})
 	if ce == nil || ce.Code != aggregates.CodeChecksIncomplete {
 		t.Errorf("a review accepting the candidate on a stated pass: %+v", ce)
@@ -393,9 +393,9 @@ func TestAttack_WriterIndependentCheck(t *testing.T) {
 	runnerKey := ed25519.NewKeyFromSeed(bytesOf(3, ed25519.SeedSize))
 	n.grant(carolToken, "reg-ci", "carol", aggregates.ExecutorStream("ci"))
 	n.must(rootToken, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "ci", Host: "ci-host",
-		PublicKey: runnerKey.Public().(ed25519.PublicKey), ApprovalID: "reg-ci", Role: aggregates.KeyRoleCheckRunner})
-	run := aggregates.CheckRun{MissionID: "m1", CandidateHash: hash, CheckID: "c01", ArgvHash: aggregates.ArgvHash([]string{"bash", "tests/c01.sh"}),
-		Outcome: aggregates.CheckPass, RunnerID: "ci", Duration: aggregates.D(time.Second)}
+		PublicKey: aggregates.Ed25519PublicKey(runnerKey.Public().(ed25519.PublicKey)), ApprovalID: "reg-ci", Role: aggregates.KeyRoleCheckRunner})
+	run := aggregates.CheckRun{MissionID: "m1", CandidateHash: aggregates.Hex64(hash), CheckID: "c01", ArgvHash: aggregates.Digest(events.ArgvHash([]string{"bash", "tests/c01.sh"})),
+		Outcome: aggregates.CheckPass, RunnerID: "ci", Duration: aggregates.NonNegativeDuration(aggregates.D(time.Second))}
 	payload, err := json.Marshal(run)
 	if err != nil {
 		t.Fatal(err)
@@ -436,16 +436,17 @@ func TestPrincipals_Tokens(t *testing.T) {
 func TestAttack_WriterSupervisorHash(t *testing.T) {
 	n := newPrincipalsNode(t)
 	arts := []aggregates.BindingArtifact{
-		{Path: "/m/w.gguf", Size: 10, SHA256: fmt.Sprintf("%064x", 11), Role: aggregates.RoleWeights},
-		{Path: "/m/engine.so", Size: 20, SHA256: fmt.Sprintf("%064x", 12), Role: aggregates.RoleEngine},
-		{Path: "/m/server", Size: 30, SHA256: fmt.Sprintf("%064x", 13), Role: aggregates.RoleServer},
-		{Path: "/m/tokenizer.json", Size: 40, SHA256: fmt.Sprintf("%064x", 14), Role: aggregates.RoleTokenizer},
-		{Path: "/m/template.jinja", Size: 50, SHA256: fmt.Sprintf("%064x", 15), Role: aggregates.RoleTemplate},
+		{Path: "/m/w.gguf", Size: 10, SHA256: aggregates.Hex64(fmt.Sprintf("%064x", 11)), Role: aggregates.RoleWeights},
+		{Path: "/m/engine.so", Size: 20, SHA256: aggregates.Hex64(fmt.Sprintf("%064x", 12)), Role: aggregates.RoleEngine},
+		{Path: "/m/server", Size: 30, SHA256: aggregates.Hex64(fmt.Sprintf("%064x", 13)), Role: aggregates.RoleServer},
+		{Path: "/m/tokenizer.json", Size: 40, SHA256: aggregates.Hex64(fmt.Sprintf("%064x", 14)), Role: aggregates.RoleTokenizer},
+		{Path: "/m/template.jinja", Size: 50, SHA256: aggregates.Hex64(fmt.Sprintf("%064x", 15)), Role: aggregates.RoleTemplate},
 	}
 	cfg, tmpl := fmt.Sprintf("%064x", 21), fmt.Sprintf("%064x", 22)
-	n.must(aliceToken, "ProposeBinding", aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: principalsTag, Family: "qwen",
-		ConfigSHA256: cfg, SourceCommit: "abc", TemplateSHA256: tmpl, ContextTokens: 32768, Artifacts: arts,
-		Identity: aggregates.BindingIdentity(cfg, "abc", tmpl, nil, arts)})
+	propose := aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: principalsTag, Family: "qwen",
+		ConfigSHA256: aggregates.Hex64(cfg), SourceCommit: "abc", TemplateSHA256: aggregates.Hex64(tmpl), ContextTokens: 32768, Artifacts: arts}
+	propose.Identity = aggregates.Digest(events.BindingIdentity(propose.BindingContent()))
+	n.must(aliceToken, "ProposeBinding", propose)
 	for _, a := range arts {
 		n.must(aliceToken, "RecordArtifactHash", aggregates.RecordArtifactHash{BindingID: "b1", Path: a.Path, Size: a.Size, SHA256: a.SHA256,
 			Role: a.Role, VerifiedBy: "supervisor", VerifierRole: aggregates.VerifierSupervisor})
@@ -458,12 +459,12 @@ func TestAttack_WriterSupervisorHash(t *testing.T) {
 	n.register("gpu1", 1)
 	var argv []string
 	for _, a := range arts {
-		argv = append(argv, a.Role+"="+a.Path)
+		argv = append(argv, string(a.Role)+"="+string(a.Path))
 	}
 	n.measured(aggregates.RequestMeasurement{MeasurementID: "hash-1", Kind: aggregates.MeasurementHash, BindingID: "b1", Argv: argv}, gpu1Token, "gpu1",
 		func(r *aggregates.MeasurementResult) {
 			for _, a := range arts {
-				r.Artifacts = append(r.Artifacts, aggregates.ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: 1, SHA256: a.SHA256})
+				r.Artifacts = append(r.Artifacts, aggregates.ArtifactReading{Path: string(a.Path), Role: string(a.Role), Size: int64(a.Size), MtimeNS: 1, SHA256: string(a.SHA256)})
 			}
 		})
 	n.must(aliceToken, "VerifyBinding", aggregates.VerifyBinding{BindingID: "b1", VerifiedBy: "supervisor"})
@@ -478,7 +479,7 @@ func TestAttack_ExecutorClaimsForAnother(t *testing.T) {
 	n.register("gpu1", 1)
 	n.register("gpu2", 2)
 	n.must(rootToken, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "run-1", Host: principalsHost, Kind: aggregates.MeasurementRun,
-		Argv: []string{"nvidia-smi"}, Timeout: aggregates.D(time.Minute), OutputCapBytes: 4096})
+		Argv: []string{"nvidia-smi"}, Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 4096})
 	claim := aggregates.ClaimMeasurement{MeasurementID: "run-1", ExecutorID: "gpu2", LeaseUntil: cmdT0.Add(time.Minute)}
 	n.refused(gpu1Token, "ClaimMeasurement", claim, http.StatusUnprocessableEntity, aggregates.CodeExecutorPrincipalMismatch)
 	out := n.must(gpu2Token, "ClaimMeasurement", claim)

@@ -3,66 +3,38 @@ package client
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+
+	"github.com/greffe/greffe/events"
 )
 
 // The digests a client computes before sending a command, each as the node
-// recomputes it (docs/COMMANDS.md, "Digests"). They are written here from
-// their published definitions, not imported from the node's packages, so
-// that they are what an integrator in another language writes; tests hold
-// them equal to the node's (cmd/greffe/digest_test.go). A digest greffe
-// defines is spelled "sha256:" and 64 lowercase hex characters; a content
-// hash (a file's, a patch's) is the 64 hex characters alone, as sha256sum
-// prints it.
+// recomputes it (docs/COMMANDS.md, "Digests"): the node's own formulas,
+// which live in package events (events/digest.go, with their test vectors
+// for an integrator in another language). A digest greffe defines is
+// spelled "sha256:" and 64 lowercase hex characters; a content hash (a
+// file's, a patch's) is the 64 hex characters alone, as sha256sum prints
+// it.
 
-// DigestPrefix starts every digest greffe defines.
-const DigestPrefix = "sha256:"
+// DigestPrefix starts every digest greffe defines (events.DigestPrefix).
+const DigestPrefix = events.DigestPrefix
 
 // BindingArtifact is one artifact of a binding, as its identity covers it.
-type BindingArtifact struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	Role   string `json:"role"`
-}
+type BindingArtifact = events.BindingArtifact
 
 // Binding is what a binding's identity covers: the fields of ProposeBinding's
 // data that name what serves (its id, provider, tag, family and context
 // size are not part of it).
-type Binding struct {
-	ConfigSHA256   string            `json:"config_sha256"`
-	SourceCommit   string            `json:"source_commit"`
-	TemplateSHA256 string            `json:"template_sha256"`
-	ModelMetadata  map[string]string `json:"model_metadata"`
-	Artifacts      []BindingArtifact `json:"artifacts"`
-}
+type Binding = events.BindingContent
 
 // BindingIdentity returns the identity ProposeBinding's "identity" must
-// carry: "sha256:" and the hex SHA-256 of the JSON object
-//
-//	{"config_sha256":…,"source_commit":…,"template_sha256":…,
-//	 "model_metadata":{…keys sorted…},
-//	 "artifacts":[{"path":…,"size":…,"sha256":…,"role":…},…]}
-//
-// written without spaces and without HTML escaping (<, > and & as
-// themselves), members in that order, artifacts in the binding's order,
-// absent metadata as {} and absent artifacts as [].
-func BindingIdentity(b Binding) string {
-	if b.ModelMetadata == nil {
-		b.ModelMetadata = map[string]string{}
-	}
-	if b.Artifacts == nil {
-		b.Artifacts = []BindingArtifact{}
-	}
-	return DigestPrefix + hexSHA256(compactJSON(b))
-}
+// carry (events.BindingIdentity).
+func BindingIdentity(b Binding) string { return events.BindingIdentity(b) }
 
 // BindingIdentityOfData returns the identity of ProposeBinding's data
 // (a JSON object, as sent with the command; its other fields, identity
@@ -72,26 +44,16 @@ func BindingIdentityOfData(data []byte) (string, error) {
 	if err := json.Unmarshal(data, &b); err != nil {
 		return "", fmt.Errorf("the binding is not ProposeBinding's data: %w", err)
 	}
-	return BindingIdentity(b), nil
+	return events.BindingIdentity(b), nil
 }
 
 // ArgvHash returns the argv_hash of an exact command line (RecordCheck's
-// "argv_hash"): "sha256:" and the hex SHA-256 of argv written as a JSON
-// array of strings without spaces or HTML escaping (["bash","t.sh"]).
-func ArgvHash(argv []string) string {
-	if argv == nil {
-		argv = []string{}
-	}
-	return DigestPrefix + hexSHA256(compactJSON(argv))
-}
+// "argv_hash"; events.ArgvHash).
+func ArgvHash(argv []string) string { return events.ArgvHash(argv) }
 
 // ExecutorKeyID returns the key id of an executor's ed25519 public key, as
-// a measurement's signature names it: "ed25519:" and the hex of the first
-// 16 bytes of SHA-256(public key).
-func ExecutorKeyID(pub ed25519.PublicKey) string {
-	sum := sha256.Sum256(pub)
-	return "ed25519:" + hex.EncodeToString(sum[:16])
-}
+// a measurement's signature names it (events.KeyID).
+func ExecutorKeyID(pub ed25519.PublicKey) string { return events.KeyID(pub) }
 
 // ParseExecutorPublicKey reads an ed25519 public key file: a PEM "PUBLIC
 // KEY" block (PKIX, as openssl pkey -pubout writes it), the standard base64
@@ -119,20 +81,4 @@ func ParseExecutorPublicKey(b []byte) (ed25519.PublicKey, error) {
 		return nil, fmt.Errorf("the base64 holds %d bytes; an ed25519 public key is %d", len(raw), ed25519.PublicKeySize)
 	}
 	return ed25519.PublicKey(raw), nil
-}
-
-// compactJSON encodes v without spaces and without HTML escaping.
-func compactJSON(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(err) // strings, ints and string maps always encode
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-func hexSHA256(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -59,7 +59,7 @@ func req(name string, data any) commands.Request {
 }
 
 func grant(id, action, subject string, uses int) commands.Request {
-	return req("GrantApproval", aggregates.GrantApproval{ApprovalID: id, Approver: "owner", Action: action, Subject: subject, Uses: uses, ExpiresAt: t0.Add(24 * time.Hour)})
+	return req("GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID(id), Approver: "owner", Action: aggregates.ApprovalAction(action), Subject: aggregates.ShortText(subject), Uses: aggregates.ApprovalUses(uses), ExpiresAt: t0.Add(24 * time.Hour)})
 }
 
 func mustHandle(t testing.TB, h *commands.Handler, r commands.Request) commands.Result {
@@ -263,7 +263,7 @@ func TestHandler_Conditions(t *testing.T) {
 	if diff := cmp.Diff(want, conds(c.last())); diff != "" {
 		t.Errorf("route conditions (-want +got):\n%s", diff)
 	}
-	_, err := h.Handle(ctx, req("IntegratePatch", aggregates.IntegratePatch{MissionID: "m1", CandidateHash: hex64("c"), PatchHash: hex64("p"), ApprovalID: "none"}))
+	_, err := h.Handle(ctx, req("IntegratePatch", aggregates.IntegratePatch{MissionID: "m1", CandidateHash: aggregates.Hex64(hex64("c")), PatchHash: aggregates.Hex64(hex64("p")), ApprovalID: "none"}))
 	if events.CodeOf(err) != aggregates.CodeReviewNotAccepted {
 		t.Fatalf("integrate: %v", err)
 	}
@@ -322,17 +322,17 @@ func TestHandler_ConcurrentClaims(t *testing.T) {
 	for i := range n {
 		x := fmt.Sprintf("x%d", i)
 		mustHandle(t, h, grant("reg-"+x, aggregates.ActionActivation, "executor-"+x, 1))
-		mustHandle(t, h, req("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: x, Host: "gpu-1", PublicKey: pub(byte(i + 1)), ApprovalID: "reg-" + x}))
+		mustHandle(t, h, req("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: aggregates.ID(x), Host: "gpu-1", PublicKey: pub(byte(i + 1)), ApprovalID: aggregates.OptionalID("reg-" + x)}))
 	}
 	mustHandle(t, h, req("RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m1", Host: "gpu-1", Argv: []string{"nvidia-smi"},
-		Kind: aggregates.MeasurementRun, Timeout: aggregates.D(time.Minute), OutputCapBytes: 1024}))
+		Kind: aggregates.MeasurementRun, Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 1024}))
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = h.Handle(context.Background(), req("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: "m1", ExecutorID: fmt.Sprintf("x%d", i), LeaseUntil: t0.Add(time.Minute)}))
+			_, errs[i] = h.Handle(context.Background(), req("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: "m1", ExecutorID: aggregates.ID(fmt.Sprintf("x%d", i)), LeaseUntil: t0.Add(time.Minute)}))
 		}()
 	}
 	wg.Wait()
@@ -481,7 +481,7 @@ func TestHandler_Principal(t *testing.T) {
 	alice := aggregates.Principal{Name: "alice", Role: aggregates.RoleWriter}
 	carol := aggregates.Principal{Name: "carol", Role: aggregates.RoleApprover}
 	grantAs := func(p aggregates.Principal, approver string) commands.Request {
-		return as(p, req("GrantApproval", aggregates.GrantApproval{ApprovalID: "a1", Approver: approver, Action: aggregates.ActionStartup,
+		return as(p, req("GrantApproval", aggregates.GrantApproval{ApprovalID: "a1", Approver: aggregates.ShortText(approver), Action: aggregates.ActionStartup,
 			Subject: "provider-p", Uses: 1, ExpiresAt: t0.Add(time.Hour)}))
 	}
 	_, err := h.Handle(ctx, grantAs(alice, "owner"))

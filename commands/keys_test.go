@@ -33,9 +33,9 @@ func signedProbe(t testing.TB, h *commands.Handler, provider, endpoint string, m
 	}
 	id := "probe-" + at.Format("150405.000000000")
 	argv := []string{aggregates.ProbeModels, endpoint}
-	mustHandle(t, h, req("RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: id, Host: host, Argv: argv, Kind: aggregates.MeasurementProbe,
-		Provider: provider, Timeout: aggregates.D(time.Minute), OutputCapBytes: 4096}))
-	mustHandle(t, h, req("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: prober, LeaseUntil: at.Add(time.Minute)}))
+	mustHandle(t, h, req("RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: aggregates.ID(id), Host: host, Argv: argv, Kind: aggregates.MeasurementProbe,
+		Provider: aggregates.OptionalID(provider), Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 4096}))
+	mustHandle(t, h, req("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: prober, LeaseUntil: at.Add(time.Minute)}))
 	payload, err := json.Marshal(aggregates.MeasurementResult{MeasurementID: id, ExecutorID: prober, Host: host, Argv: argv, StartedAt: at, EndedAt: at,
 		Outcome: aggregates.ResultCompleted, Probe: &aggregates.ProbeReading{Kind: aggregates.ProbeModels, Endpoint: endpoint, Outcome: aggregates.ProbeOK, Models: models}})
 	if err != nil {
@@ -45,5 +45,5 @@ func signedProbe(t testing.TB, h *commands.Handler, provider, endpoint string, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustHandle(t, h, req("RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: id, ExecutorID: prober, Payload: payload, Envelope: *env}))
+	mustHandle(t, h, req("RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: prober, Payload: payload, Envelope: *env}))
 }

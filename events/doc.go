@@ -2,7 +2,10 @@
 // [Proposed]), its canonical binary encoding and RFC 6962 leaf hash, append
 // conditions ([Expected]), the unit of replication ([Batch]), the [Log]
 // contract every store implements, the Merkle helpers that turn stored nodes
-// into proofs, and signed C2SP checkpoints. It also holds the two things
+// into proofs, signed C2SP checkpoints, and the stored-format digests
+// greffe defines by a formula (a binding's identity, an argv's hash, a
+// key's id: digest.go), which the deciders, the client and the auditor
+// share. It also holds the two things
 // every edge shares: the one shape of a coded error ([Error], with its
 // [Kind]: refused, failed, uncertain, corrupt; other packages' coded errors
 // present themselves as one through [Coded]), and the one strict decoder

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -17,13 +15,7 @@ import (
 // envelope is exactly the event's stored Data bytes; the signature is ed25519
 // over DSSE's PAE(payloadType, data). Key ids are "ed25519:" followed by the
 // first 16 bytes of SHA-256(public key) in hex, so a key id names exactly one
-// key.
-
-// KeyID returns the key id of an ed25519 public key.
-func KeyID(pub ed25519.PublicKey) string {
-	sum := sha256.Sum256(pub)
-	return "ed25519:" + hex.EncodeToString(sum[:16])
-}
+// key (KeyID, digest.go).
 
 // DSSESigner adapts an ed25519 private key to dsse.Signer.
 type DSSESigner struct{ Key ed25519.PrivateKey }

@@ -67,9 +67,9 @@ func (h *principalsHarness) register() ed25519.PrivateKey {
 		h.t.Fatal(err)
 	}
 	approval := "reg-gpu1-" + uuid.NewString()[:8]
-	h.approve("GrantApproval", aggregates.GrantApproval{ApprovalID: approval, Approver: "carol", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("gpu1"), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)})
-	h.must("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: host, PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: approval})
+	h.approve("GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID(approval), Approver: "carol", Action: aggregates.ActionActivation,
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("gpu1")), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)})
+	h.must("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: host, PublicKey: aggregates.Ed25519PublicKey(key.Public().(ed25519.PublicKey)), ApprovalID: aggregates.OptionalID(approval)})
 	return key
 }
 
@@ -150,7 +150,7 @@ func TestApprovals_ApproverApprovesWhatThePolicyDoesNotList(t *testing.T) {
 	run := h.request(aggregates.RequestMeasurement{Argv: []string{"touch", marker}})
 	hash := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementHash, BindingID: "b-out", Argv: []string{"weights=" + weights}})
 	probe := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: "ollama",
-		Argv: []string{aggregates.ProbeModels, endpoint}, Timeout: aggregates.D(2 * time.Second)})
+		Argv: []string{aggregates.ProbeModels, endpoint}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 	h.seen(key)
 	for _, id := range []string{run, hash, probe} {
 		if diff := cmp.Diff([]string{aggregates.TypeMeasurementRequested}, h.stream(aggregates.MeasurementStream(id))); diff != "" {
@@ -163,7 +163,7 @@ func TestApprovals_ApproverApprovesWhatThePolicyDoesNotList(t *testing.T) {
 	}
 
 	// A writer approving its own request: the catalogue's gate, recorded.
-	_, err := h.send("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: run})
+	_, err := h.send("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(run)})
 	refusedWith(t, err, http.StatusForbidden, aggregates.CodeRoleNotAllowed)
 	h.waitEvent(commands.RefusalsStream, commands.TypeCommandRefused, func(e events.Event) bool {
 		var d commands.CommandRefused
@@ -177,7 +177,7 @@ func TestApprovals_ApproverApprovesWhatThePolicyDoesNotList(t *testing.T) {
 
 	// The approver's approval: each runs, under the approval.
 	for _, id := range []string{run, hash, probe} {
-		h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: id})
+		h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(id)})
 	}
 	r := h.result(run, key)
 	if r.Outcome != aggregates.ResultExited || r.ExitCode != 0 {
@@ -214,7 +214,7 @@ func TestApprovals_IgnoredByThePolicy(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	// Approved before any executor runs: the approval is recorded...
 	early := h.request(aggregates.RequestMeasurement{Argv: []string{"touch", marker}})
-	h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: early})
+	h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(early)})
 	cfg := h.executorConfig(key)
 	cfg.Policy.IgnoreApprovals = true
 	h.start(cfg)
@@ -224,7 +224,7 @@ func TestApprovals_IgnoredByThePolicy(t *testing.T) {
 		if r.Outcome != executor.OutcomeRefusedByHost || !strings.HasPrefix(r.Error, executor.CodeRunNotAllowed+": ") {
 			t.Errorf("%s: %s %q", id, r.Outcome, r.Error)
 		}
-		if _, err := h.approverSend("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: id}); id != early {
+		if _, err := h.approverSend("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(id)}); id != early {
 			refusedWith(t, err, http.StatusUnprocessableEntity, aggregates.CodeMeasurementAlreadyClaimed)
 		} else {
 			refusedWith(t, err, http.StatusUnprocessableEntity, aggregates.CodeMeasurementAlreadyApproved)
@@ -247,11 +247,11 @@ func TestApprovals_NotCovered(t *testing.T) {
 	dots := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementHash, BindingID: "b-dots",
 		Argv: []string{"config=" + models + "/../etc/shadow"}})
 	meta := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: "meta",
-		Argv: []string{aggregates.ProbeModels, "http://169.254.169.254/v1"}, Timeout: aggregates.D(2 * time.Second)})
+		Argv: []string{aggregates.ProbeModels, "http://169.254.169.254/v1"}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 	local := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: "local",
-		Argv: []string{aggregates.ProbeModels, "http://127.0.0.1:" + l.port() + "/v1"}, Timeout: aggregates.D(2 * time.Second)})
+		Argv: []string{aggregates.ProbeModels, "http://127.0.0.1:" + l.port() + "/v1"}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 	for _, id := range []string{dots, meta, local} {
-		h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: id})
+		h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(id)})
 	}
 	cfg := h.executorConfig(key)
 	cfg.Policy = executor.HostPolicy{HashPaths: []string{models}, ProbeHosts: []string{"127.0.0.1"}} // loopback not allowed
@@ -290,7 +290,7 @@ func TestApprovals_WhileTheExecutorIsDown(t *testing.T) {
 	// Requested and approved before any executor runs; no state file.
 	first := filepath.Join(dir, "first")
 	id := h.request(aggregates.RequestMeasurement{Argv: []string{"touch", first}})
-	h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: id})
+	h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(id)})
 	cfg := h.executorConfig(key)
 	x := h.start(cfg)
 	if r := h.result(id, key); r.Outcome != aggregates.ResultExited || r.ExitCode != 0 {
@@ -319,7 +319,7 @@ func TestApprovals_WhileTheExecutorIsDown(t *testing.T) {
 		t.Fatalf("the state file (%s, %v) should resume past the held request at %d", b, err, req.Position)
 	}
 	absent(t, second)
-	h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: held})
+	h.approve("ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: aggregates.ID(held)})
 	h.start(cfg)
 	if r := h.result(held, key); r.Outcome != aggregates.ResultExited || r.ExitCode != 0 {
 		t.Fatalf("approved while the executor was down: %s %q", r.Outcome, r.Error)
@@ -350,7 +350,7 @@ func TestAttack_WriterRevokesTheExecutorsKey(t *testing.T) {
 	key := h.register()
 	x := h.start(h.executorConfig(key))
 	h.seen(key)
-	revoke := aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: events.KeyID(key.Public().(ed25519.PublicKey)), Reason: "a writer stops the GPU hosts"}
+	revoke := aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: aggregates.ShortText(events.KeyID(key.Public().(ed25519.PublicKey))), Reason: "a writer stops the GPU hosts"}
 	_, err := h.send("RevokeExecutorKey", revoke)
 	refusedWith(t, err, http.StatusForbidden, aggregates.CodeRoleNotAllowed)
 	if diff := cmp.Diff([]string{events.TypeExecutorKeyRegistered}, h.stream(aggregates.ExecutorStream("gpu1"))); diff != "" {

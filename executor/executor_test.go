@@ -131,9 +131,9 @@ func (h *harness) register(id string) ed25519.PrivateKey {
 		h.t.Fatal(err)
 	}
 	approval := "reg-" + id + "-" + uuid.NewString()[:8]
-	h.must("GrantApproval", aggregates.GrantApproval{ApprovalID: approval, Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream(id), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)})
-	h.must("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: id, Host: host, PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: approval})
+	h.must("GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID(approval), Approver: "owner", Action: aggregates.ActionActivation,
+		Subject: aggregates.ShortText(aggregates.ExecutorStream(id)), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)})
+	h.must("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: aggregates.ID(id), Host: host, PublicKey: aggregates.Ed25519PublicKey(key.Public().(ed25519.PublicKey)), ApprovalID: aggregates.OptionalID(approval)})
 	return key
 }
 
@@ -194,7 +194,7 @@ func (r *running) stop() error {
 func (h *harness) request(r aggregates.RequestMeasurement) string {
 	h.t.Helper()
 	if r.MeasurementID == "" {
-		r.MeasurementID = "m-" + uuid.NewString()[:8]
+		r.MeasurementID = aggregates.ID("m-" + uuid.NewString()[:8])
 	}
 	if r.Host == "" {
 		r.Host = host
@@ -203,13 +203,13 @@ func (h *harness) request(r aggregates.RequestMeasurement) string {
 		r.Kind = aggregates.MeasurementRun
 	}
 	if r.Timeout.Duration == 0 {
-		r.Timeout = aggregates.D(10 * time.Second)
+		r.Timeout = aggregates.PositiveDuration(aggregates.D(10 * time.Second))
 	}
 	if r.OutputCapBytes == 0 {
 		r.OutputCapBytes = 16 << 10
 	}
 	h.must("RequestMeasurement", r)
-	return r.MeasurementID
+	return string(r.MeasurementID)
 }
 
 // waitEvent follows the log from 0 until an event of typ on stream (or,
@@ -343,9 +343,9 @@ func openAI(t *testing.T, status int, body string) string {
 // declare declares a local provider at endpoint serving tag.
 func (h *harness) declare(name, endpoint, tag string) {
 	h.t.Helper()
-	h.must("DeclareProvider", aggregates.DeclareProvider{Name: name, Kind: aggregates.KindLocal, Profile: "local_ollama", Endpoint: endpoint,
-		ModelTag: tag, Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code"}})
-	h.must("DeclareProviderLimits", aggregates.DeclareProviderLimits{Name: name, ContextTokens: 32768, OutputTokens: 8192})
+	h.must("DeclareProvider", aggregates.DeclareProvider{Name: aggregates.ID(name), Kind: aggregates.KindLocal, Profile: "local_ollama", Endpoint: aggregates.OptionalLongText(endpoint),
+		ModelTag: aggregates.OptionalShortText(tag), Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code"}})
+	h.must("DeclareProviderLimits", aggregates.DeclareProviderLimits{Name: aggregates.ID(name), ContextTokens: 32768, OutputTokens: 8192})
 }
 
 const tag = "qwen3-coder:30b"
@@ -387,7 +387,7 @@ func TestExecutor_Kinds(t *testing.T) {
 	})
 
 	t.Run("a timeout kills the process group, grandchild too", func(t *testing.T) {
-		id := h.request(aggregates.RequestMeasurement{Argv: sleeper, Timeout: aggregates.D(500 * time.Millisecond)})
+		id := h.request(aggregates.RequestMeasurement{Argv: sleeper, Timeout: aggregates.PositiveDuration(aggregates.D(500 * time.Millisecond))})
 		r := h.result(id, key)
 		if r.Outcome != aggregates.ResultTimeout || r.ExitCode != -1 {
 			t.Fatalf("got %s %d %q", r.Outcome, r.ExitCode, r.Error)
@@ -428,10 +428,10 @@ func TestExecutor_Kinds(t *testing.T) {
 	for _, p := range probes {
 		t.Run(p.name, func(t *testing.T) {
 			h.declare(p.provider, p.endpoint, tag)
-			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: p.provider,
-				Argv: []string{aggregates.ProbeModels, p.endpoint}, Timeout: aggregates.D(time.Second)})
+			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: aggregates.OptionalID(p.provider),
+				Argv: []string{aggregates.ProbeModels, p.endpoint}, Timeout: aggregates.PositiveDuration(aggregates.D(time.Second))})
 			r := h.result(id, key)
-			if r.Probe == nil || r.Probe.Outcome != p.wantOutcome {
+			if r.Probe == nil || string(r.Probe.Outcome) != p.wantOutcome {
 				t.Fatalf("probe reading %+v", r.Probe)
 			}
 			e := h.waitEvent(aggregates.ProviderStream(p.provider), aggregates.TypeProbeRecorded, nil)
@@ -450,7 +450,7 @@ func TestExecutor_Kinds(t *testing.T) {
 		endpoint := openAI(t, 200, `{"object":"list","data":[{"id":"qwen3-coder:30b"}]}`)
 		h.declare("smoked", endpoint, tag)
 		id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: "smoked",
-			Argv: []string{aggregates.ProbeSmoke, endpoint, tag}, Timeout: aggregates.D(2 * time.Second)})
+			Argv: []string{aggregates.ProbeSmoke, endpoint, tag}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 		r := h.result(id, key)
 		if r.Probe == nil || r.Probe.Outcome != aggregates.ProbeOK || r.Probe.SmokeFinishReason != "stop" {
 			t.Fatalf("probe reading %+v", r.Probe)
@@ -521,7 +521,7 @@ func signedResult(t *testing.T, id, exec string, argv []string, key ed25519.Priv
 	if err != nil {
 		t.Fatal(err)
 	}
-	return aggregates.RecordMeasurement{MeasurementID: id, ExecutorID: exec, Payload: payload, Envelope: *env}
+	return aggregates.RecordMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: aggregates.ID(exec), Payload: payload, Envelope: *env}
 }
 
 // resign signs r again with key.
@@ -535,7 +535,7 @@ func resign(t *testing.T, r aggregates.MeasurementResult, key ed25519.PrivateKey
 	if err != nil {
 		t.Fatal(err)
 	}
-	return aggregates.RecordMeasurement{MeasurementID: r.MeasurementID, ExecutorID: r.ExecutorID, Payload: payload, Envelope: *env}
+	return aggregates.RecordMeasurement{MeasurementID: aggregates.ID(r.MeasurementID), ExecutorID: aggregates.ID(r.ExecutorID), Payload: payload, Envelope: *env}
 }
 
 // TestNode_RefusesMeasurements: the node's gates on results, each through
@@ -544,12 +544,12 @@ func TestNode_RefusesMeasurements(t *testing.T) {
 	h := newHarness(t, nil, "present")
 	key1, key2 := h.register("gpu1"), h.register("gpu2")
 	revoked := h.register("gpu1") // a second key of gpu1, revoked below
-	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: events.KeyID(revoked.Public().(ed25519.PublicKey)), Reason: "host reinstalled"})
+	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: aggregates.ShortText(events.KeyID(revoked.Public().(ed25519.PublicKey))), Reason: "host reinstalled"})
 	_, unknown, _ := ed25519.GenerateKey(rand.Reader)
 	argv := []string{"nvidia-smi", "-q"}
 	claimed := func() string {
 		id := h.request(aggregates.RequestMeasurement{Argv: argv})
-		h.must("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: "gpu1", LeaseUntil: time.Now().Add(time.Minute)})
+		h.must("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: "gpu1", LeaseUntil: time.Now().Add(time.Minute)})
 		return id
 	}
 	cases := []struct {
@@ -621,7 +621,7 @@ func TestExecutor_KeyRevokedBetweenClaimAndReport(t *testing.T) {
 	x := h.start(h.config("gpu1", key))
 	id := h.request(aggregates.RequestMeasurement{Argv: argv})
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementClaimed, nil)
-	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: events.KeyID(key.Public().(ed25519.PublicKey)), Reason: "key leaked"})
+	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: aggregates.ShortText(events.KeyID(key.Public().(ed25519.PublicKey))), Reason: "key leaked"})
 	touch(t, release)
 	if got := h.refused("RecordMeasurement", id).Code; got != aggregates.CodeExecutorKeyRevoked {
 		t.Fatalf("refusal %s, want %s", got, aggregates.CodeExecutorKeyRevoked)
@@ -642,7 +642,7 @@ func TestExecutor_StoppedMidRunIsUncertain(t *testing.T) {
 	cfg := h.config("gpu1", key)
 	cfg.Lease = 600 * time.Millisecond
 	x := h.start(cfg)
-	id := h.request(aggregates.RequestMeasurement{Argv: argv, Timeout: aggregates.D(30 * time.Second)})
+	id := h.request(aggregates.RequestMeasurement{Argv: argv, Timeout: aggregates.PositiveDuration(aggregates.D(30 * time.Second))})
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementClaimed, nil)
 	if err := x.stop(); err != nil {
 		t.Fatal(err)
@@ -650,7 +650,7 @@ func TestExecutor_StoppedMidRunIsUncertain(t *testing.T) {
 	h.waitEvent(aggregates.MeasurementStream(id), aggregates.TypeMeasurementUncertain, nil)
 
 	// A claim after the lease expired is refused: never retried.
-	if _, err := h.send("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: "gpu1", LeaseUntil: time.Now().Add(time.Minute)}); client.CodeOf(err) != aggregates.CodeAlreadyClaimed {
+	if _, err := h.send("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: "gpu1", LeaseUntil: time.Now().Add(time.Minute)}); client.CodeOf(err) != aggregates.CodeAlreadyClaimed {
 		t.Fatalf("a second claim: %v, want %s", err, aggregates.CodeAlreadyClaimed)
 	}
 	// A fresh executor reads the log from 0 and sees the request; it goes
@@ -734,7 +734,7 @@ func TestNode_ConcurrentClaims(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, _ := json.Marshal(aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: "racer" + strconv.Itoa(i), LeaseUntil: time.Now().Add(time.Minute)})
+			b, _ := json.Marshal(aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: aggregates.ID("racer" + strconv.Itoa(i)), LeaseUntil: time.Now().Add(time.Minute)})
 			_, err := h.c.Command(t.Context(), wire.CommandIn{Command: "ClaimMeasurement", ID: uuid.NewString(), Data: b})
 			codes[i] = "won"
 			if err != nil {
@@ -779,7 +779,7 @@ func TestExecutor_Registration(t *testing.T) {
 	h.start(cfg)
 	id := h.request(aggregates.RequestMeasurement{Argv: []string{"true"}})
 	h.must("GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-gpu1", Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("gpu1"), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("gpu1")), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
 	if err := x.Register(t.Context(), "reg-gpu1"); err != nil {
 		t.Fatal(err)
 	}
@@ -846,7 +846,7 @@ func TestExecutor_Admission(t *testing.T) {
 			endpoint := openAI(t, 200, `{"object":"list","data":[{"id":"qwen3-coder:30b"}]}`)
 			h.declare("spark", endpoint, tag)
 			h.must("GrantApproval", aggregates.GrantApproval{ApprovalID: "act", Approver: "owner", Action: aggregates.ActionActivation,
-				Subject: aggregates.ProviderStream("spark"), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
+				Subject: aggregates.ShortText(aggregates.ProviderStream("spark")), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
 			h.must("ActivateProvider", aggregates.ActivateProvider{Name: "spark", ApprovalID: "act"})
 			probe := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: "spark", Argv: []string{aggregates.ProbeModels, endpoint}})
 			h.result(probe, key)
@@ -859,7 +859,7 @@ func TestExecutor_Admission(t *testing.T) {
 			}
 			snap := h.request(aggregates.RequestMeasurement{Argv: []string{"true"}, Purpose: "admission screens", MissionID: "m1"})
 			h.result(snap, key)
-			_, err := h.send("DecideAdmission", aggregates.DecideAdmission{MissionID: "m1", MeasurementID: snap})
+			_, err := h.send("DecideAdmission", aggregates.DecideAdmission{MissionID: "m1", MeasurementID: aggregates.ID(snap)})
 			if tc.decision == "" {
 				if client.CodeOf(err) != tc.code {
 					t.Fatalf("got %v, want %s", err, tc.code)
@@ -894,7 +894,7 @@ func TestExecutor_Admission(t *testing.T) {
 				t.Errorf("admission (-want +got):\n%s", diff)
 			}
 			h.must("GrantApproval", aggregates.GrantApproval{ApprovalID: "start", Approver: "owner", Action: aggregates.ActionStartup,
-				Subject: aggregates.ProviderStream("spark"), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
+				Subject: aggregates.ShortText(aggregates.ProviderStream("spark")), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)})
 			_, err = h.send("StartAttempt", aggregates.StartAttempt{MissionID: "m1", ApprovalID: "start"})
 			switch {
 			case tc.decision == aggregates.AdmissionAdmitted && err != nil:
@@ -946,10 +946,10 @@ func TestVerifyRecorded(t *testing.T) {
 	if _, err := executor.VerifyRecorded(t.Context(), h.c, "never-requested"); !errors.Is(err, executor.ErrNotRecorded) {
 		t.Fatalf("never requested: %v", err)
 	}
-	h.must("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: "gpu1", LeaseUntil: time.Now().Add(time.Minute)})
+	h.must("ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: "gpu1", LeaseUntil: time.Now().Add(time.Minute)})
 	h.must("RecordMeasurement", signedResult(t, id, "gpu1", argv, key))
 	kid := events.KeyID(key.Public().(ed25519.PublicKey))
-	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: kid, Reason: "rotated"})
+	h.must("RevokeExecutorKey", aggregates.RevokeExecutorKey{ExecutorID: "gpu1", KeyID: aggregates.ShortText(kid), Reason: "rotated"})
 	v, err := executor.VerifyRecorded(t.Context(), h.c, id)
 	if err != nil {
 		t.Fatal(err)
@@ -968,7 +968,7 @@ func TestExecutor_LeaseWithinThePolicy(t *testing.T) {
 	h := newHarness(t, &pol, "present")
 	key := h.register("gpu1")
 	h.start(h.config("gpu1", key))
-	id := h.request(aggregates.RequestMeasurement{Argv: []string{"true"}, Timeout: aggregates.D(2 * time.Second)})
+	id := h.request(aggregates.RequestMeasurement{Argv: []string{"true"}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 	if r := h.result(id, key); r.Outcome != aggregates.ResultExited {
 		t.Fatalf("got %s", r.Outcome)
 	}

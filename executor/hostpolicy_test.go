@@ -197,7 +197,7 @@ func TestHostPolicy_Hashes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementHash, BindingID: tc.binding, Argv: tc.argv})
+			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementHash, BindingID: aggregates.OptionalID(tc.binding), Argv: tc.argv})
 			r := h.result(id, key)
 			if tc.refusedAt < 0 {
 				if r.Outcome != aggregates.ResultCompleted || len(r.Artifacts) != 1 || r.Artifacts[0].SHA256 == "" {
@@ -260,8 +260,8 @@ func TestHostPolicy_ProbeTargets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			provider := "p" + string(rune('a'+i))
 			h.declare(provider, tc.endpoint, tag)
-			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: provider,
-				Argv: []string{aggregates.ProbeModels, tc.endpoint}, Timeout: aggregates.D(2 * time.Second)})
+			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: aggregates.OptionalID(provider),
+				Argv: []string{aggregates.ProbeModels, tc.endpoint}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 			r := h.result(id, key)
 			want := tc.code + ": "
 			if r.Outcome != refusedByHost || r.Probe == nil || r.Probe.Outcome != aggregates.ProbeRefused || r.Probe.HTTPStatus != 0 ||
@@ -300,7 +300,7 @@ func TestHostPolicy_ProbeThroughDNS(t *testing.T) {
 	h.start(cfg)
 	h.declare("dns", endpoint, tag)
 	r := h.result(h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: "dns",
-		Argv: []string{aggregates.ProbeModels, endpoint}, Timeout: aggregates.D(2 * time.Second)}), key)
+		Argv: []string{aggregates.ProbeModels, endpoint}, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))}), key)
 	if r.Outcome != aggregates.ResultCompleted || r.Probe == nil || r.Probe.Outcome != aggregates.ProbeOK || !slices.Equal(r.Probe.Models, []string{tag}) {
 		t.Fatalf("got %s %q %+v", r.Outcome, r.Error, r.Probe)
 	}
@@ -415,7 +415,7 @@ func TestHostPolicy_ProbeRecordsNoBody(t *testing.T) {
 			if tc.kind == aggregates.ProbeSmoke {
 				argv = append(argv, tag)
 			}
-			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: provider, Argv: argv, Timeout: aggregates.D(2 * time.Second)})
+			id := h.request(aggregates.RequestMeasurement{Kind: aggregates.MeasurementProbe, Provider: aggregates.OptionalID(provider), Argv: argv, Timeout: aggregates.PositiveDuration(aggregates.D(2 * time.Second))})
 			r := h.result(id, key)
 			want := tc.models.status
 			if tc.kind == aggregates.ProbeSmoke {

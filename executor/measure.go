@@ -61,7 +61,7 @@ func (x *Executor) measure(ctx context.Context, t *tracker, j job) {
 	hardCap := claimed.Add(req.Timeout.Duration + x.reportGrace)
 	lease := earlier(claimed.Add(x.cfg.Lease), hardCap)
 	_, err := x.send(ctx, "ClaimMeasurement", uuid.New(), aggregates.ClaimMeasurement{
-		MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, LeaseUntil: lease.UTC(),
+		MeasurementID: aggregates.ID(req.MeasurementID), ExecutorID: aggregates.ID(x.cfg.ExecutorID), LeaseUntil: lease.UTC(),
 	})
 	if err != nil {
 		// Claimed by another executor (lease_held, already_claimed), done,
@@ -137,7 +137,7 @@ func (x *Executor) renew(ctx context.Context, req aggregates.MeasurementRequeste
 			continue
 		}
 		_, err := x.send(ctx, "RenewMeasurementLease", uuid.New(), aggregates.RenewMeasurementLease{
-			MeasurementID: req.MeasurementID, ExecutorID: x.cfg.ExecutorID, LeaseUntil: next.UTC(),
+			MeasurementID: aggregates.ID(req.MeasurementID), ExecutorID: aggregates.ID(x.cfg.ExecutorID), LeaseUntil: next.UTC(),
 		})
 		if ctx.Err() != nil {
 			return
@@ -307,7 +307,7 @@ func (x *Executor) report(ctx context.Context, r *aggregates.MeasurementResult, 
 	}
 	id := uuid.NewSHA1(recordNamespace, []byte(x.cfg.ExecutorID+"\x00"+r.MeasurementID))
 	out, err := x.send(rctx, "RecordMeasurement", id, aggregates.RecordMeasurement{
-		MeasurementID: r.MeasurementID, ExecutorID: x.cfg.ExecutorID, Payload: payload, Envelope: *env,
+		MeasurementID: aggregates.ID(r.MeasurementID), ExecutorID: aggregates.ID(x.cfg.ExecutorID), Payload: payload, Envelope: *env,
 	})
 	if err != nil {
 		log.Warn("result refused", "code", client.CodeOf(err), "err", err)

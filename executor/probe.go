@@ -88,9 +88,9 @@ func (p *prober) probe(ctx context.Context, spec aggregates.ProbeSpec) (*aggrega
 		} `json:"data"`
 	}
 	status, cerr := p.call(ctx, http.MethodGet, endpointURL(spec.Endpoint, "/models"), nil, &list)
-	r.Latency, r.HTTPStatus = aggregates.D(time.Since(start)), status
+	r.Latency, r.HTTPStatus = aggregates.NonNegativeDuration(aggregates.D(time.Since(start))), status
 	if cerr != nil {
-		r.Outcome, r.Error = cerr.outcome, cerr.msg
+		r.Outcome, r.Error = aggregates.ReadingOutcome(cerr.outcome), cerr.msg
 		return r, cerr.refusal
 	}
 	if list.Data == nil {
@@ -137,10 +137,10 @@ func (p *prober) probe(ctx context.Context, spec aggregates.ProbeSpec) (*aggrega
 	status, cerr = p.call(ctx, http.MethodPost, endpointURL(spec.Endpoint, "/chat/completions"), body, &done)
 	// A smoke probe's latency is the completion's: the listing's is a
 	// models probe's.
-	r.Latency, r.HTTPStatus = aggregates.D(time.Since(start)), status
+	r.Latency, r.HTTPStatus = aggregates.NonNegativeDuration(aggregates.D(time.Since(start))), status
 	switch {
 	case cerr != nil:
-		r.Outcome, r.Error = cerr.outcome, "smoke completion: "+cerr.msg
+		r.Outcome, r.Error = aggregates.ReadingOutcome(cerr.outcome), "smoke completion: "+cerr.msg
 		return r, cerr.refusal
 	case len(done.Choices) == 0:
 		r.Outcome, r.Error = aggregates.ProbeFailed, "smoke completion: the answer has no choice"

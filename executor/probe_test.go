@@ -137,7 +137,7 @@ func TestProbe(t *testing.T) {
 			case tc.noV1:
 				endpoint = url
 			}
-			spec := aggregates.ProbeSpec{Kind: tc.kind, Endpoint: endpoint}
+			spec := aggregates.ProbeSpec{Kind: aggregates.LiveProbeKind(tc.kind), Endpoint: endpoint}
 			if tc.kind == aggregates.ProbeSmoke {
 				spec.ModelTag = exactTag
 			}

@@ -64,7 +64,7 @@ func (x *Executor) KeyStatus(ctx context.Context) (KeyStatus, error) {
 // approval yet, another host…) is a *wire.Error with the gate's code.
 func (x *Executor) Register(ctx context.Context, approvalID string) error {
 	_, err := x.send(ctx, "RegisterExecutorKey", uuid.New(), aggregates.RegisterExecutorKey{
-		ExecutorID: x.cfg.ExecutorID, Host: x.cfg.Host, PublicKey: x.PublicKey(), ApprovalID: approvalID,
+		ExecutorID: aggregates.ID(x.cfg.ExecutorID), Host: aggregates.ID(x.cfg.Host), PublicKey: aggregates.Ed25519PublicKey(x.PublicKey()), ApprovalID: aggregates.OptionalID(approvalID),
 	})
 	return err
 }

@@ -185,7 +185,7 @@ func (x *Executor) askLoop(ctx context.Context, book *scheduleBook) {
 func (x *Executor) askProbe(ctx context.Context, book *scheduleBook, provider string) {
 	id := "probe-" + uuid.NewString()
 	_, err := x.send(ctx, "RequestScheduledProbe", uuid.New(), aggregates.RequestScheduledProbe{
-		Provider: provider, ExecutorID: x.cfg.ExecutorID, MeasurementID: id})
+		Provider: aggregates.ID(provider), ExecutorID: aggregates.ID(x.cfg.ExecutorID), MeasurementID: aggregates.ID(id)})
 	var ae *wire.Error
 	switch {
 	case err == nil:

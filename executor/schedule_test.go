@@ -31,16 +31,16 @@ func TestExecutor_ProbeSchedule(t *testing.T) {
 	}))
 	defer runtime.Close()
 	for _, name := range []string{"sched", "elsewhere"} {
-		h.must("DeclareProvider", aggregates.DeclareProvider{Name: name, Kind: aggregates.KindLocal, Profile: "local_ollama",
-			Endpoint: runtime.URL + "/v1", ModelTag: "qwen3:8b", Capabilities: []string{"chat"}, TaskClasses: []string{"code"}})
+		h.must("DeclareProvider", aggregates.DeclareProvider{Name: aggregates.ID(name), Kind: aggregates.KindLocal, Profile: "local_ollama",
+			Endpoint: aggregates.OptionalLongText(runtime.URL + "/v1"), ModelTag: "qwen3:8b", Capabilities: []string{"chat"}, TaskClasses: []string{"code"}})
 	}
 	key := h.register("gpu1")
 	h.start(h.config("gpu1", key))
 	const interval = 300 * time.Millisecond
 	h.must("ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: "elsewhere", Host: "spark-9", Kind: aggregates.ProbeModels,
-		Interval: aggregates.D(interval), Timeout: aggregates.D(200 * time.Millisecond), Approver: "owner"})
+		Interval: aggregates.PositiveDuration(aggregates.D(interval)), Timeout: aggregates.PositiveDuration(aggregates.D(200 * time.Millisecond)), Approver: "owner"})
 	h.must("ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: "sched", Host: host, Kind: aggregates.ProbeModels,
-		Interval: aggregates.D(interval), Timeout: aggregates.D(200 * time.Millisecond), Approver: "owner"})
+		Interval: aggregates.PositiveDuration(aggregates.D(interval)), Timeout: aggregates.PositiveDuration(aggregates.D(200 * time.Millisecond)), Approver: "owner"})
 
 	probe := func(e events.Event) aggregates.ProbeRecorded {
 		var d aggregates.ProbeRecorded

@@ -203,7 +203,7 @@ func (w *leaseWatcher) mark(ctx context.Context, id string, until time.Time) boo
 	if w.active != nil && !w.active() {
 		return false // not the leader: keep the lease pending, another node marks it
 	}
-	data, err := json.Marshal(aggregates.MarkMeasurementUncertain{MeasurementID: id})
+	data, err := json.Marshal(aggregates.MarkMeasurementUncertain{MeasurementID: aggregates.ID(id)})
 	if err != nil {
 		return false
 	}

@@ -73,12 +73,12 @@ func waitUncertain(t *testing.T, n *Node, id string) aggregates.MeasurementUncer
 func claimed(t *testing.T, n *Node, id string, lease time.Duration) {
 	t.Helper()
 	pub := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)).Public().(ed25519.PublicKey)
-	handle(t, n, "GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-" + id, Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("gpu-" + id), Uses: 1, ExpiresAt: leaseT0.Add(time.Hour)})
-	handle(t, n, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu-" + id, Host: "spark-1", PublicKey: pub, ApprovalID: "reg-" + id})
-	handle(t, n, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: id, Host: "spark-1", Kind: aggregates.MeasurementRun,
-		Argv: []string{"true"}, Timeout: aggregates.D(time.Minute), OutputCapBytes: 1024})
-	handle(t, n, "ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: id, ExecutorID: "gpu-" + id, LeaseUntil: leaseT0.Add(lease)})
+	handle(t, n, "GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID("reg-" + id), Approver: "owner", Action: aggregates.ActionActivation,
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("gpu-" + id)), Uses: 1, ExpiresAt: leaseT0.Add(time.Hour)})
+	handle(t, n, "RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: aggregates.ID("gpu-" + id), Host: "spark-1", PublicKey: aggregates.Ed25519PublicKey(pub), ApprovalID: aggregates.OptionalID("reg-" + id)})
+	handle(t, n, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: aggregates.ID(id), Host: "spark-1", Kind: aggregates.MeasurementRun,
+		Argv: []string{"true"}, Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 1024})
+	handle(t, n, "ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(id), ExecutorID: aggregates.ID("gpu-" + id), LeaseUntil: leaseT0.Add(lease)})
 }
 
 // TestLeaseWatcher_MarksExpiredLeases: once the node's clock passes a

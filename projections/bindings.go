@@ -101,7 +101,7 @@ func (m *bindings) Apply(e *events.Event) error {
 		elements(v[4], func(el []byte) {
 			var a [4][]byte
 			fields(el, artifactKeys, a[:])
-			b.Artifacts = append(b.Artifacts, aggregates.BindingArtifact{Path: str(a[0]), Size: i64(a[1]), SHA256: str(a[2]), Role: str(a[3])})
+			b.Artifacts = append(b.Artifacts, aggregates.BindingArtifact{Path: aggregates.LongText(str(a[0])), Size: aggregates.Size(i64(a[1])), SHA256: aggregates.Hex64(str(a[2])), Role: aggregates.ArtifactRole(str(a[3]))})
 		})
 		b.Proposal = m.ref(e)
 	case aggregates.TypeBindingVerified:
@@ -200,14 +200,14 @@ func (m *bindings) View(q Query) any {
 		}
 		bound := map[string]bool{}
 		for _, a := range b.Artifacts {
-			bound[a.Path] = true
-			if !slices.Contains(r.RolesPresent, a.Role) {
-				r.RolesPresent = append(r.RolesPresent, a.Role)
+			bound[string(a.Path)] = true
+			if !slices.Contains(r.RolesPresent, string(a.Role)) {
+				r.RolesPresent = append(r.RolesPresent, string(a.Role))
 			}
 			ar := ArtifactRow{BindingArtifact: a}
-			if h, ok := b.Hashes[a.Path]; ok {
+			if h, ok := b.Hashes[string(a.Path)]; ok {
 				ar.Hashed = &h
-				ar.Matches = h.MeasurementID != "" && h.Size == a.Size && h.SHA256 == a.SHA256 && h.Role == a.Role
+				ar.Matches = h.MeasurementID != "" && h.Size == int64(a.Size) && h.SHA256 == string(a.SHA256) && h.Role == string(a.Role)
 			}
 			r.Artifacts = append(r.Artifacts, ar)
 		}

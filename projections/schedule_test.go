@@ -59,7 +59,7 @@ func TestReadiness_Schedule(t *testing.T) {
 		now := clock.Now()
 		r := aggregates.MeasurementResult{MeasurementID: id, ExecutorID: "x1", Host: "h1", Argv: []string{"models", endpoint},
 			StartedAt: now, EndedAt: now, Outcome: aggregates.ResultCompleted, // not before its request
-			Probe: &aggregates.ProbeReading{Kind: "models", Endpoint: endpoint, Outcome: "ok", Models: []string{tag}, Latency: aggregates.D(time.Millisecond)}}
+			Probe: &aggregates.ProbeReading{Kind: "models", Endpoint: endpoint, Outcome: "ok", Models: []string{tag}, Latency: aggregates.NonNegativeDuration(aggregates.D(time.Millisecond))}}
 		payload, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)

@@ -200,7 +200,7 @@ func TestDashboard_Browser(t *testing.T) {
 	probe := aggregates.MeasurementResult{MeasurementID: "dash-probe", ExecutorID: executor, Host: host,
 		Argv: []string{aggregates.ProbeModels, endpoint}, StartedAt: now, EndedAt: now, Outcome: aggregates.ResultCompleted,
 		Probe: &aggregates.ProbeReading{Kind: aggregates.ProbeModels, Endpoint: endpoint, Outcome: aggregates.ProbeOK,
-			Models: []string{scheduledTag}, Latency: aggregates.D(40 * time.Millisecond), HTTPStatus: 200}}
+			Models: []string{scheduledTag}, Latency: aggregates.NonNegativeDuration(aggregates.D(40 * time.Millisecond)), HTTPStatus: 200}}
 	payload, err := json.Marshal(probe)
 	if err != nil {
 		t.Fatal(err)
@@ -214,15 +214,15 @@ func TestDashboard_Browser(t *testing.T) {
 		data any
 	}{
 		{"ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: scheduled, Host: host, Kind: aggregates.ProbeModels,
-			Interval: aggregates.D(time.Minute), Timeout: aggregates.D(10 * time.Second), Approver: "owner"}},
+			Interval: aggregates.PositiveDuration(aggregates.D(time.Minute)), Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), Approver: "owner"}},
 		{"GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-" + executor, Approver: "owner", Action: aggregates.ActionActivation,
-			Subject: aggregates.ExecutorStream(executor), Uses: 1, ExpiresAt: now.Add(time.Hour)}},
+			Subject: aggregates.ShortText(aggregates.ExecutorStream(executor)), Uses: 1, ExpiresAt: now.Add(time.Hour)}},
 		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: executor, Host: host,
-			PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: "reg-" + executor}},
-		{"RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: probe.MeasurementID, Host: host, Kind: aggregates.MeasurementProbe,
-			Provider: scheduled, Argv: probe.Argv, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 4096}},
-		{"ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: probe.MeasurementID, ExecutorID: executor, LeaseUntil: now.Add(time.Minute)}},
-		{"RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: probe.MeasurementID, ExecutorID: executor, Payload: payload, Envelope: *env}},
+			PublicKey: aggregates.Ed25519PublicKey(key.Public().(ed25519.PublicKey)), ApprovalID: "reg-" + executor}},
+		{"RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: aggregates.ID(probe.MeasurementID), Host: host, Kind: aggregates.MeasurementProbe,
+			Provider: scheduled, Argv: probe.Argv, Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), OutputCapBytes: 4096}},
+		{"ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: aggregates.ID(probe.MeasurementID), ExecutorID: executor, LeaseUntil: now.Add(time.Minute)}},
+		{"RecordMeasurement", aggregates.RecordMeasurement{MeasurementID: aggregates.ID(probe.MeasurementID), ExecutorID: executor, Payload: payload, Envelope: *env}},
 	} {
 		b, _ := json.Marshal(step.data)
 		if _, err := c.Command(ctx, wire.CommandIn{Command: step.name, ID: uuid.NewString(), Actor: "owner", Data: b}); err != nil {

@@ -138,11 +138,11 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 		return nil, err
 	}
 	for _, p := range liveProviders {
-		if err := do("DeclareProvider", aggregates.DeclareProvider{Name: p.name, Kind: aggregates.KindLocal, Profile: p.profile,
-			Endpoint: l.standIns[p.standIn].URL(), ModelTag: p.tag, Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code", "chat"}}); err != nil {
+		if err := do("DeclareProvider", aggregates.DeclareProvider{Name: aggregates.ID(p.name), Kind: aggregates.KindLocal, Profile: aggregates.ShortText(p.profile),
+			Endpoint: aggregates.OptionalLongText(l.standIns[p.standIn].URL()), ModelTag: aggregates.OptionalShortText(p.tag), Capabilities: []string{"chat", "code"}, TaskClasses: []string{"code", "chat"}}); err != nil {
 			return nil, err
 		}
-		if err := do("DeclareProviderLimits", aggregates.DeclareProviderLimits{Name: p.name, ContextTokens: 32768, OutputTokens: 4096}); err != nil {
+		if err := do("DeclareProviderLimits", aggregates.DeclareProviderLimits{Name: aggregates.ID(p.name), ContextTokens: 32768, OutputTokens: 4096}); err != nil {
 			return nil, err
 		}
 		r, known := rows[p.name]
@@ -150,11 +150,11 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 			continue
 		}
 		approval := "demo-activate-" + p.name + "-" + run
-		if err := do("GrantApproval", aggregates.GrantApproval{ApprovalID: approval, Approver: "demo-owner", Action: aggregates.ActionActivation,
-			Subject: aggregates.ProviderStream(p.name), Uses: 1, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+		if err := do("GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID(approval), Approver: "demo-owner", Action: aggregates.ActionActivation,
+			Subject: aggregates.ShortText(aggregates.ProviderStream(p.name)), Uses: 1, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
 			return nil, err
 		}
-		if err := do("ActivateProvider", aggregates.ActivateProvider{Name: p.name, ApprovalID: approval}); err != nil {
+		if err := do("ActivateProvider", aggregates.ActivateProvider{Name: aggregates.ID(p.name), ApprovalID: aggregates.OptionalID(approval)}); err != nil {
 			return nil, err
 		}
 	}
@@ -189,8 +189,8 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 		return nil, err
 	} else if st == executor.KeyNotRegistered {
 		approval := "demo-register-" + run
-		if err := do("GrantApproval", aggregates.GrantApproval{ApprovalID: approval, Approver: "demo-owner", Action: aggregates.ActionActivation,
-			Subject: aggregates.ExecutorStream(demoExecutor), Uses: 1, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+		if err := do("GrantApproval", aggregates.GrantApproval{ApprovalID: aggregates.ID(approval), Approver: "demo-owner", Action: aggregates.ActionActivation,
+			Subject: aggregates.ShortText(aggregates.ExecutorStream(demoExecutor)), Uses: 1, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
 			return nil, err
 		}
 		if err := x.Register(ctx, approval); err != nil {
@@ -207,8 +207,8 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 	}()
 	timeout := min(interval/2, 5*time.Second)
 	for _, p := range liveProviders {
-		if err := do("ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: p.name, Host: demoHost, Kind: aggregates.ProbeModels,
-			Interval: aggregates.D(interval), Timeout: aggregates.D(timeout), Approver: "demo-owner"}); err != nil {
+		if err := do("ApproveProbeSchedule", aggregates.ApproveProbeSchedule{Provider: aggregates.ID(p.name), Host: demoHost, Kind: aggregates.ProbeModels,
+			Interval: aggregates.PositiveDuration(aggregates.D(interval)), Timeout: aggregates.PositiveDuration(aggregates.D(timeout)), Approver: "demo-owner"}); err != nil {
 			return nil, err
 		}
 	}

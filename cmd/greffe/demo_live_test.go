@@ -105,7 +105,7 @@ func TestDemo_Lives(t *testing.T) {
 	// The demo's executor probes its stand-ins and runs nothing (issue
 	// #20): a writer's run on its host is answered refused_by_host.
 	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "demo-shell", Host: demoHost, Kind: aggregates.MeasurementRun,
-		Argv: []string{"/bin/sh", "-c", "id"}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+		Argv: []string{"/bin/sh", "-c", "id"}, Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), OutputCapBytes: 1024})
 	executorWaitFor(t, c, "measurement-demo-shell", aggregates.TypeMeasurementRecorded)
 	page, err := c.ReadStream(t.Context(), "measurement-demo-shell", events.ReadOptions{Limit: 10})
 	if err != nil {

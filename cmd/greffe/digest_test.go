@@ -25,43 +25,6 @@ import (
 
 func hexOf(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 
-// TestDigest_ClientIsTheNode: the client's digests, written from their
-// published definitions, are the ones the node recomputes (aggregates'
-// BindingIdentity and ArgvHash, events.KeyID), on inputs that tell the
-// spellings apart: HTML characters, non-ASCII text, metadata keys out of
-// order, empty and absent lists.
-func TestDigest_ClientIsTheNode(t *testing.T) {
-	arts := []aggregates.BindingArtifact{
-		{Path: "/models/q/weights <1>.gguf", Size: 16 << 30, SHA256: hexOf("w"), Role: aggregates.RoleWeights},
-		{Path: "/opt/llama/llama-server&co", Size: 9 << 20, SHA256: hexOf("s"), Role: aggregates.RoleServer},
-	}
-	cArts := make([]client.BindingArtifact, len(arts))
-	for i, a := range arts {
-		cArts[i] = client.BindingArtifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Role: a.Role}
-	}
-	for _, meta := range []map[string]string{nil, {}, {"z": "1", "a": "é", "m": "<x>"}} {
-		for _, as := range [][2]int{{0, 0}, {0, 2}, {1, 2}} {
-			want := aggregates.BindingIdentity(hexOf("c"), "abc123", hexOf("t"), meta, arts[as[0]:as[1]])
-			got := client.BindingIdentity(client.Binding{ConfigSHA256: hexOf("c"), SourceCommit: "abc123", TemplateSHA256: hexOf("t"), ModelMetadata: meta, Artifacts: cArts[as[0]:as[1]]})
-			if got != want {
-				t.Errorf("binding identity (meta %v, artifacts %v): client %s, node %s", meta, as, got, want)
-			}
-		}
-	}
-	for _, argv := range [][]string{nil, {}, {"bash", "t.sh"}, {"python3", "-c", "print('<&>')", "é"}} {
-		if got, want := client.ArgvHash(argv), aggregates.ArgvHash(argv); got != want {
-			t.Errorf("argv_hash of %q: client %s, node %s", argv, got, want)
-		}
-	}
-	pub, _, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := client.ExecutorKeyID(pub), events.KeyID(pub); got != want {
-		t.Errorf("key id: client %s, node %s", got, want)
-	}
-}
-
 // TestCLI_Digest: greffe digest prints what the node recomputes, so that
 // a binding proposed with the identity it prints verifies (no
 // identity_mismatch), an executor key registered on a node gets the key id
@@ -80,14 +43,14 @@ func TestCLI_Digest(t *testing.T) {
 
 	// A binding: identity by the CLI, then hashed by an executor and verified.
 	arts := []aggregates.BindingArtifact{
-		{Path: "/m/weights.gguf", Size: 1 << 30, SHA256: hexOf("weights"), Role: aggregates.RoleWeights},
-		{Path: "/o/llama-server", Size: 9 << 20, SHA256: hexOf("server"), Role: aggregates.RoleServer},
-		{Path: "/o/libggml-cuda.so", Size: 80 << 20, SHA256: hexOf("engine"), Role: aggregates.RoleEngine},
-		{Path: "/m/tokenizer.json", Size: 7 << 20, SHA256: hexOf("tokenizer"), Role: aggregates.RoleTokenizer},
-		{Path: "/m/template.jinja", Size: 4 << 10, SHA256: hexOf("template"), Role: aggregates.RoleTemplate},
+		{Path: "/m/weights.gguf", Size: 1 << 30, SHA256: aggregates.Hex64(hexOf("weights")), Role: aggregates.RoleWeights},
+		{Path: "/o/llama-server", Size: 9 << 20, SHA256: aggregates.Hex64(hexOf("server")), Role: aggregates.RoleServer},
+		{Path: "/o/libggml-cuda.so", Size: 80 << 20, SHA256: aggregates.Hex64(hexOf("engine")), Role: aggregates.RoleEngine},
+		{Path: "/m/tokenizer.json", Size: 7 << 20, SHA256: aggregates.Hex64(hexOf("tokenizer")), Role: aggregates.RoleTokenizer},
+		{Path: "/m/template.jinja", Size: 4 << 10, SHA256: aggregates.Hex64(hexOf("template")), Role: aggregates.RoleTemplate},
 	}
 	pb := aggregates.ProposeBinding{BindingID: "b1", Provider: "p1", ModelTag: "qwen:27b", Family: "coder",
-		ConfigSHA256: hexOf("config"), SourceCommit: "7695859a", TemplateSHA256: hexOf("template"), ContextTokens: 65536,
+		ConfigSHA256: aggregates.Hex64(hexOf("config")), SourceCommit: "7695859a", TemplateSHA256: aggregates.Hex64(hexOf("template")), ContextTokens: 65536,
 		ModelMetadata: map[string]string{"quantization": "Q4_K_M", "architecture": "qwen35"}, Artifacts: arts}
 	file := filepath.Join(dir, "binding.json")
 	b, _ := json.MarshalIndent(pb, "", "  ")
@@ -100,13 +63,13 @@ func TestCLI_Digest(t *testing.T) {
 		t.Fatalf("digest binding: %d %q %q", code, out, errs)
 	}
 	// The bare-hex spelling of the same digest is refused, naming the one it wants.
-	pb.Identity = strings.TrimPrefix(identity, "sha256:")
+	pb.Identity = aggregates.Digest(strings.TrimPrefix(identity, "sha256:"))
 	_, err := send("ProposeBinding", pb)
 	var ae *wire.Error
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Field != "data.identity" || !strings.Contains(ae.Message, `"sha256:" and 64 lowercase hex`) {
 		t.Fatalf("bare-hex identity: %v", err)
 	}
-	pb.Identity = identity
+	pb.Identity = aggregates.Digest(identity)
 	if _, err := send("ProposeBinding", pb); err != nil {
 		t.Fatal(err)
 	}
@@ -115,18 +78,18 @@ func TestCLI_Digest(t *testing.T) {
 	var argv []string
 	var readings []aggregates.ArtifactReading
 	for _, a := range arts {
-		argv = append(argv, a.Role+"="+a.Path)
-		readings = append(readings, aggregates.ArtifactReading{Path: a.Path, Role: a.Role, Size: a.Size, MtimeNS: 1_772_000_000_000_000_000, SHA256: a.SHA256})
+		argv = append(argv, string(a.Role)+"="+string(a.Path))
+		readings = append(readings, aggregates.ArtifactReading{Path: string(a.Path), Role: string(a.Role), Size: int64(a.Size), MtimeNS: 1_772_000_000_000_000_000, SHA256: string(a.SHA256)})
 	}
 	for _, cmd := range []struct {
 		name string
 		data any
 	}{
 		{"GrantApproval", aggregates.GrantApproval{ApprovalID: "reg-hasher", Approver: "owner", Action: aggregates.ActionActivation,
-			Subject: aggregates.ExecutorStream("hasher"), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)}},
-		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "hasher", Host: "h1", PublicKey: key.Public().(ed25519.PublicKey), ApprovalID: "reg-hasher"}},
+			Subject: aggregates.ShortText(aggregates.ExecutorStream("hasher")), Uses: 1, ExpiresAt: time.Now().Add(time.Hour)}},
+		{"RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "hasher", Host: "h1", PublicKey: aggregates.Ed25519PublicKey(key.Public().(ed25519.PublicKey)), ApprovalID: "reg-hasher"}},
 		{"RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "hash-b1", Host: "h1", Argv: argv, Kind: aggregates.MeasurementHash, BindingID: "b1",
-			Timeout: aggregates.D(time.Minute), OutputCapBytes: 4096}},
+			Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 4096}},
 		{"ClaimMeasurement", aggregates.ClaimMeasurement{MeasurementID: "hash-b1", ExecutorID: "hasher", LeaseUntil: time.Now().Add(time.Minute)}},
 	} {
 		if _, err := send(cmd.name, cmd.data); err != nil {
@@ -151,7 +114,7 @@ func TestCLI_Digest(t *testing.T) {
 	// argv: the hash of the exact command line.
 	code, out, _ = runCLI(t, "", "digest", "argv", "--json", "--", "bash", "-c", "test -x t.sh")
 	var d struct{ Kind, Digest string }
-	if err := json.Unmarshal([]byte(out), &d); code != exitOK || err != nil || d.Digest != aggregates.ArgvHash([]string{"bash", "-c", "test -x t.sh"}) || d.Kind != "argv_hash" {
+	if err := json.Unmarshal([]byte(out), &d); code != exitOK || err != nil || d.Digest != events.ArgvHash([]string{"bash", "-c", "test -x t.sh"}) || d.Kind != "argv_hash" {
 		t.Fatalf("digest argv: %d %q %v", code, out, err)
 	}
 
@@ -182,10 +145,10 @@ func TestCLI_Digest(t *testing.T) {
 		keyID = strings.TrimSpace(out)
 	}
 	if _, err := send("GrantApproval", aggregates.GrantApproval{ApprovalID: "reg", Approver: "owner", Action: aggregates.ActionActivation,
-		Subject: aggregates.ExecutorStream("gpu1"), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)}); err != nil {
+		Subject: aggregates.ShortText(aggregates.ExecutorStream("gpu1")), Uses: 1, ExpiresAt: time.Now().Add(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err = send("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: "spark-1", PublicKey: pub, ApprovalID: "reg"})
+	res, err = send("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: "gpu1", Host: "spark-1", PublicKey: aggregates.Ed25519PublicKey(pub), ApprovalID: "reg"})
 	if err != nil {
 		t.Fatal(err)
 	}

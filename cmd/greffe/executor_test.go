@@ -103,7 +103,7 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 	}
 	x := start()
 	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m1", Host: "spark-1", Kind: aggregates.MeasurementRun,
-		Argv: argv, Timeout: aggregates.D(time.Minute), OutputCapBytes: 1024})
+		Argv: argv, Timeout: aggregates.PositiveDuration(aggregates.D(time.Minute)), OutputCapBytes: 1024})
 	executorWaitFor(t, c, "measurement-m1", aggregates.TypeMeasurementClaimed)
 	pid := executorReadPid(t, pidFile)
 	if err := x.Process.Signal(syscall.SIGKILL); err != nil {
@@ -115,7 +115,7 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 
 	x = start()
 	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m2", Host: "spark-1", Kind: aggregates.MeasurementRun,
-		Argv: []string{"sh", "-c", "echo metric ok 1"}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+		Argv: []string{"sh", "-c", "echo metric ok 1"}, Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), OutputCapBytes: 1024})
 	executorWaitFor(t, c, "measurement-m2", aggregates.TypeMeasurementRecorded)
 	page, err := c.ReadStream(t.Context(), "measurement-m1", events.ReadOptions{Limit: 100})
 	if err != nil {
@@ -138,7 +138,7 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 	// not run, answered refused_by_host, signed.
 	marker := filepath.Join(dir, "pwned")
 	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m3", Host: "spark-1", Kind: aggregates.MeasurementRun,
-		Argv: []string{"/bin/sh", "-c", "id > " + marker}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+		Argv: []string{"/bin/sh", "-c", "id > " + marker}, Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), OutputCapBytes: 1024})
 	executorWaitFor(t, c, "measurement-m3", aggregates.TypeMeasurementRecorded)
 	if out, code := executorCLI(t, "executor", "verify", "m3", "--server", srv.url); code != exitOK || !strings.Contains(out, "outcome     refused_by_host, exit -1") ||
 		!strings.Contains(out, "error       run_not_allowed: ") {
@@ -164,7 +164,7 @@ func TestExecutorCmd_KilledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	executorCommand(t, c, "RequestMeasurement", aggregates.RequestMeasurement{MeasurementID: "m4", Host: "spark-1", Kind: aggregates.MeasurementHash,
-		BindingID: "b-approved", Argv: []string{"weights=" + weights}, Timeout: aggregates.D(10 * time.Second), OutputCapBytes: 1024})
+		BindingID: "b-approved", Argv: []string{"weights=" + weights}, Timeout: aggregates.PositiveDuration(aggregates.D(10 * time.Second)), OutputCapBytes: 1024})
 	executorCommand(t, c, "ApproveMeasurement", aggregates.ApproveMeasurement{MeasurementID: "m4"})
 	bare := exec.Command(greffeBin, append([]string{"executor", "--log-level", "warn"}, flags...)...)
 	bare.Stdout, bare.Stderr = t.Output(), t.Output()
