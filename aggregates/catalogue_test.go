@@ -90,8 +90,8 @@ func TestDecodeCommand(t *testing.T) {
 			if ie.Path != tc.path || ie.Command != tc.command {
 				t.Fatalf("path %q command %q (%s), want %q", ie.Path, ie.Command, ie.Reason, tc.path)
 			}
-			var coded interface{ ErrorCode() string }
-			if errors.As(err, &coded) {
+			var refusal *Refusal
+			if errors.As(err, &refusal) {
 				t.Fatal("a malformed command must not look like a refusal (422)")
 			}
 		})

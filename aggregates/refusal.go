@@ -52,9 +52,6 @@ type Refusal struct {
 // Error returns "code: message".
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
 
-// ErrorCode returns the stable code.
-func (r *Refusal) ErrorCode() string { return r.Code }
-
 // CodedError describes the refusal: its code and details, of kind
 // events.KindRefused.
 func (r *Refusal) CodedError() *events.Error {

@@ -70,9 +70,6 @@ var _ events.Coded = (*RefusedError)(nil)
 // Error returns "code: message".
 func (e *RefusedError) Error() string { return e.Refusal.Error() }
 
-// ErrorCode returns the gate's code.
-func (e *RefusedError) ErrorCode() string { return e.Refusal.Code }
-
 // CodedError describes the refusal: the gate's code and details, of kind
 // events.KindRefused.
 func (e *RefusedError) CodedError() *events.Error {
