@@ -30,9 +30,11 @@ type prepared struct {
 	id     uuid.UUID
 	cmd    aggregates.Command
 	digest string
-	// legacy is the digest the code before issue #15 recorded for the
-	// same command (digestLegacy); compared, never written.
-	legacy string
+	// data is the command's data as sent (trimmed; "{}" when none): the
+	// legacy digest is computed from it only when a stored digest must be
+	// compared (sameCommand), not for every command (issue #21: a
+	// command's data was scanned five times before its decision).
+	data []byte
 	// principal sent it; actor is its name, recorded on every event.
 	principal aggregates.Principal
 	actor     string
@@ -96,7 +98,7 @@ func (h *Handler) prepare(req Request) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.legacy = digestLegacy(p.name, p.corr, data)
+	p.data = data
 	p.meta, err = json.Marshal(Metadata{Command: p.name, CommandID: id.String(), CommandDigest: p.digest, OnBehalfOf: p.behalf})
 	if err != nil {
 		return nil, err

@@ -97,7 +97,7 @@ func (p *prepared) sameCommand(meta json.RawMessage, pos uint64) error {
 	// The digest recorded before issue #15 (over the compacted bytes) is
 	// honoured too: a command recorded by the older node and re-sent with
 	// the same bytes after the upgrade is the same command (decode.go).
-	if err := json.Unmarshal(meta, &m); err != nil || m.CommandDigest != p.digest && m.CommandDigest != p.legacy {
+	if err := json.Unmarshal(meta, &m); err != nil || m.CommandDigest != p.digest && m.CommandDigest != digestLegacy(p.name, p.corr, p.data) {
 		return p.reused(pos, m.Command)
 	}
 	return nil
