@@ -107,8 +107,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports every problem of c at once (New applies defaults
-// first).
+// Validate reports what New refuses: a registry with no Store to read
+// (every other component is optional).
 func (c *Config) Validate() error {
 	var p config.Problems
 	if c.Store == nil {

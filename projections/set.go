@@ -131,8 +131,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports every problem of c at once (Open applies defaults
-// first).
+// Validate reports, all at once, the parts Open cannot do without: the
+// Store the rows live in and the Source they are folded from.
 func (c *Config) Validate() error {
 	var p config.Problems
 	if c.Store == nil {
