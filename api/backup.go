@@ -55,6 +55,18 @@ type BackupConfig struct {
 	MaxDuration time.Duration
 }
 
+// setDefaults gives the bounds left zero their defaults. BackupConfig has
+// no Validate: MountBackup returns no error, and what a negative bound
+// does (the stream's deadline is already past) it has always done.
+func (c *BackupConfig) setDefaults() {
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultBackupStallTimeout
+	}
+	if c.MaxDuration == 0 {
+		c.MaxDuration = DefaultBackupMaxDuration
+	}
+}
+
 // MountBackup adds GET /v1/backup (operator and admin roles; docs/API.md):
 // a consistent backup of this node, taken while it serves writes, streamed
 // as the tar of package backup, its manifest signed by cfg.Signers. The
@@ -74,12 +86,7 @@ type BackupConfig struct {
 // receiver never mistakes a cut stream for a whole one (the manifest comes
 // last). Call it before Serve.
 func (s *Server) MountBackup(b Backups, cfg BackupConfig) {
-	if cfg.StallTimeout == 0 {
-		cfg.StallTimeout = DefaultBackupStallTimeout
-	}
-	if cfg.MaxDuration == 0 {
-		cfg.MaxDuration = DefaultBackupMaxDuration
-	}
+	cfg.setDefaults()
 	busy := make(chan struct{}, 1) // the one backup allowed at a time
 	s.Handle("GET "+wire.BackupRoute, func(w http.ResponseWriter, r *http.Request) {
 		private, err := includeKeys(r)

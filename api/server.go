@@ -17,6 +17,7 @@ import (
 	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/internal/netpolicy"
 	"github.com/greffe/greffe/internal/progress"
 	"github.com/greffe/greffe/wire"
@@ -108,35 +109,40 @@ type Config struct {
 
 // Check reports what would make New or Listen refuse cfg, without binding
 // or creating anything: a non-loopback address without tokens, half a TLS
-// pair, a certificate that does not load. node.Open calls it before it
-// creates the data folder (issue #16).
+// pair, a cap that cannot hold, a certificate that does not load.
+// node.Open calls it before it creates the data folder (issue #16).
 func (cfg Config) Check() error {
+	cfg.setDefaults()
 	addr := cfg.Addr
-	if addr == "" {
-		addr = "127.0.0.1:7070"
-	}
 	if cfg.Listener != nil {
 		addr = cfg.Listener.Addr().String()
 	}
 	if !cfg.Tokens.Enabled() && !netpolicy.IsLoopback(addr) {
 		return fmt.Errorf("%w (%s); give --tokens FILE, or listen on 127.0.0.1", ErrInsecure, addr)
 	}
-	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
-		return errors.New("api: --tls-cert and --tls-key go together")
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	if cfg.TLSCert != "" {
 		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return fmt.Errorf("tls: %w", err)
 		}
 	}
-	return cfg.checkCaps()
+	return nil
 }
 
-// checkCaps reports every cap of cfg that is negative, or whose cap per
-// principal exceeds its total (after defaults), at once.
-func (cfg Config) checkCaps() error {
-	cfg.setCapDefaults()
-	var errs []error
+// ErrInvalidConfig wraps every problem of a Config (a
+// *config.ValidationError).
+var ErrInvalidConfig = errors.New("api: invalid config")
+
+// Validate reports every problem of cfg at once, after defaults (New
+// applies them; Check calls it): half a TLS pair, a cap that is negative
+// or whose cap per principal exceeds its total.
+func (cfg *Config) Validate() error {
+	var p config.Problems
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		p.Addf("--tls-cert and --tls-key go together")
+	}
 	for _, c := range []struct {
 		name, flags         string
 		perPrincipal, total int
@@ -146,17 +152,31 @@ func (cfg Config) checkCaps() error {
 	} {
 		switch {
 		case c.perPrincipal < 0 || c.total < 0:
-			errs = append(errs, fmt.Errorf("api: %s %d and %sPerPrincipal %d: a cap is positive (0: the default)", c.name, c.total, c.name, c.perPrincipal))
+			p.Addf("%s %d and %sPerPrincipal %d: a cap is positive (0: the default)", c.name, c.total, c.name, c.perPrincipal)
 		case c.perPrincipal > c.total:
-			errs = append(errs, fmt.Errorf("api: %sPerPrincipal %d is above %s %d: one principal cannot hold more than the node (%s)", c.name, c.perPrincipal, c.name, c.total, c.flags))
+			p.Addf("%sPerPrincipal %d is above %s %d: one principal cannot hold more than the node (%s)", c.name, c.perPrincipal, c.name, c.total, c.flags)
 		}
 	}
-	return errors.Join(errs...)
+	return p.Err(ErrInvalidConfig)
 }
 
-// setCapDefaults gives the caps and the write timeout left zero their
-// defaults.
-func (cfg *Config) setCapDefaults() {
+// setDefaults gives the fields left zero their defaults.
+func (cfg *Config) setDefaults() {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:7070"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 5 * time.Second
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.Verifiers == nil {
+		cfg.Verifiers = func() []string { return nil }
+	}
 	for _, f := range []struct {
 		v   *int
 		def int
@@ -235,25 +255,10 @@ func (s *Server) record(r Route) {
 
 // New builds the server and its routes. It does not listen yet.
 func New(cfg Config, ledger Ledger) (*Server, error) {
-	if cfg.Addr == "" {
-		cfg.Addr = "127.0.0.1:7070"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = 5 * time.Second
-	}
-	if cfg.BodyReadTimeout == 0 {
-		cfg.BodyReadTimeout = DefaultBodyReadTimeout
-	}
-	if cfg.Verifiers == nil {
-		cfg.Verifiers = func() []string { return nil }
-	}
-	if err := cfg.Check(); err != nil {
+	cfg.setDefaults()
+	if err := cfg.Check(); err != nil { // Validate, and what only a listener checks
 		return nil, err
 	}
-	cfg.setCapDefaults()
 	s := &Server{cfg: cfg, ledger: ledger, mux: http.NewServeMux(), openapiDoc: sync.OnceValues(OpenAPI), quotas: newQuotas(cfg)}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.routes()

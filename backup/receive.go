@@ -75,6 +75,20 @@ var (
 	ErrTimedOut = errors.New("backup: the backup took too long")
 )
 
+// setDefaults gives the fields left zero their defaults. FetchConfig has
+// no Validate: every value means something (a negative bound: none).
+func (c *FetchConfig) setDefaults() {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+}
+
 // Fetch takes an online backup of the node c talks to (GET /v1/backup,
 // operator or admin role) into dir, which must not exist or be empty
 // (ErrNotEmpty). It writes a staging folder next to dir and renames it into
@@ -82,15 +96,7 @@ var (
 // every file matched it and was synced.
 func Fetch(ctx context.Context, c *client.Client, dir string, cfg FetchConfig) (*FetchResult, error) {
 	start := time.Now()
-	if cfg.FS == nil {
-		cfg.FS = vfs.Default
-	}
-	if cfg.StallTimeout == 0 {
-		cfg.StallTimeout = DefaultStallTimeout
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	cfg.setDefaults()
 	if err := checkTarget(cfg.FS, dir); err != nil {
 		return nil, err
 	}
@@ -197,14 +203,19 @@ type ReceiveConfig struct {
 	Progress func(done int64)
 }
 
+// setDefaults gives FS its default; there is nothing to validate.
+func (c *ReceiveConfig) setDefaults() {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+}
+
 // Receive reads a backup stream (the format of stream.go) into dir, which
 // must not exist or be empty, through a staging folder renamed into place
 // once complete. Each file is hashed as it is written; the manifest, last,
 // must list exactly the files received, with their sizes and hashes.
 func Receive(ctx context.Context, r io.Reader, dir string, cfg ReceiveConfig) (Manifest, error) {
-	if cfg.FS == nil {
-		cfg.FS = vfs.Default
-	}
+	cfg.setDefaults()
 	if err := checkTarget(cfg.FS, dir); err != nil {
 		return Manifest{}, err
 	}

@@ -79,6 +79,13 @@ type RestoreResult struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
+// setDefaults gives FS its default; there is nothing to validate.
+func (c *RestoreConfig) setDefaults() {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+}
+
 // Restore makes a new node data folder, data, from the backup folder from:
 // the ledger and the keys the ledger committed to, nothing else (no raft
 // state: the node starts as a single node, or seeds a new cluster with
@@ -105,9 +112,7 @@ type RestoreResult struct {
 // Restore does not replay the events.
 func Restore(ctx context.Context, from, data string, cfg RestoreConfig) (*RestoreResult, error) {
 	start := time.Now()
-	if cfg.FS == nil {
-		cfg.FS = vfs.Default
-	}
+	cfg.setDefaults()
 	if err := checkTarget(cfg.FS, data); err != nil {
 		return nil, err
 	}

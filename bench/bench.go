@@ -106,21 +106,28 @@ func Payload(n int) json.RawMessage {
 	return json.RawMessage(`{"p":"` + strings.Repeat("x", n-8) + `"}`)
 }
 
+// setDefaults gives the fields left zero or negative their defaults.
+// Config has no Validate: every value it keeps is valid, and Run reports
+// what went wrong in its Result.
+func (c *Config) setDefaults() {
+	if c.Writers <= 0 {
+		c.Writers = 1
+	}
+	if c.EventsPerAppend <= 0 {
+		c.EventsPerAppend = 1
+	}
+	if c.PayloadBytes <= 0 {
+		c.PayloadBytes = 256
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	c.Rounds = max(c.Rounds, 1)
+}
+
 // Run drives the target for cfg.Duration or until ctx ends.
 func Run(ctx context.Context, t Target, cfg Config) Result {
-	if cfg.Writers <= 0 {
-		cfg.Writers = 1
-	}
-	if cfg.EventsPerAppend <= 0 {
-		cfg.EventsPerAppend = 1
-	}
-	if cfg.PayloadBytes <= 0 {
-		cfg.PayloadBytes = 256
-	}
-	if cfg.Duration <= 0 {
-		cfg.Duration = 10 * time.Second
-	}
-	cfg.Rounds = max(cfg.Rounds, 1)
+	cfg.setDefaults()
 	var res Result
 	if cfg.WarmUp > 0 {
 		if err := warmUp(ctx, t, cfg.WarmUp, Payload(cfg.PayloadBytes)); err != nil {

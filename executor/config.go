@@ -13,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/client"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Executor configuration: the fields, their defaults and their
@@ -100,25 +101,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrInvalidConfig is wrapped by Config.Validate's error.
+// ErrInvalidConfig is wrapped by Config.Validate's error, a
+// *config.ValidationError that lists every problem with its field and value.
 var ErrInvalidConfig = errors.New("executor: invalid config")
 
-// ValidationError lists every problem of a Config, each with its field and
-// value.
-type ValidationError struct {
-	Problems []string
-}
-
-// Error joins the problems.
-func (e *ValidationError) Error() string {
-	return ErrInvalidConfig.Error() + ": " + strings.Join(e.Problems, "; ")
-}
-
-// Unwrap returns ErrInvalidConfig.
-func (e *ValidationError) Unwrap() error { return ErrInvalidConfig }
-
-// withDefaults fills zero fields from DefaultConfig.
-func (c Config) withDefaults() Config {
+// setDefaults fills zero fields from DefaultConfig.
+func (c *Config) setDefaults() {
 	d := DefaultConfig()
 	if c.Lease == 0 {
 		c.Lease = d.Lease
@@ -156,12 +144,11 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return c
 }
 
 // Validate reports every problem at once.
-func (c Config) Validate() error {
-	var p []string
+func (c *Config) Validate() error {
+	var p config.Problems
 	if c.Client == nil {
 		p = append(p, "client is required")
 	}
@@ -197,8 +184,5 @@ func (c Config) Validate() error {
 			p = append(p, "policy."+q)
 		}
 	}
-	if len(p) > 0 {
-		return &ValidationError{Problems: p}
-	}
-	return nil
+	return p.Err(ErrInvalidConfig)
 }

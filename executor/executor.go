@@ -52,7 +52,7 @@ type Executor struct {
 
 // New checks cfg and returns an executor; nothing runs until Run.
 func New(cfg Config) (*Executor, error) {
-	cfg = cfg.withDefaults()
+	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

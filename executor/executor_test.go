@@ -29,6 +29,7 @@ import (
 	"github.com/greffe/greffe/commands"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/executor"
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/projections"
 	"github.com/greffe/greffe/wire"
@@ -909,7 +910,7 @@ func TestExecutor_Admission(t *testing.T) {
 // TestConfig_Validate: every problem at once.
 func TestConfig_Validate(t *testing.T) {
 	_, err := executor.New(executor.Config{Lease: -time.Second, Concurrency: 100})
-	var ve *executor.ValidationError
+	var ve *config.ValidationError
 	if !errors.As(err, &ve) || !errors.Is(err, executor.ErrInvalidConfig) {
 		t.Fatalf("got %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Sink is one target system, as the run loop drives it: it says where the
@@ -89,16 +90,16 @@ func (c *Config) setDefaults() {
 
 // Problems returns every problem of c's bounds, after defaults, each
 // naming its field: the rules every exporter's Validate holds in common.
-func (c Config) Problems() []error {
+func (c Config) Problems() config.Problems {
 	c.setDefaults()
-	var errs []error
+	var p config.Problems
 	if c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff {
-		errs = append(errs, fmt.Errorf("MinBackoff %s must be > 0 and <= MaxBackoff %s", c.MinBackoff, c.MaxBackoff))
+		p.Addf("MinBackoff %s must be > 0 and <= MaxBackoff %s", c.MinBackoff, c.MaxBackoff)
 	}
 	if c.Until > 0 && c.Until < c.From {
-		errs = append(errs, fmt.Errorf("Until %d is below From %d", c.Until, c.From))
+		p.Addf("Until %d is below From %d", c.Until, c.From)
 	}
-	return errs
+	return p
 }
 
 // errUntilReached ends a session once Config.Until is exported.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog"
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/projections"
 	"github.com/greffe/greffe/wire"
 )
@@ -97,6 +98,25 @@ type Config struct {
 // ErrInvalidConfig wraps configuration problems.
 var ErrInvalidConfig = errors.New("metrics: invalid config")
 
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports what New refuses: a registry with no Store to read
+// (every other component is optional).
+func (c *Config) Validate() error {
+	var p config.Problems
+	if c.Store == nil {
+		p.Addf("Store is required")
+	}
+	return p.Err(ErrInvalidConfig)
+}
+
 // Metrics is a node's registry: the greffe collectors plus the Go runtime
 // and process collectors. Safe for concurrent use (scrapes may overlap).
 type Metrics struct {
@@ -105,14 +125,9 @@ type Metrics struct {
 
 // New builds a node's registry. Nothing runs until a scrape.
 func New(cfg Config) (*Metrics, error) {
-	if cfg.Store == nil {
-		return nil, errors.Join(ErrInvalidConfig, errors.New("Store is required"))
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	cs := []prometheus.Collector{

@@ -104,6 +104,21 @@ type Node struct {
 // DefaultDataDir is where `greffe serve` keeps its data by default.
 const DefaultDataDir = "greffe-data"
 
+// setDefaults gives the node's own fields left zero their defaults; each
+// part's Config (API, Store, Cluster) is defaulted and validated by the
+// part, the API's before anything is created (Open).
+func (c *Config) setDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.NodeID == "" {
+		c.NodeID = "n1"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
 // Open opens the data folder (creating it on first start), the store and
 // the keys, builds the API and binds its address. Call Serve to serve.
 //
@@ -112,15 +127,7 @@ const DefaultDataDir = "greffe-data"
 // (issue #16: serve used to create the folder and its keys, then fail).
 // A data folder Open created is removed again when Open fails.
 func Open(cfg Config) (*Node, error) {
-	if cfg.DataDir == "" {
-		cfg.DataDir = DefaultDataDir
-	}
-	if cfg.NodeID == "" {
-		cfg.NodeID = "n1"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	cfg.setDefaults()
 	if err := cfg.API.Check(); err != nil {
 		return nil, err
 	}

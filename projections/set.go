@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Source is what the runners need from the log; *pebblelog.Store
@@ -118,6 +119,31 @@ type Status struct {
 // ErrInvalidConfig wraps configuration problems.
 var ErrInvalidConfig = errors.New("projections: invalid config")
 
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.CommitEvery <= 0 {
+		c.CommitEvery = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Validate reports, all at once, the parts Open cannot do without: the
+// Store the rows live in and the Source they are folded from.
+func (c *Config) Validate() error {
+	var p config.Problems
+	if c.Store == nil {
+		p.Addf("Store is required")
+	}
+	if c.Source == nil {
+		p.Addf("Source is required")
+	}
+	return p.Err(ErrInvalidConfig)
+}
+
 // Keys of the projections' Store, per model name:
 //
 //	v/<name>          "<version>/<ledger id>": the rows' version
@@ -131,20 +157,12 @@ func rowPrefix(name string) []byte     { return []byte("r/" + name + "/") }
 // every model's rows and checkpoint, and (unless Passive) starts one
 // runner per model.
 func Open(cfg Config) (*Set, error) {
-	if cfg.Store == nil || cfg.Source == nil {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
 		if cfg.Store != nil {
 			_ = cfg.Store.Close()
 		}
-		return nil, fmt.Errorf("%w: Store and Source are required", ErrInvalidConfig)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	if cfg.CommitEvery <= 0 {
-		cfg.CommitEvery = 4096
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		return nil, err
 	}
 	db := cfg.Store
 	s := &Set{cfg: cfg, db: db}

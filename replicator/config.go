@@ -3,7 +3,6 @@ package replicator
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/internal/netpolicy"
 )
 
@@ -165,56 +165,53 @@ var ErrInvalidConfig = errors.New("replicator: invalid config")
 
 // Validate reports every problem of c at once (after defaults).
 func (c *Config) Validate() error {
-	var errs []error
+	var p config.Problems
 	if c.NodeID == "" || strings.ContainsAny(c.NodeID, " \t\n/") || len(c.NodeID) > 64 {
-		errs = append(errs, fmt.Errorf("NodeID %q: 1 to 64 characters without spaces or slashes", c.NodeID))
+		p.Addf("NodeID %q: 1 to 64 characters without spaces or slashes", c.NodeID)
 	}
 	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
-		errs = append(errs, fmt.Errorf("RaftAddr %q: %v", c.RaftAddr, err))
+		p.Addf("RaftAddr %q: %v", c.RaftAddr, err)
 	}
 	adv := c.Advertise
 	if adv == "" {
 		adv = c.RaftAddr
 	}
 	if host, port, err := net.SplitHostPort(adv); err != nil {
-		errs = append(errs, fmt.Errorf("Advertise %q: %v", adv, err))
+		p.Addf("Advertise %q: %v", adv, err)
 	} else if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() || c.Advertise != "" && port == "0" {
-		errs = append(errs, fmt.Errorf("Advertise %q: other nodes cannot dial a wildcard address or port 0; set the address they should use", adv))
+		p.Addf("Advertise %q: other nodes cannot dial a wildcard address or port 0; set the address they should use", adv)
 	}
 	if c.Dir == "" {
-		errs = append(errs, errors.New("Dir is required"))
+		p.Addf("Dir is required")
 	}
 	if c.Info == nil {
-		errs = append(errs, errors.New("Info is required"))
+		p.Addf("Info is required")
 	}
 	if c.ElectionTimeout < c.HeartbeatTimeout {
-		errs = append(errs, fmt.Errorf("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout))
+		p.Addf("ElectionTimeout %s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
-		errs = append(errs, fmt.Errorf("LeaderLeaseTimeout %s is above HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout))
+		p.Addf("LeaderLeaseTimeout %s is above HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	}
 	if c.TLS == nil && !c.Insecure {
 		for _, a := range []struct{ field, addr string }{{"RaftAddr", c.RaftAddr}, {"Advertise", c.Advertise}} {
 			if a.addr != "" && !netpolicy.IsLoopback(a.addr) {
-				errs = append(errs, fmt.Errorf("%s %q is beyond loopback and raft has no TLS: anyone who reaches it could write to the ledger and remove members; "+
+				p.Addf("%s %q is beyond loopback and raft has no TLS: anyone who reaches it could write to the ledger and remove members; "+
 					"give the raft port mutual TLS (--raft-tls-cert, --raft-tls-key, --raft-tls-ca: greffe cluster certs issues them), "+
-					"or, on a network you trust entirely, allow plain raft with --raft-insecure (Insecure)", a.field, a.addr))
+					"or, on a network you trust entirely, allow plain raft with --raft-insecure (Insecure)", a.field, a.addr)
 			}
 		}
 	}
 	if c.TLS != nil {
 		switch id, err := ownNodeID(c.TLS); {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("TLS: this node's raft certificate: %v", err))
+			p.Addf("TLS: this node's raft certificate: %v", err)
 		case id != c.NodeID:
-			errs = append(errs, fmt.Errorf("TLS: this node's raft certificate names node %q, but this node is %q; issue it a certificate of its own (greffe cluster certs --node %s=HOST)", id, c.NodeID, c.NodeID))
+			p.Addf("TLS: this node's raft certificate names node %q, but this node is %q; issue it a certificate of its own (greffe cluster certs --node %s=HOST)", id, c.NodeID, c.NodeID)
 		}
 	}
 	if c.LogCacheEntries < 1 || c.SnapshotRetain < 1 {
-		errs = append(errs, fmt.Errorf("LogCacheEntries %d and SnapshotRetain %d must be positive", c.LogCacheEntries, c.SnapshotRetain))
+		p.Addf("LogCacheEntries %d and SnapshotRetain %d must be positive", c.LogCacheEntries, c.SnapshotRetain)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
+	return p.Err(ErrInvalidConfig)
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Witness is one witness a log sends its checkpoints to.
@@ -213,7 +214,8 @@ type Status struct {
 
 // OpenCollector reads the state file and starts the collector.
 func OpenCollector(cfg CollectorConfig) (*Collector, error) {
-	if err := cfg.validate(); err != nil {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	f, err := readCollectorFile(cfg.StateFile)
@@ -266,7 +268,7 @@ func OpenCollector(cfg CollectorConfig) (*Collector, error) {
 	return c, nil
 }
 
-func (cfg *CollectorConfig) validate() error {
+func (cfg *CollectorConfig) setDefaults() {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -285,40 +287,42 @@ func (cfg *CollectorConfig) validate() error {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	var errs []error
+}
+
+// Validate reports every problem of cfg at once (OpenCollector applies
+// defaults first).
+func (cfg *CollectorConfig) Validate() error {
+	var p config.Problems
 	if cfg.Origin == "" {
-		errs = append(errs, errors.New("Origin is required"))
+		p.Addf("Origin is required")
 	}
 	if cfg.Log == nil {
-		errs = append(errs, errors.New("Log is required"))
+		p.Addf("Log is required")
 	}
 	if cfg.StateFile == "" {
-		errs = append(errs, errors.New("StateFile is required"))
+		p.Addf("StateFile is required")
 	}
 	if len(cfg.Witnesses) == 0 {
-		errs = append(errs, errors.New("Witnesses: at least one is required"))
+		p.Addf("Witnesses: at least one is required")
 	}
 	seen := map[string]bool{}
 	for i, w := range cfg.Witnesses {
 		if w.Key == nil || w.URL == "" {
-			errs = append(errs, fmt.Errorf("Witnesses[%d]: URL and Key are required", i))
+			p.Addf("Witnesses[%d]: URL and Key are required", i)
 			continue
 		}
 		if seen[w.VKey] {
-			errs = append(errs, fmt.Errorf("Witnesses[%d]: the key %s is given twice", i, w.VKey))
+			p.Addf("Witnesses[%d]: the key %s is given twice", i, w.VKey)
 		}
 		seen[w.VKey] = true
 	}
 	if cfg.Quorum < 0 || cfg.Quorum > len(cfg.Witnesses) {
-		errs = append(errs, fmt.Errorf("Quorum %d: must be 0 to the number of witnesses (%d)", cfg.Quorum, len(cfg.Witnesses)))
+		p.Addf("Quorum %d: must be 0 to the number of witnesses (%d)", cfg.Quorum, len(cfg.Witnesses))
 	}
 	if cfg.MinBackoff > cfg.MaxBackoff {
-		errs = append(errs, fmt.Errorf("MinBackoff %s is above MaxBackoff %s", cfg.MinBackoff, cfg.MaxBackoff))
+		p.Addf("MinBackoff %s is above MaxBackoff %s", cfg.MinBackoff, cfg.MaxBackoff)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("witness: invalid collector config: %w", errors.Join(errs...))
-	}
-	return nil
+	return p.Err(ErrInvalidConfig)
 }
 
 // Close stops the collector and waits for its goroutines; a request in

@@ -23,6 +23,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/atomicfile"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // ServerConfig configures a witness (`greffe witness`). Nothing can change
@@ -155,36 +156,50 @@ func OriginHash(origin string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// ErrInvalidConfig wraps every problem of a ServerConfig or a
+// CollectorConfig (a *config.ValidationError).
+var ErrInvalidConfig = errors.New("witness: invalid config")
+
+func (c *ServerConfig) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every problem of c at once (OpenServer applies
+// defaults first).
+func (c *ServerConfig) Validate() error {
+	var p config.Problems
+	if c.Dir == "" {
+		p.Addf("Dir is required")
+	}
+	if c.Signer == nil {
+		p.Addf("Signer is required")
+	}
+	if len(c.Logs) == 0 {
+		p.Addf("Logs: at least one log to witness is required")
+	}
+	for origin, vs := range c.Logs {
+		if len(vs) == 0 {
+			p.Addf("Logs[%q]: no verifier key", origin)
+		}
+		for _, v := range vs {
+			if v.Name() != origin {
+				p.Addf("Logs[%q]: verifier %s+%08x is named %q", origin, v.Name(), v.KeyHash(), v.Name())
+			}
+		}
+	}
+	return p.Err(ErrInvalidConfig)
+}
+
 // OpenServer opens (or creates) the witness's folder, locks it and reads
 // what it remembers of each configured log. State it had that is missing
 // is refused with a *StateLostError (see Server), unless
 // cfg.Unsafe.AcceptLostState.
 func OpenServer(cfg ServerConfig) (*Server, error) {
-	var errs []error
-	if cfg.Dir == "" {
-		errs = append(errs, errors.New("Dir is required"))
-	}
-	if cfg.Signer == nil {
-		errs = append(errs, errors.New("Signer is required"))
-	}
-	if len(cfg.Logs) == 0 {
-		errs = append(errs, errors.New("Logs: at least one log to witness is required"))
-	}
-	for origin, vs := range cfg.Logs {
-		if len(vs) == 0 {
-			errs = append(errs, fmt.Errorf("Logs[%q]: no verifier key", origin))
-		}
-		for _, v := range vs {
-			if v.Name() != origin {
-				errs = append(errs, fmt.Errorf("Logs[%q]: verifier %s+%08x is named %q", origin, v.Name(), v.KeyHash(), v.Name()))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("witness: invalid config: %w", errors.Join(errs...))
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "logs"), 0o700); err != nil {
 		return nil, fmt.Errorf("witness folder: %w", err)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/internal/netpolicy"
 	"github.com/greffe/greffe/internal/progress"
 	"github.com/greffe/greffe/internal/quota"
@@ -145,32 +146,29 @@ func (c *Config) setDefaults() {
 // Validate reports every problem of c at once. Call it after defaults are
 // applied (New does both).
 func (c *Config) Validate() error {
-	var errs []error
+	var p config.Problems
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("Addr %q: %w", c.Addr, err))
+		p.Addf("Addr %q: %v", c.Addr, err)
 	}
 	if !versionRE.MatchString(c.Version) {
-		errs = append(errs, fmt.Errorf("Version %q: clients parse MAJOR.MINOR.PATCH numbers", c.Version))
+		p.Addf("Version %q: clients parse MAJOR.MINOR.PATCH numbers", c.Version)
 	}
 	if c.ShutdownGrace < 0 {
-		errs = append(errs, fmt.Errorf("ShutdownGrace %s must be >= 0", c.ShutdownGrace))
+		p.Addf("ShutdownGrace %s must be >= 0", c.ShutdownGrace)
 	}
 	if err := events.ValidateStreamName("Actor", c.Actor); err != nil {
-		errs = append(errs, err)
+		p = append(p, err.Error())
 	}
 	if c.MaxConcurrentStreams < 0 {
-		errs = append(errs, fmt.Errorf("MaxConcurrentStreams %d: a cap is positive (0: the default)", c.MaxConcurrentStreams))
+		p.Addf("MaxConcurrentStreams %d: a cap is positive (0: the default)", c.MaxConcurrentStreams)
 	}
 	switch {
 	case c.MaxReads < 0 || c.MaxReadsPerPrincipal < 0:
-		errs = append(errs, fmt.Errorf("MaxReads %d and MaxReadsPerPrincipal %d: a cap is positive (0: the default)", c.MaxReads, c.MaxReadsPerPrincipal))
+		p.Addf("MaxReads %d and MaxReadsPerPrincipal %d: a cap is positive (0: the default)", c.MaxReads, c.MaxReadsPerPrincipal)
 	case c.MaxReadsPerPrincipal > c.MaxReads:
-		errs = append(errs, fmt.Errorf("MaxReadsPerPrincipal %d is above MaxReads %d: one principal cannot hold more than the surface", c.MaxReadsPerPrincipal, c.MaxReads))
+		p.Addf("MaxReadsPerPrincipal %d is above MaxReads %d: one principal cannot hold more than the surface", c.MaxReadsPerPrincipal, c.MaxReads)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
+	return p.Err(ErrInvalidConfig)
 }
 
 // Server is the gRPC surface over a log. New builds it, Listen binds, Serve

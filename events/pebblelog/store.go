@@ -23,6 +23,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/inspect"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
@@ -134,29 +135,26 @@ var ErrInvalidConfig = errors.New("pebblelog: invalid config")
 
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {
-	var errs []error
+	var p config.Problems
 	if c.Dir == "" {
-		errs = append(errs, errors.New("Dir is required"))
+		p.Addf("Dir is required")
 	}
 	if c.MaxBatchEvents < events.MaxEventsPerAppend {
-		errs = append(errs, fmt.Errorf("MaxBatchEvents %d is below one append's limit %d", c.MaxBatchEvents, events.MaxEventsPerAppend))
+		p.Addf("MaxBatchEvents %d is below one append's limit %d", c.MaxBatchEvents, events.MaxEventsPerAppend)
 	}
 	if c.MaxBatchBytes < events.MaxAppendBytes {
-		errs = append(errs, fmt.Errorf("MaxBatchBytes %d is below one append's limit %d", c.MaxBatchBytes, events.MaxAppendBytes))
+		p.Addf("MaxBatchBytes %d is below one append's limit %d", c.MaxBatchBytes, events.MaxAppendBytes)
 	}
 	if c.IDFilterBytes < 0 || c.IDFilterBytes > 1<<40 {
-		errs = append(errs, fmt.Errorf("IDFilterBytes %d must be between 0 (the default) and 1 TiB", c.IDFilterBytes))
+		p.Addf("IDFilterBytes %d must be between 0 (the default) and 1 TiB", c.IDFilterBytes)
 	}
 	if c.CacheSize < 0 || c.MemTableSize > 1<<30 {
-		errs = append(errs, fmt.Errorf("CacheSize %d must be >= 0 and MemTableSize %d <= 1 GiB", c.CacheSize, c.MemTableSize))
+		p.Addf("CacheSize %d must be >= 0 and MemTableSize %d <= 1 GiB", c.CacheSize, c.MemTableSize)
 	}
 	if c.WAL != WALGreffe && c.WAL != WALPebble {
-		errs = append(errs, fmt.Errorf("WAL %q must be %q or %q", c.WAL, WALGreffe, WALPebble))
+		p.Addf("WAL %q must be %q or %q", c.WAL, WALGreffe, WALPebble)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
+	return p.Err(ErrInvalidConfig)
 }
 
 // Store is the Pebble implementation of events.Log. It is safe for

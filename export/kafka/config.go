@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/greffe/greffe/export"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Config configures an Exporter. Zero values mean defaults; nothing can
@@ -106,30 +106,27 @@ func (c *Config) setDefaults() {
 // Validate reports every problem of c at once. New applies the defaults
 // first.
 func (c *Config) Validate() error {
-	var errs []error
+	var p config.Problems
 	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("Brokers: at least one HOST:PORT is required"))
+		p.Addf("Brokers: at least one HOST:PORT is required")
 	}
 	for i, b := range c.Brokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
-			errs = append(errs, fmt.Errorf("Brokers[%d] %q: %w", i, b, err))
+			p.Addf("Brokers[%d] %q: %v", i, b, err)
 		}
 	}
 	if !topicRE.MatchString(c.Topic) {
-		errs = append(errs, fmt.Errorf("Topic %q: 1 to 249 of [a-zA-Z0-9._-]", c.Topic))
+		p.Addf("Topic %q: 1 to 249 of [a-zA-Z0-9._-]", c.Topic)
 	}
 	if c.MaxBatchEvents < 1 {
-		errs = append(errs, fmt.Errorf("MaxBatchEvents %d must be >= 1", c.MaxBatchEvents))
+		p.Addf("MaxBatchEvents %d must be >= 1", c.MaxBatchEvents)
 	}
 	if c.MaxBatchBytes < minMaxBatchBytes {
-		errs = append(errs, fmt.Errorf("MaxBatchBytes %d must be >= %d (the largest event must fit)", c.MaxBatchBytes, minMaxBatchBytes))
+		p.Addf("MaxBatchBytes %d must be >= %d (the largest event must fit)", c.MaxBatchBytes, minMaxBatchBytes)
 	}
 	if c.WriteTimeout < 0 || c.WriteAttempts < 1 {
-		errs = append(errs, fmt.Errorf("WriteTimeout %s must be >= 0 and WriteAttempts %d >= 1", c.WriteTimeout, c.WriteAttempts))
+		p.Addf("WriteTimeout %s must be >= 0 and WriteAttempts %d >= 1", c.WriteTimeout, c.WriteAttempts)
 	}
-	errs = append(errs, c.loop().Problems()...)
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
+	p = append(p, c.loop().Problems()...)
+	return p.Err(ErrInvalidConfig)
 }

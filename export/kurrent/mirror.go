@@ -16,6 +16,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/export"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Error codes of the mirror. Never renamed, never reused.
@@ -92,18 +93,15 @@ func (c *Config) setDefaults() {
 
 // Validate reports every problem of c at once. New applies defaults first.
 func (c *Config) Validate() error {
-	var errs []error
+	var p config.Problems
 	if c.MaxBatchEvents < 1 {
-		errs = append(errs, fmt.Errorf("MaxBatchEvents %d must be >= 1", c.MaxBatchEvents))
+		p.Addf("MaxBatchEvents %d must be >= 1", c.MaxBatchEvents)
 	}
 	if c.MaxBatchBytes < 128<<10 {
-		errs = append(errs, fmt.Errorf("MaxBatchBytes %d must be >= %d", c.MaxBatchBytes, 128<<10))
+		p.Addf("MaxBatchBytes %d must be >= %d", c.MaxBatchBytes, 128<<10)
 	}
-	errs = append(errs, c.loop().Problems()...)
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
+	p = append(p, c.loop().Problems()...)
+	return p.Err(ErrInvalidConfig)
 }
 
 // loop is the run loop's part of c.

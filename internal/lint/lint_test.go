@@ -269,6 +269,11 @@ var rules = []rule{
 			"peer, never below api, and api, node and cmd wire it",
 	},
 	{
+		pkg:      "internal/config",
+		belowAPI: true,
+		why:      "the one configuration error, ValidationError (STYLE.md, \"One of each\"): the standard library only; any package may import it (everywhereGreffe)",
+	},
+	{
 		pkg: "internal/atomicfile",
 		why: "a file replaced so that a crash leaves the old or the new: the standard library only",
 	},
@@ -315,6 +320,11 @@ var rules = []rule{
 // (events/doc.go; testAggregatesPure keeps the gates from drawing
 // new ones). x/sync: fan-out uses errgroup (STYLE.md, "Concurrency").
 var everywhere = []string{"github.com/google/uuid", "golang.org/x/sync"}
+
+// everywhereGreffe are the packages of the module any package may import:
+// internal/config, the one shape of a configuration's error (STYLE.md,
+// "One of each"), which imports the standard library only.
+var everywhereGreffe = []string{"internal/config"}
 
 // knownViolations are imports that no rule grants but the code makes
 // today, each with what would remove it. The test fails on any other
@@ -580,6 +590,9 @@ func ruleFor(p string) (rule, bool) {
 // allowsGreffe reports whether r lets its package import imp, a package
 // of the module (relative to it).
 func (r rule) allowsGreffe(imp string) bool {
+	if slices.Contains(everywhereGreffe, imp) {
+		return true
+	}
 	ok := slices.ContainsFunc(r.greffe, func(g string) bool { return matches(g, imp) })
 	return ok && !slices.ContainsFunc(r.except, func(g string) bool { return matches(g, imp) })
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
+	"github.com/greffe/greffe/internal/config"
 	"github.com/greffe/greffe/internal/pebbleslog"
 )
 
@@ -47,17 +48,14 @@ var ErrInvalidConfig = errors.New("inspect: invalid config")
 
 // Validate reports every problem of c at once.
 func (c *Config) Validate() error {
-	var errs []error
+	var p config.Problems
 	if c.Dir == "" {
-		errs = append(errs, errors.New("Dir is required"))
+		p.Addf("Dir is required")
 	}
 	if c.CacheSize < 0 {
-		errs = append(errs, fmt.Errorf("CacheSize %d must be >= 0", c.CacheSize))
+		p.Addf("CacheSize %d must be >= 0", c.CacheSize)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
-	}
-	return nil
+	return p.Err(ErrInvalidConfig)
 }
 
 // Inspector reads the key spaces of a stopped store exactly as stored
