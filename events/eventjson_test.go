@@ -36,7 +36,10 @@ func TestEvent_AppendJSON(t *testing.T) {
 		e    Event
 	}{
 		{"empty data and metadata", base},
-		{"compact data", with(func(e *Event) { e.Data = json.RawMessage(`{"a":1,"b":[true,null]}`); e.Metadata = json.RawMessage(`{"m":"x"}`) })},
+		{"compact data", with(func(e *Event) {
+			e.Data = json.RawMessage(`{"a":1,"b":[true,null]}`)
+			e.Metadata = json.RawMessage(`{"m":"x"}`)
+		})},
 		{"ids and actor", with(func(e *Event) { e.CorrelationID, e.CausationID, e.Actor = "c-1", "k-2", "owner" })},
 		{"an envelope", with(func(e *Event) {
 			e.Envelope = &Envelope{PayloadType: "application/vnd.greffe.measurement+json", Signatures: []Signature{{KeyID: "ed25519:ab", Sig: []byte{9, 9}}}}
@@ -57,7 +60,9 @@ func TestEvent_AppendJSON(t *testing.T) {
 		{"non-ASCII text and escapes", `{"été":"naïve — ✓","e":"\u00e9\t\""}`, `{"ligne":"\u2028"}`, "flux-é"},
 	}
 	for _, tc := range stored {
-		e := with(func(e *Event) { e.Data, e.Metadata, e.Stream = json.RawMessage(tc.data), json.RawMessage(tc.meta), tc.stream })
+		e := with(func(e *Event) {
+			e.Data, e.Metadata, e.Stream = json.RawMessage(tc.data), json.RawMessage(tc.meta), tc.stream
+		})
 		got := e.AppendJSON(nil)
 		for what, want := range map[string]string{"data": tc.data, "metadata": tc.meta} {
 			if !bytes.Contains(got, []byte(`"`+what+`":`+want+`,`)) {
