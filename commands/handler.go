@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/config"
 )
 
 // Log is what the handler needs from the ledger. *pebblelog.Store
@@ -184,32 +184,45 @@ type Handler struct {
 // ErrInvalidConfig wraps configuration problems.
 var ErrInvalidConfig = errors.New("commands: invalid config")
 
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 5
+	}
+	if c.CacheStreams == 0 {
+		c.CacheStreams = 16384
+	}
+}
+
+// Validate reports every problem of c at once: the log is required, and a
+// policy given must be valid.
+func (c *Config) Validate() error {
+	var p config.Problems
+	if c.Log == nil {
+		p.Addf("Log is required")
+	}
+	if c.Policy != nil {
+		if err := c.Policy.Validate(); err != nil {
+			p.Addf("%v", err)
+		}
+	}
+	return p.Err(ErrInvalidConfig)
+}
+
 // New returns a handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Log == nil {
-		return nil, fmt.Errorf("%w: Log is required", ErrInvalidConfig)
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	h := &Handler{log: cfg.Log, clock: cfg.Clock, policy: aggregates.DefaultPolicy(), maxRetries: cfg.MaxRetries,
+	h := &Handler{log: cfg.Log, clock: cfg.Clock, policy: aggregates.DefaultPolicy(), maxRetries: max(cfg.MaxRetries, 0),
 		inflight: make(map[uuid.UUID]chan struct{})}
-	if h.clock == nil {
-		h.clock = SystemClock{}
-	}
 	if cfg.Policy != nil {
-		if err := cfg.Policy.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
 		h.policy = *cfg.Policy
 	}
-	switch {
-	case cfg.MaxRetries == 0:
-		h.maxRetries = 5
-	case cfg.MaxRetries < 0:
-		h.maxRetries = 0
-	}
-	switch {
-	case cfg.CacheStreams == 0:
-		h.cache = newStateCache(16384)
-	case cfg.CacheStreams > 0:
+	if cfg.CacheStreams > 0 {
 		h.cache = newStateCache(cfg.CacheStreams)
 	}
 	return h, nil
