@@ -42,7 +42,7 @@ func domainNode(t *testing.T, tokens *api.Tokens, wrap func(*pebblelog.Store) co
 		log = wrap(s)
 	}
 	clock := commands.NewManualClock(cmdT0)
-	h, err := commands.New(commands.Config{Log: log, Clock: clock, MaxRetries: 2})
+	h, err := commands.New(commands.Config{Log: log, Clock: clock.Now, SetClock: clock.Set, MaxRetries: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func benchDomainNode(b *testing.B) (string, *pebblelog.Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := commands.New(commands.Config{Log: s, Clock: commands.NewManualClock(cmdT0)})
+	h, err := commands.New(commands.Config{Log: s, Clock: commands.NewManualClock(cmdT0).Now})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -304,7 +304,7 @@ func TestAPI_StalledBodyTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := gatedLog{Store: s, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	h, err := commands.New(commands.Config{Log: gate, Clock: commands.NewManualClock(cmdT0)})
+	h, err := commands.New(commands.Config{Log: gate, Clock: commands.NewManualClock(cmdT0).Now})
 	if err != nil {
 		t.Fatal(err)
 	}

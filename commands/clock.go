@@ -5,29 +5,18 @@ import (
 	"time"
 )
 
-// Clock is the node's clock: Now is the time a command is received
-// (aggregates.Inputs.At) and the time read models are judged at. Safe for
-// concurrent use.
-type Clock interface {
-	Now() time.Time
-}
+// The module's one clock shape (STYLE.md, "One of each") is a func() time.Time:
+// Config.Clock here, as in the store, the projections, the metrics and the
+// witness collector. Setting the clock is a capability of its own,
+// Config.SetClock: a node given one honours the "at" field of a command
+// (the clock is set to it before the command is decided), so that a
+// fixture replays a history whose freshness windows and expiries matter at
+// the times it was written for; a node without one (the system clock, a
+// FloorClock) refuses "at" (command_time_not_allowed): no client can
+// backdate a decision on it. ManualClock provides both (its Now and Set).
 
-// SettableClock is a Clock that commands may set. A node whose clock is a
-// SettableClock honours the "at" field of a command: the clock is set to
-// it before the command is decided, so a fixture replays a history whose
-// freshness windows and expiries matter, at the times it was written for.
-// A node on the system clock refuses "at" (command_time_not_allowed): no
-// client can backdate a decision on it.
-type SettableClock interface {
-	Clock
-	Set(t time.Time)
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now in UTC.
-func (SystemClock) Now() time.Time { return time.Now().UTC() }
+// systemNow is the default clock: the wall clock, in UTC.
+func systemNow() time.Time { return time.Now().UTC() }
 
 // ManualClock is a clock that moves only when told: tests, fixtures and
 // `greffe demo` use it. The zero value reads the zero time; start it with
@@ -36,11 +25,6 @@ type ManualClock struct {
 	mu sync.Mutex
 	t  time.Time // guarded by mu
 }
-
-var (
-	_ SettableClock = (*ManualClock)(nil)
-	_ Clock         = SystemClock{}
-)
 
 // NewManualClock returns a clock reading t.
 func NewManualClock(t time.Time) *ManualClock { return &ManualClock{t: t.UTC()} }

@@ -7,14 +7,13 @@ import "time"
 // ledger's last recorded time, so that a second run on the same folder
 // never stamps a command earlier than events already stored, even when
 // the histories it replayed were dated ahead of the wall clock. It is not
-// a SettableClock: a node on it refuses "at" as on the system clock.
+// settable (it has no Set): a node on it refuses "at" as on the system
+// clock.
 // Safe for concurrent use (it is never modified after NewFloorClock).
 type FloorClock struct {
 	wall   func() time.Time
 	offset time.Duration // >= 0; added to every wall reading
 }
-
-var _ Clock = (*FloorClock)(nil)
 
 // NewFloorClock returns a clock that reads max(floor, wall()) now and
 // moves with wall from there. wall nil is time.Now.

@@ -117,8 +117,8 @@ type Request struct {
 	// CorrelationID groups the command with others (the audit trail); the
 	// command id when empty.
 	CorrelationID string
-	// At, when set, is the command's time; only a node whose clock is a
-	// SettableClock accepts it.
+	// At, when set, is the command's time; only a node whose clock can be
+	// set (Config.SetClock) accepts it.
 	At *time.Time
 	// Data is the command's JSON data (absent or empty means {}).
 	Data json.RawMessage
@@ -149,9 +149,11 @@ type Result struct {
 type Config struct {
 	// Log is the ledger. Required.
 	Log Log
-	// Clock gives the time of a command. Default SystemClock. A
-	// SettableClock also lets commands carry their time (see SettableClock).
-	Clock Clock
+	// Clock gives the time of a command. Default: the wall clock, in UTC.
+	Clock func() time.Time
+	// SetClock, when set, sets Clock: commands may then carry their own
+	// time ("at"; clock.go). Nil: "at" is refused.
+	SetClock func(time.Time)
 	// Policy is the node's policy. Nil means aggregates.DefaultPolicy().
 	Policy *aggregates.Policy
 	// MaxRetries is how many times a command is reloaded and decided again
@@ -168,7 +170,8 @@ type Config struct {
 // Handler decides and appends commands. Safe for concurrent use.
 type Handler struct {
 	log        Log
-	clock      Clock
+	clock      func() time.Time
+	setClock   func(time.Time)
 	policy     aggregates.Policy
 	maxRetries int
 	cache      *stateCache
@@ -186,7 +189,7 @@ var ErrInvalidConfig = errors.New("commands: invalid config")
 
 func (c *Config) setDefaults() {
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = systemNow
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 5
@@ -217,7 +220,7 @@ func New(cfg Config) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{log: cfg.Log, clock: cfg.Clock, policy: aggregates.DefaultPolicy(), maxRetries: max(cfg.MaxRetries, 0),
+	h := &Handler{log: cfg.Log, clock: cfg.Clock, setClock: cfg.SetClock, policy: aggregates.DefaultPolicy(), maxRetries: max(cfg.MaxRetries, 0),
 		inflight: make(map[uuid.UUID]chan struct{})}
 	if cfg.Policy != nil {
 		h.policy = *cfg.Policy
@@ -232,7 +235,10 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Policy() aggregates.Policy { return h.policy }
 
 // Clock returns the node's clock.
-func (h *Handler) Clock() Clock { return h.clock }
+func (h *Handler) Clock() func() time.Time { return h.clock }
+
+// Settable reports whether commands may carry their own time (Config.SetClock).
+func (h *Handler) Settable() bool { return h.setClock != nil }
 
 // Handle decides a command and appends its events: decode it (prepare,
 // decode.go), hold its id against concurrent sends of it (lockID,
@@ -259,7 +265,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) (Result, error) {
 }
 
 // commandTime is the time a command is decided and recorded at: its own
-// "at" on a SettableClock (which then follows it), or the clock's now.
+// "at" on a settable clock (which then follows it), or the clock's now.
 //
 // The command's time is its "at" itself, never the clock read back after
 // setting it: Set and Now each take the clock's lock, so between them a
@@ -267,15 +273,14 @@ func (h *Handler) Handle(ctx context.Context, req Request) (Result, error) {
 // and record at that time (TestHandler_ConcurrentCommandTimes).
 func (h *Handler) commandTime(at *time.Time) (time.Time, error) {
 	if at == nil {
-		return h.clock.Now().UTC(), nil
+		return h.clock().UTC(), nil
 	}
-	sc, ok := h.clock.(SettableClock)
-	if !ok {
+	if h.setClock == nil {
 		return time.Time{}, invalid(CodeCommandTimeNotAllowed, "at",
 			"this node runs on the system clock and decides the time of every command; drop \"at\"")
 	}
 	t := at.UTC()
-	sc.Set(t)
+	h.setClock(t)
 	return t, nil
 }
 

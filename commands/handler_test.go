@@ -38,7 +38,7 @@ func openStore(t testing.TB) *pebblelog.Store {
 func newHandler(t testing.TB, log commands.Log, mod func(*commands.Config)) (*commands.Handler, *commands.ManualClock) {
 	t.Helper()
 	clock := commands.NewManualClock(t0)
-	cfg := commands.Config{Log: log, Clock: clock}
+	cfg := commands.Config{Log: log, Clock: clock.Now, SetClock: clock.Set}
 	if mod != nil {
 		mod(&cfg)
 	}

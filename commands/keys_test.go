@@ -27,7 +27,7 @@ func pub(seed byte) []byte { return []byte(key(seed).Public().(ed25519.PublicKey
 func signedProbe(t testing.TB, h *commands.Handler, provider, endpoint string, models ...string) {
 	t.Helper()
 	const prober, host, seed = "prober", "probe-host", 9
-	at := h.Clock().Now()
+	at := h.Clock()()
 	if _, err := h.Handle(context.Background(), grant("reg-"+prober, aggregates.ActionActivation, aggregates.ExecutorStream(prober), 1)); err == nil {
 		mustHandle(t, h, req("RegisterExecutorKey", aggregates.RegisterExecutorKey{ExecutorID: prober, Host: host, PublicKey: pub(seed), ApprovalID: "reg-" + prober}))
 	}

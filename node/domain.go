@@ -27,11 +27,7 @@ var (
 //
 // REQUIRES: n.Store and n.API are open, and the API is not serving yet.
 func (n *Node) openDomain() error {
-	clock := n.cfg.Clock
-	if clock == nil {
-		clock = commands.SystemClock{}
-	}
-	h, err := commands.New(commands.Config{Log: n.Store, Clock: clock, Policy: n.cfg.Policy})
+	h, err := commands.New(commands.Config{Log: n.Store, Clock: n.cfg.Clock, SetClock: n.cfg.SetClock, Policy: n.cfg.Policy})
 	if err != nil {
 		return fmt.Errorf("commands: %w", err)
 	}
@@ -44,7 +40,7 @@ func (n *Node) openDomain() error {
 		Source:   n.Store,
 		LedgerID: n.Store.LedgerID(),
 		Env:      projections.Env{Policy: h.Policy()},
-		Clock:    clock.Now,
+		Clock:    h.Clock(),
 		Logger:   n.cfg.Logger,
 	})
 	if err != nil {

@@ -52,7 +52,7 @@ const (
 //
 // REQUIRES: n.Store and n.Commands are open.
 func (n *Node) watchLeases() {
-	if _, settable := n.Commands.Clock().(commands.SettableClock); settable {
+	if n.Commands.Settable() {
 		return
 	}
 	// In a cluster only the leader marks: a follower's command would be
@@ -182,7 +182,7 @@ func (w *leaseWatcher) watch(ctx context.Context, in <-chan leaseUpdate) {
 				open[u.id] = u.until
 			}
 		case <-tick.C:
-			now := w.cmds.Clock().Now()
+			now := w.cmds.Clock()()
 			for id, until := range open {
 				if now.Before(until) {
 					continue

@@ -24,7 +24,7 @@ var leaseT0 = time.Date(2026, 9, 6, 10, 0, 0, 0, time.UTC)
 // the clock is the handler's, injected.
 func openLeaseNode(t *testing.T, dir string, clock *commands.ManualClock) *Node {
 	t.Helper()
-	n, err := Open(Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock})
+	n, err := Open(Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock.Now, SetClock: clock.Set})
 	if err != nil {
 		t.Fatal(err)
 	}

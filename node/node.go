@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/greffe/greffe/aggregates"
 	"github.com/greffe/greffe/api"
@@ -60,11 +61,12 @@ type Config struct {
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 	// Clock is the node's clock: the time of every command and the time the
-	// read models are judged at. Default: the system clock. A
-	// commands.SettableClock (commands.ManualClock) also lets a command
-	// carry its own time ("at"): for tests, fixtures and `greffe demo`
-	// only, never for a ledger that is evidence.
-	Clock commands.Clock
+	// read models are judged at. Default: the system clock.
+	Clock func() time.Time
+	// SetClock, when set, sets Clock and lets a command carry its own time
+	// ("at"; a commands.ManualClock's Set): for tests, fixtures and
+	// `greffe demo` only, never for a ledger that is evidence.
+	SetClock func(time.Time)
 	// Policy is the node's policy (budgets, freshness windows, screens).
 	// Nil means aggregates.DefaultPolicy(); an invalid one refuses to start.
 	Policy *aggregates.Policy

@@ -40,7 +40,7 @@ func fill(t testing.TB, log commands.Log) time.Time {
 			t.Fatal(err)
 		}
 		clock := commands.NewManualClock(time.Unix(0, 0))
-		hd, err := commands.New(commands.Config{Log: log, Clock: clock, Policy: &pol})
+		hd, err := commands.New(commands.Config{Log: log, Clock: clock.Now, SetClock: clock.Set, Policy: &pol})
 		if err != nil {
 			t.Fatal(err)
 		}

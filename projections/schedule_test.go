@@ -28,7 +28,7 @@ func TestReadiness_Schedule(t *testing.T) {
 	t0 := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
 	clock := commands.NewManualClock(t0)
 	pol := policy()
-	h, err := commands.New(commands.Config{Log: log, Clock: clock, Policy: &pol})
+	h, err := commands.New(commands.Config{Log: log, Clock: clock.Now, SetClock: clock.Set, Policy: &pol})
 	if err != nil {
 		t.Fatal(err)
 	}

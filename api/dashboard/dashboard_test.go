@@ -96,9 +96,10 @@ func TestHandler_Files(t *testing.T) {
 // fixture is a node with every fixture history applied, on the demo's
 // manual clock; stop stops it (idempotent; cleanup calls it too).
 type fixture struct {
-	n    *node.Node
-	stop func()
-	cfg  node.Config // to serve the same folder again at the same address
+	n     *node.Node
+	stop  func()
+	cfg   node.Config           // to serve the same folder again at the same address
+	clock *commands.ManualClock // cfg's clock
 }
 
 // serve opens a node with cfg and serves it until the returned stop (also
@@ -142,7 +143,7 @@ func fixtureNode(ctx context.Context, t *testing.T) fixture {
 		}
 	}
 	clock := commands.NewManualClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	cfg := node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock, Policy: &pol}
+	cfg := node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock.Now, SetClock: clock.Set, Policy: &pol}
 	n, stop := serve(t, cfg)
 	cfg.API.Addr = n.Addr().String()
 	c := client.New(n.URL(), "")
@@ -151,7 +152,7 @@ func fixtureNode(ctx context.Context, t *testing.T) fixture {
 			t.Fatalf("apply %s: %v", h.Name, err)
 		}
 	}
-	return fixture{n: n, stop: stop, cfg: cfg}
+	return fixture{n: n, stop: stop, cfg: cfg, clock: clock}
 }
 
 // matrixCell is one readiness cell as the API states it and as the page
@@ -196,7 +197,7 @@ func TestDashboard_Browser(t *testing.T) {
 	const scheduled, scheduledTag = "glm-local", "glm-4.7-flash:q4_K_M"
 	const endpoint, host, executor = "http://127.0.0.1:11434/v1", "spark-1", "dash-gpu"
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
-	now := fx.cfg.Clock.Now()
+	now := fx.cfg.Clock()
 	probe := aggregates.MeasurementResult{MeasurementID: "dash-probe", ExecutorID: executor, Host: host,
 		Argv: []string{aggregates.ProbeModels, endpoint}, StartedAt: now, EndedAt: now, Outcome: aggregates.ResultCompleted,
 		Probe: &aggregates.ProbeReading{Kind: aggregates.ProbeModels, Endpoint: endpoint, Outcome: aggregates.ProbeOK,
@@ -583,7 +584,7 @@ func TestDashboard_Browser(t *testing.T) {
 	// No probe comes for the schedule: once its clock has moved past two
 	// intervals and the timeout, the row says since when it is missed, as
 	// the API does (after a refresh: the token form's "use").
-	fx.cfg.Clock.(*commands.ManualClock).Advance(3 * time.Minute)
+	fx.clock.Advance(3 * time.Minute)
 	raw, err = c.Projection(ctx, "readiness", client.ProjectionQuery{Key: scheduled})
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer, ready func(url st
 	// what the ledger already holds: a second run on the same folder
 	// stamps nothing earlier than events stored by the first.
 	clock := commands.NewFloorClock(floor, nil)
-	n, err := node.Open(node.Config{DataDir: dir, API: api.Config{Addr: cfg.Addr}, Clock: clock, Policy: &pol,
+	n, err := node.Open(node.Config{DataDir: dir, API: api.Config{Addr: cfg.Addr}, Clock: clock.Now, Policy: &pol,
 		Store: pebblelog.Config{CheckpointInterval: -1}})
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func runDemo(ctx context.Context, cfg demoConfig, w io.Writer, ready func(url st
 // the ledger's last recorded time, or the last history's time when later.
 func demoHistories(ctx context.Context, w io.Writer, dir string, pol aggregates.Policy, hs []fixtures.History) (time.Time, error) {
 	clock := commands.NewManualClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	n, err := node.Open(node.Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock, Policy: &pol,
+	n, err := node.Open(node.Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0"}, Clock: clock.Now, SetClock: clock.Set, Policy: &pol,
 		Store: pebblelog.Config{CheckpointInterval: -1}})
 	if err != nil {
 		return time.Time{}, err

@@ -120,7 +120,7 @@ func startLive(ctx context.Context, w io.Writer, n *node.Node, dir string, inter
 	}
 
 	c := client.New(n.URL(), "")
-	now := n.Commands.Clock().Now()
+	now := n.Commands.Clock()()
 	run := now.Format("20060102T150405")
 	do := func(name string, data any) error {
 		b, err := json.Marshal(data)
