@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/jsonscan"
 	"github.com/greffe/greffe/wire"
 )
@@ -178,7 +177,7 @@ func (p *fastScanner) expectedRaw() ([]byte, bool) {
 // rawValue returns the bytes of any JSON value except null, exactly as
 // the reference hands them to json.RawMessage (no surrounding
 // whitespace), capped so that appending to it reallocates: JSON text
-// (events.ValidJSON) in which no object gives a name twice, as the
+// (jsonscan.Valid) in which no object gives a name twice, as the
 // reference refuses (SkipValueUniqueNames).
 func (p *fastScanner) rawValue() (json.RawMessage, bool) {
 	p.Space()
@@ -190,7 +189,7 @@ func (p *fastScanner) rawValue() (json.RawMessage, bool) {
 	if string(v) == "null" {
 		return nil, false
 	}
-	if !events.ValidJSON(v) { // SkipValueUniqueNames only matched brackets and strings
+	if !jsonscan.Valid(v) { // SkipValueUniqueNames only matched brackets and strings
 		return nil, false
 	}
 	return v, true

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/internal/jsonscan"
 	"github.com/greffe/greffe/wire"
 )
@@ -141,9 +140,9 @@ func appendEventIn(b []byte, e *wire.EventIn) ([]byte, bool) {
 // compacts it and escapes <, >, &, U+2028 and U+2029, so raw bytes are
 // copied only when that changes nothing; otherwise json.Marshal of the
 // value itself gives the exact bytes. False when raw is not valid JSON or
-// not text (events.ValidJSON): json.Marshal then decides.
+// not text (jsonscan.Valid): json.Marshal then decides.
 func appendRawJSON(b, raw []byte) ([]byte, bool) {
-	if !events.ValidJSON(raw) {
+	if !jsonscan.Valid(raw) {
 		return nil, false
 	}
 	if plainJSON(raw) {

@@ -1,4 +1,4 @@
-package events
+package jsonscan
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ func nested(depth int, objects bool) string {
 }
 
 // alternating nests depth containers, object and array in turn, so that the
-// container kinds cross the 64-bit words of ValidJSON's stack.
+// container kinds cross the 64-bit words of Valid's stack.
 func alternating(depth int) string {
 	var open, close strings.Builder
 	for d := 0; d < depth; d++ {
@@ -38,7 +38,7 @@ func alternating(depth int) string {
 	return open.String() + "0" + close.String()
 }
 
-// validJSONCases are the grammar's corners, each with ValidJSON's answer,
+// validJSONCases are the grammar's corners, each with Valid's answer,
 // which is json.Valid's answer for every document whose strings are valid
 // UTF-8 without unpaired surrogate escapes, and false for the others
 // (checked against validJSONReference in TestValidJSON).
@@ -227,7 +227,7 @@ var validJSONCases = []struct {
 	{"wrong close deep down", strings.Repeat("[", 100) + strings.Repeat(`{"a":1}`, 1) + strings.Repeat("]", 99) + "}", false},
 }
 
-// validJSONReference is ValidJSON's definition, written plainly: what
+// validJSONReference is Valid's definition, written plainly: what
 // json.Valid accepts, as long as the document is UTF-8 (RFC 8259 §8.1; on
 // valid JSON only strings can hold bytes above 0x7f) and every \u escape of
 // a UTF-16 surrogate is one half of a pair (RFC 7493 §2.1).
@@ -272,8 +272,8 @@ func TestValidJSON(t *testing.T) {
 		if ref := validJSONReference(b); ref != tc.want {
 			t.Errorf("%s: validJSONReference(%.40q) = %v, the table says %v", name, tc.in, ref, tc.want)
 		}
-		if got := ValidJSON(b); got != tc.want {
-			t.Errorf("%s: ValidJSON(%.40q) = %v, want %v", name, tc.in, got, tc.want)
+		if got := Valid(b); got != tc.want {
+			t.Errorf("%s: Valid(%.40q) = %v, want %v", name, tc.in, got, tc.want)
 		}
 	}
 }
@@ -289,23 +289,23 @@ func TestValidJSONPrefixes(t *testing.T) {
 	} {
 		for n := 0; n <= len(doc); n++ {
 			b := []byte(doc[:n])
-			if got, want := ValidJSON(b), validJSONReference(b); got != want {
-				t.Errorf("ValidJSON(%q) = %v, validJSONReference says %v", b, got, want)
+			if got, want := Valid(b), validJSONReference(b); got != want {
+				t.Errorf("Valid(%q) = %v, validJSONReference says %v", b, got, want)
 			}
 		}
 	}
 }
 
-// TestBadTextOffset: on JSON that json.Valid accepts, badTextOffset finds
-// a bad string byte exactly when ValidJSON refuses, and names the first.
+// TestBadTextOffset: on JSON that json.Valid accepts, BadTextOffset finds
+// a bad string byte exactly when Valid refuses, and names the first.
 func TestBadTextOffset(t *testing.T) {
 	for _, tc := range validJSONCases {
 		b := []byte(tc.in)
 		if !json.Valid(b) {
 			continue
 		}
-		if got := badTextOffset(b); (got >= 0) == tc.want {
-			t.Errorf("%s: badTextOffset(%.40q) = %d, ValidJSON says %v", tc.name, tc.in, got, tc.want)
+		if got := BadTextOffset(b); (got >= 0) == tc.want {
+			t.Errorf("%s: BadTextOffset(%.40q) = %d, Valid says %v", tc.name, tc.in, got, tc.want)
 		}
 	}
 	for _, tc := range []struct {
@@ -319,17 +319,17 @@ func TestBadTextOffset(t *testing.T) {
 		{"{\"a\":\"é\xe9\"}", 8},
 		{`{"a":"\\ud800"}`, -1},
 	} {
-		if got := badTextOffset([]byte(tc.in)); got != tc.want {
-			t.Errorf("badTextOffset(%q) = %d, want %d", tc.in, got, tc.want)
+		if got := BadTextOffset([]byte(tc.in)); got != tc.want {
+			t.Errorf("BadTextOffset(%q) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
 }
 
-// TestValidJSONAllocs keeps ValidJSON off the heap, deep nesting included.
+// TestValidJSONAllocs keeps Valid off the heap, deep nesting included.
 func TestValidJSONAllocs(t *testing.T) {
 	deep := []byte(alternating(10000))
-	if n := testing.AllocsPerRun(10, func() { ValidJSON(deep) }); n != 0 {
-		t.Errorf("ValidJSON allocates %v times per call, want 0", n)
+	if n := testing.AllocsPerRun(10, func() { Valid(deep) }); n != 0 {
+		t.Errorf("Valid allocates %v times per call, want 0", n)
 	}
 }
 
@@ -343,12 +343,12 @@ func FuzzValidJSON(f *testing.F) {
 	f.Add([]byte(nested(70, false)))
 	f.Add([]byte(alternating(70)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, want := ValidJSON(b), validJSONReference(b)
+		got, want := Valid(b), validJSONReference(b)
 		if got != want {
-			t.Errorf("ValidJSON(%q) = %v, validJSONReference says %v", b, got, want)
+			t.Errorf("Valid(%q) = %v, validJSONReference says %v", b, got, want)
 		}
-		if json.Valid(b) && (badTextOffset(b) >= 0) == got {
-			t.Errorf("badTextOffset(%q) = %d, ValidJSON says %v", b, badTextOffset(b), got)
+		if json.Valid(b) && (BadTextOffset(b) >= 0) == got {
+			t.Errorf("BadTextOffset(%q) = %d, Valid says %v", b, BadTextOffset(b), got)
 		}
 	})
 }
@@ -414,7 +414,7 @@ func BenchmarkValidJSON(b *testing.B) {
 		name  string
 		valid func([]byte) bool
 	}{
-		{"ValidJSON", ValidJSON},
+		{"Valid", Valid},
 		{"json.Valid", json.Valid},
 	}
 	for _, in := range inputs {
