@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/greffe/greffe/internal/jsonscan"
 	"github.com/greffe/greffe/wire"
@@ -73,7 +71,7 @@ func encodeStreamAppend(in wire.StreamAppendIn) ([]byte, bool) {
 	b = append(b, '{')
 	if in.Stream != "" {
 		b = append(b, `"stream":`...)
-		b = appendJSONString(b, in.Stream)
+		b = jsonscan.AppendMarshalString(b, in.Stream)
 		b = append(b, ',')
 	}
 	x, err := in.ExpectedVersion.MarshalJSON()
@@ -107,11 +105,11 @@ func appendEventIn(b []byte, e *wire.EventIn) ([]byte, bool) {
 	b = append(b, '{')
 	if e.ID != "" {
 		b = append(b, `"id":`...)
-		b = appendJSONString(b, e.ID)
+		b = jsonscan.AppendMarshalString(b, e.ID)
 		b = append(b, ',')
 	}
 	b = append(b, `"type":`...)
-	b = appendJSONString(b, e.Type)
+	b = jsonscan.AppendMarshalString(b, e.Type)
 	var ok bool
 	if len(e.Data) > 0 {
 		b = append(b, `,"data":`...)
@@ -127,11 +125,11 @@ func appendEventIn(b []byte, e *wire.EventIn) ([]byte, bool) {
 	}
 	if e.CorrelationID != "" {
 		b = append(b, `,"correlation_id":`...)
-		b = appendJSONString(b, e.CorrelationID)
+		b = jsonscan.AppendMarshalString(b, e.CorrelationID)
 	}
 	if e.CausationID != "" {
 		b = append(b, `,"causation_id":`...)
-		b = appendJSONString(b, e.CausationID)
+		b = jsonscan.AppendMarshalString(b, e.CausationID)
 	}
 	return append(b, '}'), true
 }
@@ -179,34 +177,6 @@ func plainJSON(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// appendJSONString appends s quoted as json.Marshal quotes it. Strings with
-// anything json.Marshal escapes (", \, control bytes, <, >, &, U+2028,
-// U+2029, invalid UTF-8) are quoted by json.Marshal itself.
-func appendJSONString(b []byte, s string) []byte {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			ascii = false
-			continue
-		}
-		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return appendMarshaledString(b, s)
-		}
-	}
-	if !ascii && (!utf8.ValidString(s) || strings.ContainsRune(s, '\u2028') || strings.ContainsRune(s, '\u2029')) {
-		return appendMarshaledString(b, s)
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-func appendMarshaledString(b []byte, s string) []byte {
-	m, _ := json.Marshal(s) // never fails for a string
-	return append(b, m...)
 }
 
 // doAppend sends an append and decodes its AppendOut, with the fast decoder

@@ -12,7 +12,10 @@
 //     refusals;
 //   - the cursor (Scanner, scanner.go), for the places where a
 //     reflection-based decoder costs too much and the input has a known
-//     shape.
+//     shape;
+//   - the writing helpers the hand encoders share (write.go): a string
+//     quoted as json.Marshal quotes it (AppendMarshalString) and a UUID in
+//     its canonical form (AppendUUID).
 //
 // The cursor serves:
 //

@@ -47,7 +47,7 @@ var rules = []rule{
 			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints, encoding/json/v2 " +
 			"(go-json-experiment), the one strict decoder (DecodeJSON), and the module's one byte-level JSON toolkit " +
 			"(internal/jsonscan, standard library only), whose validator is the log's rule for data and metadata " +
-			"(ValidJSON), so the edge and the log share one copy; no other greffe package",
+			"(ValidJSON) and whose AppendUUID writes an event's id, so the edge and the log share one copy; no other greffe package",
 	},
 	{
 		pkg:      "events/pebblelog/...",
@@ -293,7 +293,7 @@ var rules = []rule{
 	{
 		pkg:      "internal/jsonscan",
 		belowAPI: true,
-		why:      "a byte-level JSON cursor: the standard library only",
+		why:      "the module's byte-level JSON toolkit (validator, cursor, the hand encoders' writing helpers): the standard library only (internal/jsonscan/doc.go)",
 	},
 	{
 		pkg: "internal/quota",
