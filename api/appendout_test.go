@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/jsonscan/jsontest"
 )
 
 // sameAsWriteJSON checks that writeAppendOut writes the bytes writeJSON
@@ -52,8 +53,9 @@ func TestAppendOut_SameBytes(t *testing.T) {
 // FuzzAppendOut: whatever the stream name and the numbers, the hand-written
 // answer is encoding/json's.
 func FuzzAppendOut(f *testing.F) {
-	f.Add("orders-1", uint64(3), uint64(7), int64(1_780_000_000_123456789), true)
-	f.Add("<&>", uint64(0), uint64(0), int64(0), false)
+	for i, s := range jsontest.Strings() {
+		f.Add(s, uint64(i), uint64(7*i), int64(i)*1_780_000_000_123456789/4, i%2 == 1)
+	}
 	f.Fuzz(func(t *testing.T, stream string, version, position uint64, ns int64, dup bool) {
 		e := events.Event{ID: uuid.NewSHA1(uuid.NameSpaceURL, []byte(stream)), Stream: stream, Version: version, Position: position,
 			RecordedAt: time.Unix(0, ns).UTC()}

@@ -296,6 +296,11 @@ var rules = []rule{
 		why:      "the module's byte-level JSON toolkit (validator, cursor, the hand encoders' writing helpers): the standard library only (internal/jsonscan/doc.go)",
 	},
 	{
+		pkg:      "internal/jsonscan/jsontest",
+		belowAPI: true,
+		why:      "the one seed corpus of the JSON fuzz targets, imported by tests only: the standard library only (internal/jsonscan/jsontest/doc.go)",
+	},
+	{
 		pkg: "internal/quota",
 		why: "the caps on what callers hold, shared by the HTTP and gRPC surfaces: the standard library only",
 	},
