@@ -16,7 +16,10 @@ import (
 // encoding/json spent 8.8 % of a node's CPU writing the answers to appends
 // of 100 events (issue #14, 16 writers × 100, profiled): each answer is
 // a hundred {id, stream, version, position, leaf_hash, recorded_at}
-// objects, by reflection. writeAppendOut writes exactly the bytes
+// objects, by reflection. Measured by BenchmarkAppendOut (the answer to a
+// 100-event append, go test ./api -run '^$' -bench AppendOut -count 3, 2
+// shared cores, issue #21): 19-21 µs and 1 allocation against 143-183 µs,
+// 42 KB and 303 allocations through writeJSON. writeAppendOut writes exactly the bytes
 // writeJSON(w, 200, appendOut(o)) writes (TestAppendOut_SameBytes and
 // FuzzAppendOut check it): stream names quoted as encoding/json quotes
 // them (jsonscan.AppendMarshalString), and hands an answer to writeJSON

@@ -22,6 +22,11 @@ import (
 // it is not sure about to json.Marshal; the decoder accepts only the plain
 // shape the node writes and hands anything else to encoding/json.
 // FuzzEncodeStreamAppend and FuzzFastDecodeAppendOut check both claims.
+// They stay while measured faster (BenchmarkAppendCodecs, a 100-event
+// append of 256-byte payloads and its answer, go test ./client -run '^$'
+// -bench AppendCodecs -count 3, 2 shared cores, issue #21): the request in
+// 59-63 µs against json.Marshal's 204-236 µs; the answer in 72-96 µs
+// against encoding/json's 323-353 µs and encoding/json/v2's 121-146 µs.
 
 // jsonBody is a request body that is already JSON: raw sends it as is.
 type jsonBody []byte

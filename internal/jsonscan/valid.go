@@ -15,7 +15,11 @@ import (
 // append benchmarks. Valid accepts the same grammar, but as a plain
 // iterative parser that skips the ordinary ASCII bytes of strings, where
 // most payload bytes are, eight at a time; unlike json.Valid it also
-// requires the strings to be Unicode text (see Valid).
+// requires the strings to be Unicode text (see Valid). Measured
+// (BenchmarkValidJSON, go test ./internal/jsonscan -run '^$' -bench
+// ValidJSON -count 3, 2 shared cores, issue #21): a 256-byte object in
+// 106-113 ns (2.3-2.4 GB/s) against json.Valid's 1.09-1.12 µs (~230 MB/s),
+// the realistic 2 KB document in 2.4-2.7 µs against 8.9-9.3 µs.
 
 // maxJSONDepth is encoding/json's maxNestingDepth: json.Valid refuses input
 // with more than this many arrays and objects open at once, and so must we.
