@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/greffe/greffe/events"
+	"github.com/greffe/greffe/internal/jsonscan"
+	"github.com/greffe/greffe/internal/jsonscan/jsontest"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -209,38 +211,20 @@ func testAppendBody(tb testing.TB, n int) []byte {
 // declines) accepts and refuses exactly what the reference does, with the
 // same value or the same answer. Nothing that is not text is taken.
 func FuzzFastDecodeStreamAppend(f *testing.F) {
-	for _, s := range []string{
-		`{}`,
-		`{"expected_version":"any","events":[{"type":"T","data":{"a":1}}]}`,
-		`{"expected_version":"no_stream","events":[{"id":"0b6e8a57-2f0d-4f3e-9d7e-6c1a2b3c4d5e","type":"Created","data":{"name":"x"},"metadata":{"trace":"y"}}]}`,
-		`{"expected_version":"exists","events":[{"type":"T","correlation_id":"c","causation_id":"d"}]}`,
-		`{"stream":"orders-1","expected_version":3,"events":[{"type":"T","data":[1,2.5,-3e2,true,false,null,"s"]}]}`,
-		`{"expected_version":"17","events":[]}`,
-		" { \"stream\" : \"é✓😀\" ,\n\t\"expected_version\" : 0 , \"events\" : [ { \"type\" : \"T\" , \"data\" : \"\\u00e9\" } ] } ",
-		`{"events":[{"type":"T","data":{"a":"<&>\u2028"}},{"type":"T","metadata":{}}]}`,
-		`{"events":[{"Type":"T","envelope":null}]}`,
-		`{"expected_version":"any","events":[{"type":"T","data":{"k":"v"}}],"stream":"s"}`,
-		"{\"events\":[{\"type\":\"T\xff\",\"data\":{\"a\":\"\xfe\"}}]}",
-		`{"events":[{"type":"T","data":{"a":"\ud800"},"metadata":{"b":"\ud83d\ude00"}}]}`,
-		"{\"stream\":\"\xed\xa0\x80\",\"events\":[{\"type\":\"T\",\"correlation_id\":\"\x80\"}]}",
-		`{"events":[{"type":"T","data":{"a":1,"a":2}}]}`,
-		`{"events":[{"type":"T","data":{"a":{"b":1},"c":[{"b":2,"b":3}]}}]}`,
-		`{"events":[{"type":"T","data":{"a":1,"\u0061":2}}]}`,
-		`{"events":[{"type":"T","data":{"x":{"a":1},"y":{"a":1}}}]}`,
-	} {
-		f.Add([]byte(s))
+	for _, b := range jsontest.Seeds() {
+		f.Add(b)
 	}
-	f.Add(testAppendBody(f, 3))
+	f.Add(testAppendBody(f, 3)) // the body BenchmarkDecodeStreamAppend decodes
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, ok := fastDecodeStreamAppend(body)
 		want, err := decodeStrictAppend(body)
 		// Nothing that is not text is taken (issue 13): invalid UTF-8 or
 		// an unpaired surrogate escape anywhere, data included, would be
 		// read as U+FFFD or stored as no reader shows it.
-		if (ok || err == nil) && !events.ValidJSON(body) {
+		if (ok || err == nil) && !jsonscan.Valid(body) {
 			t.Fatalf("a body that is not text was accepted (fast %v, reference %v): %q", ok, err == nil, body)
 		}
-		if err != nil && json.Valid(body) && !events.ValidJSON(body) && events.CodeOf(err) != events.CodeInvalidUTF8 {
+		if err != nil && json.Valid(body) && !jsonscan.Valid(body) && events.CodeOf(err) != events.CodeInvalidUTF8 {
 			t.Fatalf("a body that is not text got %v, want %s: %q", err, events.CodeInvalidUTF8, body)
 		}
 		if ok {

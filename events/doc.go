@@ -15,6 +15,9 @@
 // The package does no I/O beyond what its callers hand it. It may import the
 // standard library, github.com/google/uuid, the transparency-dev / x/mod
 // note libraries and github.com/go-json-experiment/json (encoding/json/v2
-// ahead of the standard library: moving to it is an import change); it
+// ahead of the standard library: moving to it is an import change), and
+// the module's byte-level JSON toolkit, internal/jsonscan (standard library
+// only), whose validator is the log's rule for data and metadata
+// ([ValidJSON]): one copy for the log and the edge that decodes into it. It
 // must not import Pebble, raft, HTTP or any other greffe package.
 package events

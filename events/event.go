@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/internal/jsonscan"
 )
 
 // Event is one immutable entry of the ledger, as stored.
@@ -242,7 +244,7 @@ func (e Event) AppendJSON(b []byte) []byte {
 	b = append(b, `,"version":`...)
 	b = strconv.AppendUint(b, e.Version, 10)
 	b = append(b, `,"id":"`...)
-	b = append(b, e.ID.String()...)
+	b = jsonscan.AppendUUID(b, e.ID) // uuid's String, without its allocation
 	b = append(b, `","type":`...)
 	b = appendQuoted(b, e.Type)
 	b = append(b, `,"data":`...)
@@ -287,9 +289,13 @@ func (e Event) AppendJSONLine(b []byte) []byte {
 	return b
 }
 
-// appendQuoted appends s as a JSON string. Stored strings are valid UTF-8
-// (the edge refuses anything else), so AppendQuote's replacement of
-// invalid bytes never happens to them.
+// appendQuoted appends s as a JSON string in RFC 8785's minimal form
+// (encoding/json/v2's jsontext.AppendQuote: no HTML escaping), the form of
+// the event's JSON; the hand encoders of the HTTP bodies write
+// json.Marshal's form instead (jsonscan.AppendMarshalString, whose comment
+// says why both exist). Stored strings are valid UTF-8 (the edge refuses
+// anything else), so AppendQuote's replacement of invalid bytes never
+// happens to them.
 func appendQuoted(b []byte, s string) []byte {
 	b, _ = jsontext.AppendQuote(b, s)
 	return b

@@ -1,28 +1,3 @@
-// Package jsonscan is greffe's one byte-level JSON cursor, for the places
-// where a reflection-based decoder costs too much and the input has a
-// known shape:
-//
-//   - the hand-written fast paths of the append body (package api, which
-//     decodes what clients send) and of the append answer (package client,
-//     which decodes what the node replies): strict, they read only plain
-//     JSON, and decline anything else, which their caller then hands to
-//     the reference decoder (events.DecodeJSON, encoding/json/v2, on the
-//     node; encoding/json in the client);
-//   - the read models (package projections), which pick a few members out
-//     of stored event data that the log already validated: lenient, they
-//     never fail loudly.
-//
-// The strict methods read only plain JSON: strings without escapes,
-// control bytes or invalid UTF-8, and integers without sign, fraction,
-// exponent or leading zero (SkipValue alone passes over any value,
-// unvalidated). Whenever the input is anything else, or is malformed or
-// truncated, a method reports false instead of guessing. After a false the
-// offset and any value returned with it are unspecified (except after
-// Consume, which then skipped only whitespace): callers give up on the
-// input rather than resume.
-//
-// The lenient methods (Members, Elements) read valid JSON, never read out
-// of bounds on anything else, and stop at what they cannot make sense of.
 package jsonscan
 
 import (
@@ -41,16 +16,7 @@ type Scanner struct {
 }
 
 // Space skips JSON whitespace.
-func (p *Scanner) Space() {
-	for p.I < len(p.B) {
-		switch p.B[p.I] {
-		case ' ', '\t', '\n', '\r':
-			p.I++
-		default:
-			return
-		}
-	}
-}
+func (p *Scanner) Space() { p.I = SkipSpace(p.B, p.I) }
 
 // Consume skips whitespace and then c, if c is next.
 func (p *Scanner) Consume(c byte) bool {
@@ -411,5 +377,5 @@ func (p *Scanner) Elements(fn func(value []byte) bool) bool {
 }
 
 // maxLenientDepth bounds the nesting Members and Elements skip: the log
-// refuses deeper data (events.ValidJSON).
+// refuses deeper data (Valid).
 const maxLenientDepth = 10000

@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/greffe/greffe/internal/jsonscan/jsontest"
 )
 
 // result is what one read gives: the value (as a string, nil slices as ""),
@@ -404,8 +406,8 @@ func TestMembersElements(t *testing.T) {
 // exactly what encoding/json/v2 accepts (which refuses a name given twice
 // in an object), the rule the append fast path relies on.
 func FuzzSkipValueUniqueNames(f *testing.F) {
-	for _, s := range []string{`{"a":1,"b":{"a":2}}`, `[{"a":1,"a":2}]`, `{"x":[{"y":{}},{"y":[]}],"y":1}`, `"s"`} {
-		f.Add([]byte(s))
+	for _, b := range jsontest.Seeds() {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if !json.Valid(b) || !utf8.Valid(b) || bytes.IndexByte(b, '\\') >= 0 || bytes.Count(b, []byte(`"`)) > maxUniqueNames {

@@ -41,10 +41,13 @@ var rules = []rule{
 			"golang.org/x/mod/sumdb/note",
 			"github.com/go-json-experiment/json",
 		},
+		greffe:   []string{"internal/jsonscan"},
 		belowAPI: true,
 		why: "the centre: the standard library and the transparency-dev libraries (ARCHITECTURE.md); " +
-			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints, and encoding/json/v2 " +
-			"(go-json-experiment), the one strict decoder (DecodeJSON); no other greffe package",
+			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints, encoding/json/v2 " +
+			"(go-json-experiment), the one strict decoder (DecodeJSON), and the module's one byte-level JSON toolkit " +
+			"(internal/jsonscan, standard library only), whose validator is the log's rule for data and metadata " +
+			"(ValidJSON) and whose AppendUUID writes an event's id, so the edge and the log share one copy; no other greffe package",
 	},
 	{
 		pkg:      "events/pebblelog/...",
@@ -295,7 +298,12 @@ var rules = []rule{
 	{
 		pkg:      "internal/jsonscan",
 		belowAPI: true,
-		why:      "a byte-level JSON cursor: the standard library only",
+		why:      "the module's byte-level JSON toolkit (validator, cursor, the hand encoders' writing helpers): the standard library only (internal/jsonscan/doc.go)",
+	},
+	{
+		pkg:      "internal/jsonscan/jsontest",
+		belowAPI: true,
+		why:      "the one seed corpus of the JSON fuzz targets, imported by tests only: the standard library only (internal/jsonscan/jsontest/doc.go)",
 	},
 	{
 		pkg: "internal/quota",
