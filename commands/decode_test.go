@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"testing"
+
+	"github.com/greffe/greffe/internal/jsonscan/jsontest"
 )
 
 // TestDigestLegacy_Stable: the digest recorded before issue #15 is still
@@ -86,8 +88,8 @@ func hexSum(s string) string {
 
 // FuzzAppendCompact: on valid JSON, appendCompact is json.Compact.
 func FuzzAppendCompact(f *testing.F) {
-	for _, s := range []string{`{}`, ` { "a" : [ 1 , "b c" , "\" d" , "\\" ] } `, "[\"\\u00e9 \\n\",\t{\"k\" :null}]", `"x"`} {
-		f.Add([]byte(s))
+	for _, b := range jsontest.Seeds() { // the module's one JSON seed corpus
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var want bytes.Buffer

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/greffe/greffe/internal/jsonscan"
 )
 
 // Bounds checked at the edge, before anything is written. Each has its own
@@ -162,13 +164,13 @@ func textCode(s, code string) string {
 // does not), else notObject. Called only for a refusal.
 func jsonRefusal(b []byte, notObject, name, field string) *Error {
 	if json.Valid(b) && firstNonSpace(b) == '{' {
-		return Refusef(CodeInvalidUTF8, field, "%s holds a string that is not UTF-8 text (invalid bytes or an unpaired surrogate escape such as \\ud800) at byte %d; send JSON as UTF-8 (RFC 8259 §8.1)", name, badTextOffset(b))
+		return Refusef(CodeInvalidUTF8, field, "%s holds a string that is not UTF-8 text (invalid bytes or an unpaired surrogate escape such as \\ud800) at byte %d; send JSON as UTF-8 (RFC 8259 §8.1)", name, jsonscan.BadTextOffset(b))
 	}
 	return Refusef(notObject, field, "%s must be a JSON object", name)
 }
 
 func firstNonSpace(b []byte) byte {
-	if i := skipJSONSpace(b, 0); i < len(b) {
+	if i := jsonscan.SkipSpace(b, 0); i < len(b) {
 		return b[i]
 	}
 	return 0

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/greffe/greffe/internal/jsonscan/jsontest"
 )
 
 // TestFields: the scanner reads the members encoding/json reads, including
@@ -47,9 +49,9 @@ func TestFields(t *testing.T) {
 
 // FuzzFields: the scanner never panics, whatever the bytes.
 func FuzzFields(f *testing.F) {
-	f.Add([]byte(`{"a":"b","c":[1,{"d":"\"}"}]}`))
-	f.Add([]byte(`{"a`))
-	f.Add([]byte(`{"a":[`))
+	for _, b := range jsontest.Seeds() { // the module's one JSON seed corpus
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var v [2][]byte
 		fields(b, []string{"a", "c"}, v[:])
