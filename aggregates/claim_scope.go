@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+
+	"github.com/greffe/greffe/events"
 )
 
 // A claim's scope is structured (issue #15): it names what the claim covers
@@ -130,9 +132,9 @@ func storedScope(raw json.RawMessage) (scope ClaimScope, legacy string, err erro
 	case len(raw) == 0 || string(raw) == "null":
 		return scope, "", nil
 	case raw[0] == '"':
-		err = json.Unmarshal(raw, &legacy)
+		err = events.DecodeStored(raw, &legacy)
 		return scope, legacy, err
 	}
-	err = json.Unmarshal(raw, &scope)
+	err = events.DecodeStored(raw, &scope)
 	return scope, "", err
 }

@@ -296,7 +296,7 @@ func foldError(e *events.Event, err error) error {
 // decodeData decodes stored event data leniently (new optional fields added
 // by later versions are ignored), wrapping failures in a FoldError.
 func decodeData(e *events.Event, v any) error {
-	if err := json.Unmarshal(e.Data, v); err != nil {
+	if err := events.DecodeStored(e.Data, v); err != nil {
 		return foldError(e, err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package aggregates
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/google/uuid"
@@ -48,7 +47,7 @@ func EvidenceExecutor(e *events.Event) (string, bool) {
 		return "", false
 	}
 	var r MeasurementResult
-	if json.Unmarshal(e.Data, &r) != nil || r.ExecutorID == "" {
+	if events.DecodeStored(e.Data, &r) != nil || r.ExecutorID == "" {
 		return "", false
 	}
 	return r.ExecutorID, true
@@ -65,7 +64,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 		ev.Kind = EvidenceCheck
 		var d CheckRecorded
 		switch {
-		case json.Unmarshal(e.Data, &d) != nil:
+		case events.DecodeStored(e.Data, &d) != nil:
 			ev.Reason = "the check's data does not decode"
 		case d.Outcome != CheckPass:
 			ev.Reason = "the check's outcome is " + d.Outcome + ", not pass"
@@ -88,7 +87,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 			var r MeasurementResult
 			if _, err := events.VerifyEnvelope(e.Data, e.Envelope, keys); err != nil {
 				ev.Reason = "the measurement's signature does not verify: " + err.Error()
-			} else if err := json.Unmarshal(e.Data, &r); err != nil {
+			} else if err := events.DecodeStored(e.Data, &r); err != nil {
 				ev.Reason = "the measurement's data does not decode"
 			} else if r.Outcome == ResultRefusedByHost {
 				// Signed, but of a refusal: the host measured nothing of what
@@ -103,7 +102,7 @@ func ResolveEvidence(e *events.Event, keys events.KeyLookup) Evidence {
 		ev.Kind = EvidenceProbe
 		var d ProbeRecorded
 		switch {
-		case json.Unmarshal(e.Data, &d) != nil:
+		case events.DecodeStored(e.Data, &d) != nil:
 			ev.Reason = "the probe's data does not decode"
 		case d.Kind == ProbeDoctor:
 			ev.Reason = "a doctor probe does not prove the model is live"

@@ -48,7 +48,7 @@ func (h *Handler) refuse(ctx context.Context, p *prepared, r *reads, ref *aggreg
 // refusedFrom reads a recorded refusal back from its event.
 func refusedFrom(e events.Event, dup bool) error {
 	var d CommandRefused
-	if err := json.Unmarshal(e.Data, &d); err != nil {
+	if err := events.DecodeStored(e.Data, &d); err != nil {
 		return fmt.Errorf("refusal at position %d: %w: %v", e.Position, events.ErrCorrupt, err)
 	}
 	return &RefusedError{Refusal: aggregates.Refusal{Code: d.Code, Message: d.Message, Details: d.Details}, Event: e, Duplicate: dup}

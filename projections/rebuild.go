@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -192,7 +191,7 @@ func (s *Set) TimeAt(ctx context.Context, pos uint64) (time.Time, error) {
 	var d struct {
 		At time.Time `json:"at"`
 	}
-	if json.Unmarshal(evs[0].Data, &d) == nil && !d.At.IsZero() {
+	if events.DecodeStored(evs[0].Data, &d) == nil && !d.At.IsZero() {
 		return d.At.UTC(), nil
 	}
 	return evs[0].RecordedAt.UTC(), nil
