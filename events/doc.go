@@ -18,6 +18,13 @@
 // ahead of the standard library: moving to it is an import change), and
 // the module's byte-level JSON toolkit, internal/jsonscan (standard library
 // only), whose validator is the log's rule for data and metadata
-// ([ValidJSON]): one copy for the log and the edge that decodes into it. It
+// ([ValidJSON]): one copy for the log and the edge that decodes into it,
+// and the DSSE reference library (github.com/secure-systems-lab/
+// go-securesystemslib/dsse), which computes the pre-authentication
+// encoding a signed event's envelope is verified over (signed.go): the
+// standard of signature envelopes, not a format of our own. Stored data
+// has one decoder, [DecodeStored]. events also owns the vocabulary of the
+// Merkle tree and of the checkpoint signers ([NodeID], [Range], [Signer]),
+// so that the store stores what events computes and imports neither. It
 // must not import Pebble, raft, HTTP or any other greffe package.
 package events

@@ -113,3 +113,20 @@ func RootAt(ctx context.Context, r HashReader, size uint64) ([32]byte, error) {
 	}
 	return [32]byte(root), nil
 }
+
+// NodeID names a node of the tree by its level and index
+// (transparency-dev/merkle's compact.NodeID): the store addresses the
+// hashes it keeps by it. Range is a compact range of the tree, which the
+// store folds each batch's leaves into (RangeFactory makes one). events
+// computes the tree; the store stores it and imports no Merkle library
+// (internal/lint).
+type (
+	NodeID = compact.NodeID
+	Range  = compact.Range
+)
+
+// VerifyConsistency checks an RFC 6962 consistency proof from the tree of
+// size1 with root1 to the tree of size2 with root2.
+func VerifyConsistency(size1, size2 uint64, hashes [][]byte, root1, root2 []byte) error {
+	return proof.VerifyConsistency(Hasher, size1, size2, hashes, root1, root2)
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/uuid"
-	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
@@ -25,7 +24,7 @@ type prepared struct {
 	nEvents  int
 
 	size         uint64
-	rng          *compact.Range
+	rng          *events.Range
 	lastRecorded int64
 	applied      uint64
 	streams      map[string]int64 // versions changed by this batch
@@ -175,7 +174,7 @@ func (s *Store) install(p *prepared) {
 	}
 }
 
-func cloneRange(r *compact.Range) *compact.Range {
+func cloneRange(r *events.Range) *events.Range {
 	c, err := events.RangeFactory.NewRange(r.Begin(), r.End(), append([][]byte(nil), r.Hashes()...))
 	if err != nil {
 		panic(fmt.Sprintf("clone of a valid range failed: %v", err)) // invariant
@@ -296,7 +295,7 @@ func (a *applyCtx) write(ev *events.Event) error {
 		return err
 	}
 	var werr error
-	if err := a.p.rng.Append(ev.LeafHash[:], func(id compact.NodeID, hash []byte) {
+	if err := a.p.rng.Append(ev.LeafHash[:], func(id events.NodeID, hash []byte) {
 		// Only tile bases above the leaves are stored (see layout).
 		if id.Level > 0 && id.Level%layout.TileHeight == 0 {
 			if e := wb.Set(layout.NodeKey(id.Level, id.Index), hash, nil); e != nil && werr == nil {

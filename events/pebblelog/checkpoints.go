@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/transparency-dev/formats/log"
-	"golang.org/x/mod/sumdb/note"
-
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
 )
@@ -17,13 +14,13 @@ import (
 // SetSigners replaces the checkpoint signers (key rotation: during the
 // overlap both the old and the new key sign). Every signer must be named
 // after the origin.
-func (s *Store) SetSigners(signers []note.Signer) error {
+func (s *Store) SetSigners(signers []events.Signer) error {
 	for _, sg := range signers {
 		if sg.Name() != s.origin {
 			return fmt.Errorf("signer %q is not named after origin %q", sg.Name(), s.origin)
 		}
 	}
-	sg := append([]note.Signer(nil), signers...)
+	sg := append([]events.Signer(nil), signers...)
 	s.signers.Store(&sg)
 	return nil
 }
@@ -62,20 +59,7 @@ func (s *Store) loadLastCheckpoint(h events.Head) error {
 // parseStored reads a stored checkpoint without verifying signatures (the
 // store trusts its own writes; verify checks them against keys).
 func (s *Store) parseStored(b []byte) (events.Checkpoint, error) {
-	n, err := note.Open(b, note.VerifierList())
-	var unverified *note.UnverifiedNoteError
-	if errors.As(err, &unverified) {
-		n, err = unverified.Note, nil
-	}
-	if err != nil {
-		return events.Checkpoint{}, fmt.Errorf("%v: %w", err, events.ErrCorrupt)
-	}
-	cp, err := parseBody(n.Text)
-	if err != nil {
-		return events.Checkpoint{}, err
-	}
-	cp.Note = append([]byte(nil), b...)
-	return cp, nil
+	return events.ParseStoredCheckpoint(b)
 }
 
 func (s *Store) checkpointLoop(ctx context.Context) {
@@ -202,15 +186,4 @@ func (s *Store) StoredCheckpoints(ctx context.Context, fn func(size uint64, note
 		}
 	}
 	return it.Error()
-}
-
-func parseBody(text string) (events.Checkpoint, error) {
-	var c log.Checkpoint
-	if _, err := c.Unmarshal([]byte(text)); err != nil {
-		return events.Checkpoint{}, fmt.Errorf("checkpoint body: %v: %w", err, events.ErrCorrupt)
-	}
-	if len(c.Hash) != 32 {
-		return events.Checkpoint{}, fmt.Errorf("checkpoint root of %d bytes: %w", len(c.Hash), events.ErrCorrupt)
-	}
-	return events.Checkpoint{Origin: c.Origin, Size: c.Size, Root: [32]byte(c.Hash)}, nil
 }

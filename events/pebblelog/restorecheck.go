@@ -10,8 +10,6 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/transparency-dev/merkle/compact"
-	"github.com/transparency-dev/merkle/proof"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
@@ -140,7 +138,7 @@ func checkExtends(ndb *pebble.DB, info SnapshotInfo, h history) error {
 		if err != nil {
 			return fmt.Errorf("%w: consistency proof from %d to %d: %v", ErrBadSnapshot, p.size, info.Head.Size, err)
 		}
-		if err := proof.VerifyConsistency(events.Hasher, p.size, info.Head.Size, pf, p.root[:], info.Head.Root[:]); err != nil {
+		if err := events.VerifyConsistency(p.size, info.Head.Size, pf, p.root[:], info.Head.Root[:]); err != nil {
 			return forks(p, info, fmt.Sprintf("and the consistency proof between them does not verify (%v)", err))
 		}
 	}
@@ -151,7 +149,7 @@ func checkExtends(ndb *pebble.DB, info SnapshotInfo, h history) error {
 // store's own, for rootAt).
 type stagedTree struct{ r treeReader }
 
-func (t *stagedTree) ReadHashes(_ context.Context, ids []compact.NodeID) ([][]byte, error) {
+func (t *stagedTree) ReadHashes(_ context.Context, ids []events.NodeID) ([][]byte, error) {
 	return t.r.readHashes(ids)
 }
 
@@ -172,7 +170,7 @@ func checkStagedTree(ndb *pebble.DB, info SnapshotInfo, prefixes []prefixOf) err
 	tile := make([]byte, 0, layout.TileWidth*32)
 	var nodes uint64 // stored nodes the tree needs
 	var visitErr error
-	visit := func(id compact.NodeID, hash []byte) {
+	visit := func(id events.NodeID, hash []byte) {
 		if id.Level == 0 || id.Level%layout.TileHeight != 0 || visitErr != nil {
 			return
 		}

@@ -17,8 +17,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
-	"github.com/transparency-dev/merkle/compact"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/inspect"
@@ -52,7 +50,7 @@ type Config struct {
 	CheckpointInterval time.Duration
 	// Signers sign checkpoints. They must be named events.Origin(ledger id).
 	// Without signers no checkpoint is signed.
-	Signers []note.Signer
+	Signers []events.Signer
 	// Logger receives the store's logs. Default: discard.
 	Logger *slog.Logger
 	// Clock stamps batches. Default time.Now. It is read by the sequencer
@@ -186,7 +184,7 @@ type Store struct {
 	// seq is owned by the single applier (see Invariants).
 	seq struct {
 		size         uint64
-		rng          *compact.Range
+		rng          *events.Range
 		lastRecorded int64
 		applied      uint64 // raft index of the last applied batch, 0 locally
 		streams      map[string]int64
@@ -206,7 +204,7 @@ type Store struct {
 		failed error         // set when an fsync failed: the store refuses writes
 	}
 
-	signers atomic.Pointer[[]note.Signer]
+	signers atomic.Pointer[[]events.Signer]
 	ckpt    struct {
 		sync.Mutex // serialises signing and storing
 		last       atomic.Pointer[events.Checkpoint]
@@ -313,7 +311,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	s.durable.Store(&head)
 	s.mu.headCh = make(chan struct{})
 	if len(cfg.Signers) > 0 {
-		sg := append([]note.Signer(nil), cfg.Signers...)
+		sg := append([]events.Signer(nil), cfg.Signers...)
 		s.signers.Store(&sg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/events/pebblelog/layout"
@@ -38,11 +37,11 @@ import (
 // from (db): a restore swaps the handle, which drops them.
 type nodeCache struct {
 	mu    sync.Mutex
-	nodes map[compact.NodeID][]byte // guarded by mu
-	db    *pebble.DB                // guarded by mu: the handle tiles, sums and edge were read from
-	tiles map[uint64][]byte         // guarded by mu
-	sums  map[uint64]*[16][32]byte  // guarded by mu
-	edge  edgeTile                  // guarded by mu
+	nodes map[events.NodeID][]byte // guarded by mu
+	db    *pebble.DB               // guarded by mu: the handle tiles, sums and edge were read from
+	tiles map[uint64][]byte        // guarded by mu
+	sums  map[uint64]*[16][32]byte // guarded by mu
+	edge  edgeTile                 // guarded by mu
 }
 
 // edgeTile is the cached prefix of a partial leaf tile.
@@ -61,18 +60,18 @@ const (
 	maxSumCache  = 1 << 14
 )
 
-func (c *nodeCache) get(id compact.NodeID) ([]byte, bool) {
+func (c *nodeCache) get(id events.NodeID) ([]byte, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h, ok := c.nodes[id]
 	return h, ok
 }
 
-func (c *nodeCache) put(id compact.NodeID, h []byte) {
+func (c *nodeCache) put(id events.NodeID, h []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nodes == nil || len(c.nodes) >= maxNodeCache {
-		c.nodes = make(map[compact.NodeID][]byte)
+		c.nodes = make(map[events.NodeID][]byte)
 	}
 	c.nodes[id] = h
 }
@@ -151,7 +150,7 @@ func (c *nodeCache) putEdge(db *pebble.DB, t uint64, leaves []byte) {
 
 // ReadHashes implements events.HashReader: it returns the hash of each
 // perfect subtree root in ids, whose leaves must all be acknowledged.
-func (s *Store) ReadHashes(ctx context.Context, ids []compact.NodeID) ([][]byte, error) {
+func (s *Store) ReadHashes(ctx context.Context, ids []events.NodeID) ([][]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -165,7 +164,7 @@ func (s *Store) ReadHashes(ctx context.Context, ids []compact.NodeID) ([][]byte,
 
 // readHashes returns the hash of each node in ids, whose leaves must all be
 // within r.size.
-func (r *treeReader) readHashes(ids []compact.NodeID) ([][]byte, error) {
+func (r *treeReader) readHashes(ids []events.NodeID) ([][]byte, error) {
 	out := make([][]byte, len(ids))
 	for i, id := range ids {
 		if _, end := id.Coverage(); end > r.size {
@@ -230,7 +229,7 @@ func (r *treeReader) get(key []byte) (_ []byte, err error) {
 	return dbGet(r.db, key)
 }
 
-func (r *treeReader) node(id compact.NodeID) ([]byte, error) {
+func (r *treeReader) node(id events.NodeID) ([]byte, error) {
 	// Nodes of level >= 4 are cached: a complete node never changes. (In
 	// the partial tile at the right edge, level-4 to 7 nodes are folded
 	// from up to 128 leaves, and nearly every proof at the head needs

@@ -40,6 +40,7 @@ var rules = []rule{
 			"github.com/transparency-dev",
 			"golang.org/x/mod/sumdb/note",
 			"github.com/go-json-experiment/json",
+			"github.com/secure-systems-lab/go-securesystemslib/dsse",
 		},
 		greffe:   []string{"internal/jsonscan"},
 		belowAPI: true,
@@ -47,7 +48,8 @@ var rules = []rule{
 			"events/doc.go adds x/mod's note, the C2SP signed-note format of its checkpoints, encoding/json/v2 " +
 			"(go-json-experiment), the one strict decoder (DecodeJSON), and the module's one byte-level JSON toolkit " +
 			"(internal/jsonscan, standard library only), whose validator is the log's rule for data and metadata " +
-			"(ValidJSON) and whose AppendUUID writes an event's id, so the edge and the log share one copy; no other greffe package",
+			"(ValidJSON) and whose AppendUUID writes an event's id, so the edge and the log share one copy, and DSSE's reference " +
+			"library for the envelope's pre-authentication encoding (signed.go); no other greffe package",
 	},
 	{
 		pkg:      "events/pebblelog/...",
@@ -338,24 +340,7 @@ var everywhereGreffe = []string{"internal/config"}
 // today, each with what would remove it. The test fails on any other
 // import no rule grants, and on an entry here that no longer happens
 // (delete it then).
-var knownViolations = []violation{
-	{
-		pkg: "events", imp: "github.com/secure-systems-lab/go-securesystemslib",
-		why: "events/signed.go signs and verifies DSSE envelopes with it; neither ARCHITECTURE.md nor events/doc.go " +
-			"lists it. The table's owner decides: a line for the signature-envelope libraries, or signed.go without it",
-	},
-	{
-		pkg: "events/pebblelog", imp: "github.com/transparency-dev",
-		why: "the store folds its tree with merkle/compact (tree.go, apply.go, store.go) and reads checkpoints with " +
-			"formats/log; STYLE.md wants events to compute and the store to store. Removed when the store calls events' Merkle " +
-			"and checkpoint helpers only, or when the table grants it",
-	},
-	{
-		pkg: "events/pebblelog", imp: "golang.org/x/mod/sumdb/note",
-		why: "Config.Signers are note.Signers and the store signs its checkpoints; granted by neither the table nor " +
-			"events/pebblelog/doc.go. Removed with the one above, or granted with it",
-	},
-}
+var knownViolations = []violation{}
 
 // importedOnlyBy are the packages whose importers are named: raft is the
 // node's (ARCHITECTURE.md, "replicator/: raft only"; issue #21: "nothing
