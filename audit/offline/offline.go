@@ -191,6 +191,19 @@ func VerifyDir(ctx context.Context, dir string, cfg audit.Config) (*audit.Report
 	if err := g.Wait(); err != nil {
 		return stop(err)
 	}
+	// The scans read the newest version of every key; a table that holds
+	// only versions a newer table shadows is never read by them, and a
+	// compaction would fail on it later. Every table is read against its
+	// checksums too (tables hold keys and small values: the blob files
+	// the replay read in full hold the events). TestVerifyDir_DamagedStorage
+	// once met such a table, flushed under load, reported as verified.
+	damaged, err := inspect.CheckTables(ctx, nil, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range damaged {
+		run.Fault(storageFault(dir, d))
+	}
 
 	if meta.StateErr == nil && state.Size <= r.Size() {
 		if lo, hi, differs := r.CompareRange(state.Size, state.Range); differs {
