@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/node"
 )
 
 func newClusterCertsCmd() *cobra.Command {
@@ -42,7 +42,7 @@ issue a certificate for any node id.`,
 			if len(nodes) == 0 {
 				return usageError{fmt.Errorf("--node: name at least one member, ID=HOST[:PORT][,HOST...]")}
 			}
-			cfg := replicator.ClusterCertsConfig{Dir: out, PeerValidity: valid, CAValidity: caFor}
+			cfg := node.ClusterCertsConfig{Dir: out, PeerValidity: valid, CAValidity: caFor}
 			for _, n := range nodes {
 				spec, err := parsePeerSpec(n)
 				if err != nil {
@@ -50,7 +50,7 @@ issue a certificate for any node id.`,
 				}
 				cfg.Nodes = append(cfg.Nodes, spec)
 			}
-			res, err := replicator.WriteClusterCerts(cfg)
+			res, err := node.WriteClusterCerts(cfg)
 			if err != nil {
 				return fmt.Errorf("nothing written: %w", err)
 			}
@@ -72,26 +72,26 @@ issue a certificate for any node id.`,
 	f := c.Flags()
 	f.StringVar(&out, "out", "", "folder that receives the files (created when missing)")
 	f.StringArrayVar(&nodes, "node", nil, "a member: ID=HOST[:PORT][,HOST...], its node id and the hosts its peers dial (repeatable)")
-	f.DurationVar(&valid, "valid", replicator.DefaultPeerValidity, "lifetime of the member certificates")
-	f.DurationVar(&caFor, "ca-valid", replicator.DefaultCAValidity, "lifetime of a new CA")
+	f.DurationVar(&valid, "valid", node.DefaultPeerValidity, "lifetime of the member certificates")
+	f.DurationVar(&caFor, "ca-valid", node.DefaultCAValidity, "lifetime of a new CA")
 	f.BoolVar(&asJSON, "json", false, "print the files written as JSON")
 	return c
 }
 
 // parsePeerSpec reads ID=HOST[:PORT][,HOST[:PORT]...].
-func parsePeerSpec(s string) (replicator.PeerSpec, error) {
+func parsePeerSpec(s string) (node.PeerSpec, error) {
 	id, hosts, ok := strings.Cut(s, "=")
 	if !ok || id == "" || hosts == "" {
-		return replicator.PeerSpec{}, fmt.Errorf("use ID=HOST[:PORT][,HOST...], e.g. n1=10.0.0.1:7001")
+		return node.PeerSpec{}, fmt.Errorf("use ID=HOST[:PORT][,HOST...], e.g. n1=10.0.0.1:7001")
 	}
-	spec := replicator.PeerSpec{ID: id}
+	spec := node.PeerSpec{ID: id}
 	for _, h := range strings.Split(hosts, ",") {
 		if host, _, err := net.SplitHostPort(h); err == nil {
 			h = host
 		}
 		h = strings.Trim(h, "[]")
 		if h == "" {
-			return replicator.PeerSpec{}, fmt.Errorf("an empty host")
+			return node.PeerSpec{}, fmt.Errorf("an empty host")
 		}
 		spec.Hosts = append(spec.Hosts, h)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
-	"github.com/greffe/greffe/replicator"
+	"github.com/greffe/greffe/node"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -89,7 +89,7 @@ func exitCodeOf(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if errors.Is(err, replicator.ErrRemoved) {
+	if errors.Is(err, node.ErrRemoved) {
 		return exitRemoved
 	}
 	var ae *wire.Error

@@ -346,14 +346,14 @@ var knownViolations = []violation{}
 // node's (ARCHITECTURE.md, "replicator/: raft only"; issue #21: "nothing
 // imports replicator but the node"). api reaches the cluster through its
 // Cluster and Router interfaces, metrics through its Raft interface, and
-// the bodies of the cluster routes are wire's; cmd may import everything
-// (its cluster certs command writes the raft port's certificates).
+// the bodies of the cluster routes are wire's, and the CLI's cluster
+// certificates and ErrRemoved are named by node (node/clustercerts.go).
 var importedOnlyBy = []struct {
 	pkg string
 	by  []string
 	why string
 }{
-	{"replicator", []string{"node", "cmd/..."}, "raft is wired by node only: define an interface where it is used, as api.Cluster"},
+	{"replicator", []string{"node"}, "raft is wired by node only: define an interface where it is used, as api.Cluster, or name it in node (node/clustercerts.go: the CLI's cluster certificates and ErrRemoved)"},
 }
 
 // linksNot are what a package must not link, through any import: the
