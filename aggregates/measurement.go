@@ -957,10 +957,25 @@ type RecordMeasurement struct {
 	// Envelope is the DSSE envelope of the signed result; a result without one
 	// is refused, and the refusal is recorded.
 	Envelope events.Envelope `json:"envelope" jsonschema:"optional"`
+
+	// result is Payload as Validate decoded it, so that Decide (run again
+	// on every retry) does not decode the same bytes again.
+	result *MeasurementResult
 }
 
 // CommandName implements Command.
 func (*RecordMeasurement) CommandName() string { return "RecordMeasurement" }
+
+// payload returns the signed result: as Validate decoded it, or decoded
+// now (strictly, as Validate does) for a command that was not validated.
+func (c *RecordMeasurement) payload() (MeasurementResult, error) {
+	if c.result != nil {
+		return *c.result, nil
+	}
+	var r MeasurementResult
+	err := decodeSignedPayload(c.Payload, &r)
+	return r, err
+}
 
 // Validate implements crossFieldRules: the payload is the signed JSON of
 // a MeasurementResult, whose fields are held to their types as a command's
@@ -971,6 +986,7 @@ func (c *RecordMeasurement) Validate() error {
 	if err := decodeSignedPayload(c.Payload, &r); err != nil {
 		return err
 	}
+	c.result = &r
 	if pr := r.Probe; pr != nil && pr.Outcome == ProbeRefused && r.Outcome != ResultRefusedByHost {
 		return invalid("payload.probe.outcome", "is %s only in a result whose outcome is %s (the host policy refused the probe)", ProbeRefused, ResultRefusedByHost)
 	}
@@ -1034,9 +1050,9 @@ func (c *RecordMeasurement) Decide(in Inputs) ([]NewEvent, error) {
 		}
 		return nil, refuse(code, det, "the measurement's signature does not verify against executor %s's keys: %v", c.ExecutorID, err)
 	}
-	var r MeasurementResult // Validate decoded it strictly already
-	if err := json.Unmarshal(c.Payload, &r); err != nil {
-		return nil, invalid("payload", "%v", err)
+	r, err := c.payload()
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case r.MeasurementID != string(c.MeasurementID) || r.ExecutorID != string(c.ExecutorID):

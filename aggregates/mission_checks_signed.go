@@ -73,10 +73,25 @@ type RecordSignedCheck struct {
 	// Envelope is the DSSE envelope of the signed run; a run without a
 	// signature is refused, and the refusal is recorded.
 	Envelope events.Envelope `json:"envelope" jsonschema:"optional"`
+
+	// run is Payload as Validate decoded it, so that Decide (run again on
+	// every retry) does not decode the same bytes again.
+	run *CheckRun
 }
 
 // CommandName implements Command.
 func (*RecordSignedCheck) CommandName() string { return "RecordSignedCheck" }
+
+// payload returns the signed run: as Validate decoded it, or decoded now
+// (strictly, as Validate does) for a command that was not validated.
+func (c *RecordSignedCheck) payload() (CheckRun, error) {
+	if c.run != nil {
+		return *c.run, nil
+	}
+	var r CheckRun
+	err := decodeSignedPayload(c.Payload, &r)
+	return r, err
+}
 
 // Validate implements crossFieldRules: the payload is the signed JSON of
 // a CheckRun, whose fields are held to their types as a command's are, and
@@ -86,6 +101,7 @@ func (c *RecordSignedCheck) Validate() error {
 	if err := decodeSignedPayload(c.Payload, &r); err != nil {
 		return err
 	}
+	c.run = &r
 	return checkEnvelopeBound(&c.Envelope)
 }
 
@@ -119,9 +135,9 @@ func (c *RecordSignedCheck) Decide(in Inputs) ([]NewEvent, error) {
 		}
 		return nil, refuse(code, det, "the check's signature does not verify against the check-runner keys of %s: %v", c.RunnerID, err)
 	}
-	var r CheckRun // Validate decoded it strictly already
-	if err := json.Unmarshal(c.Payload, &r); err != nil {
-		return nil, invalid("payload", "%v", err)
+	r, err := c.payload()
+	if err != nil {
+		return nil, err
 	}
 	if r.MissionID != c.MissionID || r.RunnerID != c.RunnerID {
 		det["payload_mission_id"], det["payload_runner_id"] = r.MissionID, r.RunnerID
