@@ -92,16 +92,12 @@ printed), 2 could not run (no such folder, no key to trust).`,
 // texts returns the verifier keys given, as text (checked to parse):
 // package backup compares keys by their text, not their 32-bit hash.
 func (v *verifierFlags) texts() ([]string, error) {
-	if _, err := v.parse(); err != nil {
+	keys, err := v.given()
+	if err != nil {
 		return nil, err
 	}
-	keys := append([]string(nil), v.keys...)
-	if v.file != "" {
-		more, err := audit.ReadVerifierFile(v.file)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		keys = append(keys, more...)
+	if _, err := audit.ParseVerifiers(keys); err != nil {
+		return nil, usageError{err}
 	}
 	return keys, nil
 }

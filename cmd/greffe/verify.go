@@ -28,8 +28,9 @@ func (v *verifierFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&v.file, "verifiers", "", "file of checkpoint verifier keys, one per line")
 }
 
-// parse returns the configured verifiers; none means "use the default".
-func (v *verifierFlags) parse() ([]note.Verifier, error) {
+// given returns the verifier keys of the flags and of the file, as text,
+// the file read once.
+func (v *verifierFlags) given() ([]string, error) {
 	keys := append([]string(nil), v.keys...)
 	if v.file != "" {
 		more, err := audit.ReadVerifierFile(v.file)
@@ -37,6 +38,15 @@ func (v *verifierFlags) parse() ([]note.Verifier, error) {
 			return nil, usageError{err}
 		}
 		keys = append(keys, more...)
+	}
+	return keys, nil
+}
+
+// parse returns the configured verifiers; none means "use the default".
+func (v *verifierFlags) parse() ([]note.Verifier, error) {
+	keys, err := v.given()
+	if err != nil {
+		return nil, err
 	}
 	vs, err := audit.ParseVerifiers(keys)
 	if err != nil {
