@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +43,7 @@ func benchStalled(b *testing.B, stalled int) {
 	n, srv := startServer(b, api.Config{Tokens: readerTokens(b, names...), WriteTimeout: 10 * time.Minute})
 	w := client.New(n.url, "writer-token-0123456789")
 	appendLarge(b, w, "seed", 2000, 8000) // 16 MB for every subscriber to be sent
-	heap0, rss0 := memory()
+	heap0, rss0 := bench.Memory()
 
 	accepted, refused := 0, 0
 	for i := range stalled {
@@ -65,7 +62,7 @@ func benchStalled(b *testing.B, stalled int) {
 		}
 	}
 	settle(b, srv)
-	heap1, rss1 := memory()
+	heap1, rss1 := bench.Memory()
 
 	payload := bench.Payload(256)
 	lat := make([]time.Duration, 0, b.N)
@@ -78,7 +75,7 @@ func benchStalled(b *testing.B, stalled int) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	heap2, rss2 := memory()
+	heap2, rss2 := bench.Memory()
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
 	b.ReportMetric(q(0.5), "p50-µs")
@@ -114,22 +111,4 @@ func settle(b *testing.B, srv *api.Server) {
 		last = now
 	}
 	b.Fatal("the subscriptions kept advancing for 60 s")
-}
-
-// memory returns the Go heap in use after a collection, and the
-// process's resident set, in MiB.
-func memory() (heap, rss float64) {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	heap = float64(ms.HeapInuse) / (1 << 20)
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				rss = kb / 1024
-			}
-		}
-	}
-	return heap, rss
 }

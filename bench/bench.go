@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,13 +283,27 @@ func (r *runState) round(ctx context.Context, t Target, cfg Config, d time.Durat
 }
 
 // peakRSS reads VmHWM from /proc/self/status (Linux), in bytes.
-func peakRSS() uint64 {
+func peakRSS() uint64 { return procStatus("VmHWM") }
+
+// Memory returns what a benchmark of held resources reports: the Go heap
+// in use after a collection, and the process's resident set (VmRSS), in
+// MiB (0 where /proc is not there).
+func Memory() (heapMiB, rssMiB float64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20), float64(procStatus("VmRSS")) / (1 << 20)
+}
+
+// procStatus reads a size field ("VmHWM", "VmRSS") of /proc/self/status
+// (Linux), in bytes; 0 when it cannot.
+func procStatus(field string) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb uint64
 			if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb); err == nil {
 				return kb << 10

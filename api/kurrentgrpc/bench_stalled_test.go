@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/greffe/greffe/bench"
 	"github.com/greffe/greffe/events"
 )
 
@@ -53,7 +51,7 @@ func benchStalledStreams(b *testing.B, stalled int) {
 			b.Fatal(err)
 		}
 	}
-	heap0, _ := benchMemory()
+	heap0, _ := bench.Memory()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	var conns []streams.StreamsClient
@@ -75,16 +73,16 @@ func benchStalledStreams(b *testing.B, stalled int) {
 	}
 	// Settle: the subscribers' windows fill within moments; wait until
 	// the heap stops growing.
-	last, _ := benchMemory()
+	last, _ := bench.Memory()
 	for range 120 {
 		time.Sleep(500 * time.Millisecond) // a benchmark's settling, not a test's synchronisation
-		now, _ := benchMemory()
+		now, _ := bench.Memory()
 		if now-last < 1 {
 			break
 		}
 		last = now
 	}
-	heap1, rss1 := benchMemory()
+	heap1, rss1 := bench.Memory()
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 240) + `"}`)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -98,7 +96,7 @@ func benchStalledStreams(b *testing.B, stalled int) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
-	heap2, rss2 := benchMemory()
+	heap2, rss2 := bench.Memory()
 	slices.Sort(lat)
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) }
 	b.ReportMetric(q(0.5), "p50-µs")
@@ -109,22 +107,4 @@ func benchStalledStreams(b *testing.B, stalled int) {
 	b.ReportMetric(max(heap1, heap2)-heap0, "heap-growth-MiB")
 	b.ReportMetric(max(rss1, rss2), "rss-MiB")
 	b.ReportMetric(0, "ns/op")
-}
-
-// benchMemory returns the Go heap in use after a collection, and the
-// process's resident set, in MiB.
-func benchMemory() (heap, rss float64) {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	heap = float64(ms.HeapInuse) / (1 << 20)
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				rss = kb / 1024
-			}
-		}
-	}
-	return heap, rss
 }
