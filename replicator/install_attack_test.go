@@ -67,11 +67,7 @@ func forgedSnapshot(t *testing.T, through uint64) ([]byte, pebblelog.SnapshotInf
 func TestReplicator_InstallSnapshotOfForgedHistory(t *testing.T) {
 	nodes := cluster(t, 2, nil)
 	leader, victim := nodes[0], nodes[1]
-	for i := range 20 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 20)
 	converged(t, nodes, leader)
 	before, err := victim.store.ReadRaw(t.Context(), 0, victim.store.Head().Size)
 	if err != nil {
@@ -109,11 +105,7 @@ func TestReplicator_InstallSnapshotOfForgedHistory(t *testing.T) {
 	if f := victim.store.Failure(); f != nil {
 		t.Fatalf("the victim's store failed: %v", f)
 	}
-	for i := range 5 {
-		if _, err := appendOne(t.Context(), leader.store, "after", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "after", 5)
 	converged(t, nodes, leader)
 }
 
@@ -244,11 +236,7 @@ func TestReplicator_RefusedSnapshotIsNotKept(t *testing.T) {
 		}
 	})
 	leader, victim := nodes[0], nodes[1]
-	for i := range 20 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 20)
 	converged(t, nodes, leader)
 	snapDir := filepath.Join(victim.dir, "raft", "snapshots")
 	lastSnap := snapshotIndex(victim.rep)
@@ -329,11 +317,7 @@ func TestReplicator_RefusedSnapshotFromAMember(t *testing.T) {
 		}
 	})
 	leader, victim := nodes[0], nodes[1]
-	for i := range 10 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 10)
 	converged(t, nodes, leader)
 	stolen := newAttacker(t, pki.tlsFor(t, "n1-stolen", NodeURI(leader.id).String()))
 	_, forged := refuseForgedVia(t, stolen, leader, victim, nil)
@@ -359,11 +343,7 @@ func TestReplicator_RefusedSnapshotIsNeverServed(t *testing.T) {
 	}
 	nodes := cluster(t, 2, small)
 	leader, victim := nodes[0], nodes[1]
-	for i := range 20 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 20)
 	converged(t, nodes, leader)
 	forgedInfo, _ := refuseForged(t, leader, victim, nil)
 
@@ -373,11 +353,7 @@ func TestReplicator_RefusedSnapshotIsNeverServed(t *testing.T) {
 	eventually(t, "the victim leads", 10*time.Second, func() bool {
 		return victim.rep.raft.State() == raft.Leader && victim.rep.ready.Load() == victim.rep.raft.CurrentTerm()
 	})
-	for i := range 40 {
-		if _, err := appendOne(t.Context(), victim.store, "led", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, victim.store, "led", 40)
 	eventually(t, "the victim compacts its log", 20*time.Second, func() bool {
 		first, _ := victim.rep.logs.FirstIndex()
 		return first > 1
@@ -410,11 +386,7 @@ func TestReplicator_RefusedSnapshotIsNeverServed(t *testing.T) {
 func TestReplicator_RefusedSnapshotRemovesNoMember(t *testing.T) {
 	nodes := cluster(t, 2, nil)
 	leader, victim := nodes[0], nodes[1]
-	for i := range 10 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 10)
 	converged(t, nodes, leader)
 	beforeIndex, beforeMembers := victim.rep.watch.view()
 	refuseForged(t, leader, victim, func(r *raft.InstallSnapshotRequest) {
@@ -447,11 +419,7 @@ func TestReplicator_RefusedSnapshotRemovesNoMember(t *testing.T) {
 func TestReplicator_RefusedSnapshotOnDiskAtStart(t *testing.T) {
 	nodes := cluster(t, 2, nil)
 	leader, victim := nodes[0], nodes[1]
-	for i := range 20 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 20)
 	converged(t, nodes, leader)
 	before := victim.store.Head()
 	stream, info := forgedSnapshot(t, victim.store.AppliedIndex()+100)
@@ -614,11 +582,7 @@ func TestReplicator_RefusedSnapshotTheLogNeeds(t *testing.T) {
 	}
 	nodes := cluster(t, 2, small)
 	leader, victim := nodes[0], nodes[1]
-	for i := range 40 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 40)
 	converged(t, nodes, leader)
 	eventually(t, "the victim compacts its log", 20*time.Second, func() bool {
 		first, _ := victim.rep.logs.FirstIndex()
@@ -685,11 +649,7 @@ func TestReplicator_RefusedSnapshotTheLogNeeds(t *testing.T) {
 func TestReplicator_KeptSnapshotBehindTheLedger(t *testing.T) {
 	nodes := cluster(t, 2, nil)
 	leader, victim := nodes[0], nodes[1]
-	for i := range 20 {
-		if _, err := appendOne(t.Context(), leader.store, "orders", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "orders", 20)
 	converged(t, nodes, leader)
 	snapDir := filepath.Join(victim.dir, "raft", "snapshots")
 	far := func() uint64 { return victim.store.AppliedIndex() + 100000 }

@@ -177,11 +177,7 @@ func stillServes(t *testing.T, nodes []*testNode, leader *testNode) {
 // the node's own id is refused with its code, and nothing changes.
 func TestPeerAuth_ForgedAppendEntries(t *testing.T) {
 	nodes := cluster(t, 3, nil)
-	for i := range 3 {
-		if _, err := appendOne(t.Context(), nodes[0].store, "real", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, nodes[0].store, "real", 3)
 	converged(t, nodes, nodes[0])
 	target := nodes[1]
 	for _, tc := range []struct {
@@ -291,11 +287,7 @@ func (p *testPKI) member(t *testing.T) func(*Config) {
 func TestPeerAuth_MutualTLSIdentity(t *testing.T) {
 	pki := newTestPKI(t)
 	nodes := cluster(t, 3, pki.member(t))
-	for i := range 3 {
-		if _, err := appendOne(t.Context(), nodes[0].store, "real", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, nodes[0].store, "real", 3)
 	converged(t, nodes, nodes[0])
 	target := nodes[1]
 	attack := func(t *testing.T, tc *tls.Config, claim, code string) {

@@ -388,11 +388,7 @@ func TestReplicator_FailedInstallIsRemovedAndRetried(t *testing.T) {
 	leader, follower := nodes[0], nodes[2]
 	behind := follower.rep.raft.LastIndex()
 	follower.stop(t)
-	for i := range 200 {
-		if _, err := appendOne(t.Context(), leader.store, "failed-install", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "failed-install", 200)
 	eventually(t, "the leader compacts its log past the follower", 10*time.Second, func() bool {
 		first, _ := leader.rep.logs.FirstIndex()
 		return first > behind+1

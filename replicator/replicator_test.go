@@ -140,6 +140,17 @@ func appendOne(ctx context.Context, st *pebblelog.Store, stream string, i int) (
 	}}}}})
 }
 
+// appendRange appends n events to stream, one per append ({"i":0} to
+// {"i":n-1}), failing the test on the first error.
+func appendRange(t testing.TB, st *pebblelog.Store, stream string, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := appendOne(t.Context(), st, stream, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 var errReached = errors.New("reached")
 
 // converged waits until every node has applied the leader's last event (a
@@ -308,19 +319,11 @@ func TestReplicator_SnapshotInstall(t *testing.T) {
 	}
 	nodes := cluster(t, 3, small)
 	leader, lagging := nodes[0], nodes[2]
-	for i := range 10 {
-		if _, err := appendOne(t.Context(), leader.store, "snap", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "snap", 10)
 	converged(t, nodes, leader)
 	applied := lagging.store.AppliedIndex()
 	lagging.stop(t)
-	for i := range 200 {
-		if _, err := appendOne(t.Context(), leader.store, "snap", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "snap", 200)
 	eventually(t, "the leader compacts its log", 20*time.Second, func() bool {
 		first, _ := leader.rep.logs.FirstIndex()
 		return first > applied+1
@@ -339,11 +342,7 @@ func TestReplicator_SnapshotInstall(t *testing.T) {
 		metas, err = lagging.rep.fsm.snaps.List()
 		return err == nil && len(metas) > 0 && metas[0].Index == snapshotIndex(lagging.rep)
 	})
-	for i := range 5 {
-		if _, err := appendOne(t.Context(), leader.store, "after", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "after", 5)
 	converged(t, nodes, leader)
 	// And the follower starts again on it.
 	installed := metas[0].ID

@@ -229,19 +229,11 @@ func TestReplicator_InstallAnswerLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes = append(nodes, follower)
-	for i := range 10 {
-		if _, err := appendOne(t.Context(), leader.store, "answer-lost", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "answer-lost", 10)
 	converged(t, nodes, leader)
 	behind := follower.rep.raft.LastIndex()
 	follower.stop(t)
-	for i := range 200 {
-		if _, err := appendOne(t.Context(), leader.store, "answer-lost", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "answer-lost", 200)
 	eventually(t, "the leader compacts its log past the follower", 20*time.Second, func() bool {
 		first, _ := leader.rep.logs.FirstIndex()
 		return first > behind+1
@@ -277,10 +269,6 @@ func TestReplicator_InstallAnswerLost(t *testing.T) {
 	if m := metas[0]; m.Index != installs[0].Index || m.Term != installs[0].Term || follower.rep.fsm.snaps.received(m.ID) {
 		t.Errorf("the follower's newest snapshot is %s (index %d, term %d, received %v); want the leader's, taken", m.ID, m.Index, m.Term, follower.rep.fsm.snaps.received(m.ID))
 	}
-	for i := range 5 {
-		if _, err := appendOne(t.Context(), leader.store, "after", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, leader.store, "after", 5)
 	converged(t, nodes, leader)
 }

@@ -32,11 +32,7 @@ func TestReplicator_BootstrapSeedsFromExistingLedger(t *testing.T) {
 		wantApplied uint64 // the seed snapshot's index
 	}{
 		{"a single node's ledger", func(t *testing.T, st *pebblelog.Store) {
-			for i := range 20 {
-				if _, err := appendOne(t.Context(), st, "single", i); err != nil {
-					t.Fatal(err)
-				}
-			}
+			appendRange(t, st, "single", 20)
 		}, 1},
 		{"a cluster member's ledger", func(t *testing.T, st *pebblelog.Store) {
 			for idx := uint64(2); idx <= 40; idx++ {
@@ -69,11 +65,7 @@ func TestReplicator_BootstrapSeedsFromExistingLedger(t *testing.T) {
 				t.Fatalf("seed applied index %d, want %d", got, tc.wantApplied)
 			}
 			eventually(t, "n1 leads", 10*time.Second, func() bool { return seed.rep.raft.State() == raft.Leader })
-			for i := range 5 {
-				if _, err := appendOne(t.Context(), seed.store, "after-seed", i); err != nil {
-					t.Fatal(err)
-				}
-			}
+			appendRange(t, seed.store, "after-seed", 5)
 			if got := seed.store.Head().Size; got != history.Size+5 {
 				t.Fatalf("seed head %d after 5 appends on a history of %d", got, history.Size)
 			}

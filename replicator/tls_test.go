@@ -15,11 +15,7 @@ import (
 func TestReplicator_MutualTLS(t *testing.T) {
 	pki := newTestPKI(t)
 	nodes := cluster(t, 3, pki.member(t))
-	for i := range 20 {
-		if _, err := appendOne(t.Context(), nodes[0].store, "tls", i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendRange(t, nodes[0].store, "tls", 20)
 	converged(t, nodes, nodes[0])
 
 	stranger := newTestPKI(t).tlsFor(t, "stranger", NodeURI("n1").String())
