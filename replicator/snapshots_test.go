@@ -278,8 +278,22 @@ func TestSnapshotStore_PowerLoss(t *testing.T) {
 	armed = false
 	clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{}))
 	ops = append(ops, "after Close returned")
-	before, after := want(1, 20, 1, 10), want(2, 30, 1, 20)
-	sawNew := false
+	checkCrashPoints(t, snapDir, clones, ops, want(1, 20, 1, 10), want(2, 30, 1, 20), crashWords{
+		undone: "the new snapshot is gone again", either: "the old or the new snapshots", missing: "the new snapshot is not there after Close returned"})
+}
+
+// crashWords say what a crash-point check found, in the words of its
+// change.
+type crashWords struct{ undone, either, missing string }
+
+// checkCrashPoints opens the snapshot store of each crash clone, in the
+// order of ops (what was about to happen when power was lost), and
+// requires it to list before until some point and after from then on:
+// the change is atomic, and durable once its call returned (the last
+// clone).
+func checkCrashPoints(t *testing.T, snapDir string, clones []*vfs.MemFS, ops []string, before, after []listed, w crashWords) {
+	t.Helper()
+	changed := false
 	for i, c := range clones {
 		cs, err := OpenSnapshotStore(snapDir, c, 2, nil)
 		if err != nil {
@@ -291,15 +305,15 @@ func TestSnapshotStore_PowerLoss(t *testing.T) {
 		}
 		switch {
 		case cmp.Equal(got, after):
-			sawNew = true
-		case sawNew:
-			t.Fatalf("power lost before %s: the new snapshot is gone again: %+v", ops[i], got)
+			changed = true
+		case changed:
+			t.Fatalf("power lost before %s: %s: %+v", ops[i], w.undone, got)
 		case !cmp.Equal(got, before):
-			t.Fatalf("power lost before %s: listed %+v, want the old or the new snapshots", ops[i], got)
+			t.Fatalf("power lost before %s: listed %+v, want %s", ops[i], got, w.either)
 		}
 	}
-	if !sawNew {
-		t.Fatal("the new snapshot is not there after Close returned")
+	if !changed {
+		t.Fatal(w.missing)
 	}
 	t.Logf("%d crash points", len(clones))
 }
@@ -604,28 +618,7 @@ func TestSnapshotStore_PowerLossDuringDiscard(t *testing.T) {
 	armed = false
 	clones = append(clones, mem.CrashClone(vfs.CrashCloneCfg{}))
 	ops = append(ops, "after discard returned")
-	before, after := want(9, 40, 1, 10), want(1, 10)
-	gone := false
-	for i, c := range clones {
-		cs, err := OpenSnapshotStore(snapDir, c, 2, nil)
-		if err != nil {
-			t.Fatalf("power lost before %s: open: %v", ops[i], err)
-		}
-		got, err := checkSnaps(cs)
-		if err != nil {
-			t.Fatalf("power lost before %s: %v", ops[i], err)
-		}
-		switch {
-		case cmp.Equal(got, after):
-			gone = true
-		case gone:
-			t.Fatalf("power lost before %s: the removed snapshot is back: %+v", ops[i], got)
-		case !cmp.Equal(got, before):
-			t.Fatalf("power lost before %s: listed %+v, want the snapshots with or without the removed one", ops[i], got)
-		}
-	}
-	if !gone {
-		t.Fatal("the removed snapshot is still listed after discard returned")
-	}
-	t.Logf("%d crash points", len(clones))
+	checkCrashPoints(t, snapDir, clones, ops, want(9, 40, 1, 10), want(1, 10), crashWords{
+		undone: "the removed snapshot is back", either: "the snapshots with or without the removed one",
+		missing: "the removed snapshot is still listed after discard returned"})
 }
