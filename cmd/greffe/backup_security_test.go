@@ -2,7 +2,6 @@ package main
 
 import (
 	"archive/tar"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -307,14 +306,7 @@ func TestBackup_PrivateKeysAdminOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Open(node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	n := startNodeWith(t, node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
 
 	tests := []struct {
 		name, token string

@@ -280,14 +280,7 @@ func TestRestore_Refusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Open(node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
+	n := startNodeWith(t, node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
 
 	dir := filepath.Join(t.TempDir(), "backup")
 	code, _, errs := runCLI(t, "", "backup", "--server="+n.URL(), "--token", "writer-token-0123456789", "--out", dir)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -15,18 +14,7 @@ import (
 // startNode runs a real node in process on a loopback port.
 func startNode(t *testing.T) *node.Node {
 	t.Helper()
-	n, err := node.Open(node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return n
+	return startNodeWith(t, node.Config{DataDir: t.TempDir(), API: api.Config{Addr: "127.0.0.1:0"}})
 }
 
 // runCLI runs the CLI in process and returns its exit code and outputs.

@@ -60,18 +60,7 @@ func errorsAs(err error, target **exec.ExitError) bool {
 // startNodeIn runs a real node in process on data.
 func startNodeIn(t *testing.T, data string) *node.Node {
 	t.Helper()
-	n, err := node.Open(node.Config{DataDir: data, API: api.Config{Addr: "127.0.0.1:0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return n
+	return startNodeWith(t, node.Config{DataDir: data, API: api.Config{Addr: "127.0.0.1:0"}})
 }
 
 // deadURL is a loopback URL nothing listens on.
