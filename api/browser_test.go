@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"github.com/greffe/greffe/api"
 	"github.com/greffe/greffe/events/pebblelog"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/node/nodetest"
 	"github.com/greffe/greffe/wire"
 )
 
@@ -32,16 +32,9 @@ import (
 func browserNode(t *testing.T, tokens *api.Tokens) (string, string, *pebblelog.Store, []byte) {
 	t.Helper()
 	dir := t.TempDir()
-	n, err := node.Open(node.Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx) }()
+	n, stop := nodetest.Serve(t, node.Config{DataDir: dir, API: api.Config{Addr: "127.0.0.1:0", Tokens: tokens}})
 	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})

@@ -28,26 +28,11 @@ import (
 	"github.com/greffe/greffe/wire"
 )
 
-// serveNode opens a node with cfg (data folder and address filled in) and
-// serves it until the test ends.
+// serveNode opens a node with cfg (a new data folder and a loopback
+// address filled in) and serves it until the test ends (serveAt).
 func serveNode(t *testing.T, cfg Config) *Node {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
-	cfg.API.Addr = "127.0.0.1:0"
-	n, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return n
+	return serveAt(t, t.TempDir(), cfg)
 }
 
 // scrape reads GET /metrics and parses it as Prometheus would.

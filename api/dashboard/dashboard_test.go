@@ -27,6 +27,7 @@ import (
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/fixtures"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/node/nodetest"
 	"github.com/greffe/greffe/projections"
 	"github.com/greffe/greffe/wire"
 )
@@ -106,18 +107,11 @@ type fixture struct {
 // called at cleanup).
 func serve(t *testing.T, cfg node.Config) (*node.Node, func()) {
 	t.Helper()
-	n, err := node.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(sctx) }()
+	n, stopNode := nodetest.Serve(t, cfg)
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			cancel()
-			if err := <-served; err != nil {
+			if err := stopNode(); err != nil {
 				t.Errorf("serve: %v", err)
 			}
 		})

@@ -21,6 +21,7 @@ import (
 	"github.com/greffe/greffe/client"
 	"github.com/greffe/greffe/events"
 	"github.com/greffe/greffe/node"
+	"github.com/greffe/greffe/node/nodetest"
 	"github.com/greffe/greffe/wire"
 	"github.com/greffe/greffe/witness"
 )
@@ -156,17 +157,7 @@ func TestCLI_VerifiedReadRollback(t *testing.T) {
 
 func startNodeWith(t *testing.T, cfg node.Config) *node.Node {
 	t.Helper()
-	n, err := node.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	n, _ := nodetest.Serve(t, cfg)
 	return n
 }
 

@@ -198,6 +198,11 @@ var rules = []rule{
 			"the store, the replicator and the backup taker to api (node/node.go); x/mod's note for the checkpoint keys it creates",
 	},
 	{
+		pkg:    "node/nodetest",
+		greffe: []string{"node"},
+		why:    "not in the table: a real node for tests, opened, served and stopped (node/nodetest/nodetest.go); only tests import it",
+	},
+	{
 		pkg:     "metrics",
 		greffe:  []string{"events", "events/pebblelog", "commands", "projections", "witness", "internal/quota", "wire"},
 		modules: []string{"github.com/prometheus"},
